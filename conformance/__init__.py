@@ -1,0 +1,18 @@
+"""ort-ep-conformance: the memory and copy contract of ONNX Runtime execution providers, executable."""
+
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version("ort-ep-conformance")
+except _metadata.PackageNotFoundError:  # a source tree that was never installed
+    __version__ = "0+unknown"
+
+
+def probe(ep: str | None = None, *, library: str | None = None, options: dict[str, str] | None = None, timeout: float = 60.0):
+    """The copy-capability matrix of every device of an EP (default: every EP present), as data.
+
+    Runs in a child process, so an EP that aborts or hangs cannot take the caller down.
+    """
+    from conformance.probe import probe_eps
+
+    return probe_eps(ep, library=library, options=options or {}, timeout=timeout)

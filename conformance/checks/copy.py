@@ -1,0 +1,113 @@
+"""copy_tensors between the CPU and the EP's memories."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from conformance import tensors
+from conformance.checks import NotApplicable, Violation, check
+
+DESTINATION_SENTINEL = 0x5A
+
+
+def _snippet(ctx, source_kind: str, destination_kind: str, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    return (f"{ctx.preamble()}\n"
+            f"src = ort.OrtValue.ortvalue_from_shape_and_type({list(shape)}, {dt.onnx_type}, memory_info={ctx.memory_expr(source_kind)})\n"
+            f"dst = ort.OrtValue.ortvalue_from_shape_and_type({list(shape)}, {dt.onnx_type}, memory_info={ctx.memory_expr(destination_kind)})\n"
+            "ort.copy_tensors([src], [dst], None)")
+
+
+def _copy(ctx, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
+    source_kind, destination_kind = direction.split(">")
+    for kind in (source_kind, destination_kind):
+        ctx.require_memory(kind)
+    dt = tensors.DTYPES[dtype]
+    shp = tensors.parse_shape(shape, dt)
+    values = tensors.sample(dt, shp, seed=4)
+    memory = {"source": ctx.memory_facts(source_kind), "destination": ctx.memory_facts(destination_kind)}
+    snippet = _snippet(ctx, source_kind, destination_kind, dt, shp)
+    source = ctx.place(values, source_kind, dt)
+    destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), destination_kind, dt)
+    try:
+        ctx.copy([source], [destination])
+    except Exception as exc:
+        yield Violation(f"copy_tensors {direction} failed: {exc}", expected="the copy", actual=f"{type(exc).__name__}: {exc}", memory=memory, reproducer=snippet)
+        return
+    diff = tensors.compare(tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp))
+    if diff:
+        yield Violation(f"copy_tensors {direction} did not deliver the source bytes: {diff.describe()}",
+                        expected="byte-identical destination", actual=diff.describe(), memory=memory, reproducer=snippet)
+
+
+@check("copy.direction")
+def direction(ctx, direction: str, dtype: str = "float32", shape: str = "3x5") -> Iterator[Violation]:
+    yield from _copy(ctx, direction, dtype, shape)
+
+
+@check("copy.roundtrip")
+def roundtrip(ctx, dtype: str, shape: str) -> Iterator[Violation]:
+    """CPU → DEFAULT → CPU: `place` copies in, `read` copies out into a sentinel-filled buffer."""
+    dt = tensors.DTYPES[dtype]
+    if dt.name == "string":
+        raise NotApplicable("onnxruntime's Python API creates no OrtValue from a string array")
+    shp = tensors.parse_shape(shape, dt)
+    values = tensors.sample(dt, shp, seed=5)
+    device_value = ctx.place(values, "default", dt)
+    diff = tensors.compare(tensors.payload(values, dt), ctx.read(device_value, "default", dt, shp))
+    if diff:
+        yield Violation(f"CPU → DEFAULT → CPU changed the bytes: {diff.describe()}", expected="byte-identical round trip",
+                        actual=diff.describe(), memory={"default": ctx.memory_facts("default")},
+                        reproducer=_snippet(ctx, "cpu", "default", dt, shp) + "\nback = ort.OrtValue.ortvalue_from_shape_and_type(dst.shape(), dst.data_type() and " + str(dt.onnx_type) + ")\nort.copy_tensors([dst], [back], None)")
+
+
+@check("copy.host-accessible-alias")
+def host_accessible_alias(ctx, dtype: str = "float32") -> Iterator[Violation]:
+    """Writes through onnxruntime (update_inplace) and reads through the numpy view, and back."""
+    ctx.require_memory("host_accessible")
+    dt = tensors.DTYPES[dtype]
+    shp = (4, 7)
+    value = ctx.allocate("host_accessible", dt, shp)
+    view = value.numpy()
+    snippet = f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type([4, 7], np.float32, memory_info={ctx.memory_expr('host_accessible')})\na = v.numpy(); a[:] = 1; print(v.numpy())"
+    first, second = tensors.sample(dt, shp, seed=6), tensors.sample(dt, shp, seed=7)
+    view[...] = first
+    diff = tensors.compare(tensors.payload(first, dt), tensors.payload(value.numpy(), dt))
+    if diff:
+        yield Violation(f"a write through numpy() did not reach the HOST_ACCESSIBLE value: {diff.describe()}", reproducer=snippet,
+                        memory={"host_accessible": ctx.memory_facts("host_accessible")})
+    value.update_inplace(second)
+    diff = tensors.compare(tensors.payload(second, dt), tensors.payload(view, dt))
+    if diff:
+        yield Violation(f"a write through onnxruntime did not show in the earlier numpy() view: {diff.describe()}", reproducer=snippet,
+                        memory={"host_accessible": ctx.memory_facts("host_accessible")})
+
+
+BAD_REQUESTS = ("size-mismatch", "type-mismatch", "unequal-lists", "empty-lists")
+
+
+@check("copy.bad-requests")
+def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
+    source_kind, destination_kind = direction.split(">")
+    float32, int32 = tensors.DTYPES["float32"], tensors.DTYPES["int32"]
+    sources = {
+        "size-mismatch": [(float32, (7,))],
+        "type-mismatch": [(int32, (2, 3))],
+        "unequal-lists": [(float32, (2, 3)), (float32, (2, 3))],
+        "empty-lists": [],
+    }[request]
+    destinations = [] if request == "empty-lists" else [(float32, (2, 3))]
+    src_values = [ctx.place(tensors.sample(dt, shp, seed=8), source_kind, dt) for dt, shp in sources]
+    dst_values = [ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), destination_kind, dt) for dt, shp in destinations]
+    snippet = f"{ctx.preamble()}\n# {request}: sources {[(d.name, s) for d, s in sources]}, destinations {[(d.name, s) for d, s in destinations]}\nort.copy_tensors(srcs, dsts, None)  # expected: an error"
+    try:
+        ctx.copy(src_values, dst_values)
+    except Exception:
+        accepted = False
+    else:
+        accepted = True
+    if accepted and request != "empty-lists":
+        yield Violation(f"copy_tensors accepted a bad request ({request})", expected="a clear error", actual="accepted", reproducer=snippet)
+    for value in dst_values:
+        got = ctx.read(value, destination_kind, float32, (2, 3))
+        if tensors.compare(tensors.payload(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), float32), got):
+            yield Violation(f"the bad request ({request}) wrote into the destination", expected="destination unchanged", actual="bytes changed", reproducer=snippet)

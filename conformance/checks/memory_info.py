@@ -1,0 +1,163 @@
+"""Memory infos: where session inputs and outputs live, what the EP device advertises."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from conformance import tensors
+from conformance.checks import NotApplicable, Violation, check
+from conformance.eps import memory_facts
+
+SESSION_SHAPE = (2, 3)
+
+
+def _same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    keys = ("name", "vendor_id", "device_id", "device_mem_type")
+    return a is not None and b is not None and all(a[k] == b[k] for k in keys)
+
+
+def _where(facts: dict[str, Any]) -> str:
+    return f"{facts['name']} ({facts['device_type']}, vendor 0x{facts['vendor_id']:04x}, device {facts['device_id']}, {facts['device_mem_type']})"
+
+
+def _session_memory(ctx, recipe: str, dtype: str, which: str):
+    info = ctx.session(recipe, tensors.DTYPES[dtype], SESSION_SHAPE)
+    elsewhere = ctx.require_nodes_on_ep(info)
+    values = info.session.get_inputs() if which == "input" else info.session.get_outputs()
+    infos = info.session.get_input_memory_infos() if which == "input" else info.session.get_output_memory_infos()
+    return info, elsewhere, [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos)]
+
+
+def _snippet(ctx, info, which: str) -> str:
+    getter = "get_input_memory_infos" if which == "input" else "get_output_memory_infos"
+    session = (
+        "so = ort.SessionOptions(); so.add_provider_for_devices([dev], {})\n"
+        if ctx.device is not None
+        else ""
+    )
+    create = f"s = ort.InferenceSession({str(info.model_path)!r}" + (", so)" if ctx.device is not None else f", providers=[{ctx.target.provider!r}])")
+    return f"{ctx.preamble()}\n{session}{create}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])"
+
+
+def _misplaced(ctx, info, elsewhere) -> Iterator[Violation]:
+    if elsewhere:
+        yield Violation(
+            f"nodes of model '{info.recipe}' ran on another EP: {info.assignment}",
+            expected=f"every node on {ctx.target.provider}",
+            actual=", ".join(elsewhere),
+        )
+
+
+@check("memory-info.session-inputs")
+def session_inputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
+    info, elsewhere, inputs = _session_memory(ctx, recipe, dtype, "input")
+    yield from _misplaced(ctx, info, elsewhere)
+    default = ctx.memory_facts("default")
+    for name, facts in inputs:
+        if facts["device_mem_type"] == "host_accessible" or not (facts["device_type"] == "cpu" or _same_memory(facts, default)):
+            yield Violation(
+                f"session input '{name}' lives in {_where(facts)}",
+                expected="plain CPU memory or " + ctx.describe_memory("default"),
+                actual=_where(facts),
+                memory={"input": facts, "default": default},
+                reproducer=_snippet(ctx, info, "input"),
+            )
+
+
+@check("memory-info.session-outputs")
+def session_outputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
+    info, elsewhere, outputs = _session_memory(ctx, recipe, dtype, "output")
+    yield from _misplaced(ctx, info, elsewhere)
+    allowed = [ctx.memory_facts("default"), ctx.memory_facts("host_accessible")]
+    for name, facts in outputs:
+        plain_cpu = facts["device_type"] == "cpu" and facts["device_mem_type"] == "default"
+        if not (plain_cpu or any(_same_memory(facts, a) for a in allowed)):
+            yield Violation(
+                f"session output '{name}' lives in {_where(facts)}",
+                expected="plain CPU memory, " + ctx.describe_memory("default") + " or " + ctx.describe_memory("host_accessible"),
+                actual=_where(facts),
+                memory={"output": facts, "default": allowed[0], "host_accessible": allowed[1]},
+                reproducer=_snippet(ctx, info, "output"),
+            )
+
+
+@check("memory-info.cpu-default-io")
+def cpu_default_io(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
+    for which in ("input", "output"):
+        info, elsewhere, values = _session_memory(ctx, recipe, dtype, which)
+        if which == "input":
+            yield from _misplaced(ctx, info, elsewhere)
+        for name, facts in values:
+            if facts["device_type"] != "cpu":
+                yield Violation(
+                    f"session {which} '{name}' of an EP device without DEFAULT memory lives in {_where(facts)}",
+                    expected="plain CPU memory",
+                    actual=_where(facts),
+                    memory={which: facts},
+                    reproducer=_snippet(ctx, info, which),
+                )
+
+
+@check("memory-info.allocatable")
+def allocatable(ctx, memory: str) -> Iterator[Violation]:
+    facts = ctx.memory_facts(memory)
+    if facts is None:
+        raise NotApplicable(f"the EP device advertises no {memory.upper()} memory info")
+    dtype, shape = tensors.DTYPES["uint8"], (4, 1024)
+    snippet = f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type([4, 1024], np.uint8, memory_info={ctx.memory_expr(memory)})"
+    try:
+        value = ctx.allocate(memory, dtype, shape)
+    except Exception as exc:
+        yield Violation(f"allocating from the advertised {memory.upper()} memory info failed: {exc}", expected="an OrtValue", actual=str(exc), memory={memory: facts}, reproducer=snippet)
+        return
+    if value.data_ptr() == 0:
+        yield Violation("the allocator returned a null buffer", memory={memory: facts}, reproducer=snippet)
+    if memory == "host_accessible":
+        try:
+            view = value.numpy()
+        except Exception as exc:
+            yield Violation(f"HOST_ACCESSIBLE memory is not CPU-visible: numpy() failed: {exc}", memory={memory: facts}, reproducer=snippet + "\nv.numpy()")
+            return
+        if view.ctypes.data != value.data_ptr():
+            yield Violation(
+                "numpy() of a HOST_ACCESSIBLE value is a copy, not a view of the memory",
+                expected=f"0x{value.data_ptr():x}", actual=f"0x{view.ctypes.data:x}", memory={memory: facts}, reproducer=snippet + "\nprint(hex(v.data_ptr()), hex(v.numpy().ctypes.data))",
+            )
+
+
+def _declared(memory) -> dict[str, Any] | None:
+    if memory is None:
+        return None
+    return {k: v for k, v in (("device_type", memory.device_type), ("vendor_id", memory.vendor_id), ("name", memory.name)) if v is not None}
+
+
+@check("memory-info.declaration")
+def declaration(ctx) -> Iterator[Violation]:
+    spec = ctx.target.spec
+    if spec is None:
+        raise NotApplicable("no vendor declaration (EP spec) was given for this EP")
+    hardware = ctx.facts["hardware"]
+    if spec.device_type and hardware and hardware["type"] != spec.device_type:
+        yield Violation("the EP device's hardware type differs from the declaration",
+                        expected=spec.device_type, actual=hardware["type"], reproducer=f"{ctx.preamble()}\nprint(dev.device.type)")
+    for kind, memory in (("default", spec.default_memory), ("host_accessible", spec.host_accessible)):
+        declared, advertised = _declared(memory), ctx.memory_facts(kind)
+        snippet = f"{ctx.preamble()}\nm = {ctx.memory_expr(kind)}\nprint(m and (m.name, m.device_vendor_id, m.device_mem_type))"
+        if declared is None and advertised is None:
+            continue
+        if declared is None or advertised is None:
+            yield Violation(
+                f"{kind.upper()} memory: the declaration and the build disagree",
+                expected="none (plain CPU memory)" if declared is None else str(declared),
+                actual="none (memory_info is None)" if advertised is None else _where(advertised),
+                memory={kind: advertised}, reproducer=snippet,
+            )
+            continue
+        differs = {k: (v, advertised[k]) for k, v in declared.items() if advertised[k] != v}
+        if differs:
+            yield Violation(
+                f"{kind.upper()} memory differs from the declaration in {', '.join(differs)}",
+                expected=", ".join(f"{k}={v!r}" for k, (v, _) in differs.items()),
+                actual=", ".join(f"{k}={a!r}" for k, (_, a) in differs.items()),
+                memory={kind: advertised}, reproducer=snippet,
+            )

@@ -1,0 +1,36 @@
+"""Sync streams of an EP device."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from conformance import tensors
+from conformance.checks import NotRun, Violation, check
+
+
+@check("streams.sync-stream")
+def sync_stream(ctx) -> Iterator[Violation]:
+    if ctx.device is None:
+        raise NotRun("the EP is not listed by get_ep_devices(); streams belong to EP devices")
+    snippet = f"{ctx.preamble()}\nstream = dev.create_sync_stream()"
+    try:
+        stream = ctx.device.create_sync_stream()
+    except Exception as exc:
+        if not ctx.is_cpu_memory("default"):
+            return  # a device EP that is not stream-aware may refuse, and did so with an error
+        if not str(exc).strip():
+            yield Violation("create_sync_stream() failed without saying why", expected="an error message", actual=repr(exc), reproducer=snippet)
+        return
+    if ctx.is_cpu_memory("default"):
+        yield Violation("create_sync_stream() succeeded for an EP device whose DEFAULT memory is CPU memory",
+                        expected="a clear error", actual=f"a stream: {stream!r}", reproducer=snippet)
+        return
+    dt, shape = tensors.DTYPES["float32"], (64, 33)
+    values = tensors.sample(dt, shape, seed=12)
+    destination = ctx.allocate("default", dt, shape)
+    ctx.ort.copy_tensors([ctx.wrap_cpu(values, dt)], [destination], stream)
+    landing = tensors.sentinel(dt, shape, 0xA5)
+    ctx.ort.copy_tensors([destination], [ctx.wrap_cpu(landing, dt)], stream)
+    diff = tensors.compare(tensors.payload(values, dt), tensors.payload(landing, dt))
+    if diff:
+        yield Violation(f"copies on the EP's sync stream changed the bytes: {diff.describe()}", reproducer=snippet + "\nort.copy_tensors([src], [dst], stream)")

@@ -1,0 +1,136 @@
+"""OrtValue.update_inplace: both overloads copy into the destination's existing buffer."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from conformance import tensors
+from conformance.checks import NotApplicable, NotRun, Violation, check
+
+DESTINATION_SENTINEL = 0x5A
+
+
+def _numpy_dtype(dtype: str) -> tensors.DType:
+    dt = tensors.DTYPES[dtype]
+    if not dt.numpy_native or dt.name == "string":
+        raise NotApplicable(f"update_inplace(numpy) cannot express {dt.name}: numpy has no such element type" if dt.name != "string"
+                            else "onnxruntime's Python API creates no OrtValue from a string array")
+    return dt
+
+
+def _source_layout(values: np.ndarray, layout: str) -> np.ndarray:
+    """The same values, laid out as asked: contiguous, every other element of a larger array,
+    or the transpose of a C-ordered array (Fortran order)."""
+    if layout == "contiguous":
+        return values
+    if layout == "strided":
+        wide = np.zeros(values.shape[:-1] + (values.shape[-1] * 2,), dtype=values.dtype) if values.ndim else values
+        if values.ndim == 0:
+            raise NotApplicable("a scalar cannot be laid out with strides")
+        wide[..., ::2] = values
+        return wide[..., ::2]
+    if values.ndim < 2:
+        raise NotApplicable("a transposed layout needs at least two dimensions")
+    return np.ascontiguousarray(values.T).T
+
+
+def _diff_violation(ctx, what: str, expected: bytes, got: bytes, memory: str, snippet: str) -> Iterator[Violation]:
+    diff = tensors.compare(expected, got)
+    if diff:
+        yield Violation(f"{what}: values differ after update_inplace: {diff.describe()}",
+                        expected=f"{len(expected)} bytes of the source", actual=diff.describe(),
+                        memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
+
+
+def _address_violation(ctx, before: int, after: int, memory: str, snippet: str) -> Iterator[Violation]:
+    if before != after:
+        yield Violation("update_inplace moved the destination buffer", expected=f"data_ptr() 0x{before:x}", actual=f"data_ptr() 0x{after:x}",
+                        memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
+
+
+def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterator[Violation]:
+    ctx.require_memory(memory)
+    dt = _numpy_dtype(dtype)
+    shp = tensors.parse_shape(shape, dt)
+    values = tensors.sample(dt, shp, seed=1)
+    source = _source_layout(values, layout)
+    destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), memory, dt)
+    before = destination.data_ptr()
+    destination.update_inplace(source)
+    snippet = (f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info={ctx.memory_expr(memory)})\n"
+               f"p = v.data_ptr(); src = np.arange({tensors.element_count(shp)}).astype(np.{dt.storage.name}).reshape({shp})"
+               + ("" if layout == "contiguous" else f"  # laid out {layout}") + "\nv.update_inplace(src); assert v.data_ptr() == p; print(v.numpy())")
+    yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
+    yield from _diff_violation(ctx, f"{layout} numpy source", tensors.payload(values, dt), ctx.read(destination, memory, dt, shp), memory, snippet)
+
+
+@check("update-inplace.from-numpy")
+def from_numpy(ctx, dtype: str, shape: str, memory: str = "default") -> Iterator[Violation]:
+    yield from _from_numpy(ctx, dtype, shape, memory, "contiguous")
+
+
+@check("update-inplace.non-contiguous")
+def non_contiguous(ctx, dtype: str, shape: str, layout: str, memory: str = "default") -> Iterator[Violation]:
+    yield from _from_numpy(ctx, dtype, shape, memory, layout)
+
+
+@check("update-inplace.from-ortvalue")
+def from_ortvalue(ctx, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
+    source_kind, destination_kind = direction.split(">")
+    for kind in (source_kind, destination_kind):
+        ctx.require_memory(kind)
+    if not ctx.target.facts["api"]["update_inplace_ortvalue"]:
+        raise NotRun(f"onnxruntime {ctx.ort.__version__} has no update_inplace(OrtValue) (added by PR #28256, onnxruntime >= 1.26)")
+    dt = tensors.DTYPES[dtype]
+    shp = tensors.parse_shape(shape, dt)
+    values = tensors.sample(dt, shp, seed=2)
+    source = ctx.place(values, source_kind, dt)
+    destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), destination_kind, dt)
+    before = destination.data_ptr()
+    destination.update_inplace(source)
+    snippet = (f"{ctx.preamble()}\nsrc = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr(source_kind)})\n"
+               f"dst = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr(destination_kind)})\n"
+               "p = dst.data_ptr(); dst.update_inplace(src); assert dst.data_ptr() == p")
+    yield from _address_violation(ctx, before, destination.data_ptr(), destination_kind, snippet)
+    yield from _diff_violation(ctx, direction, tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp), destination_kind, snippet)
+
+
+MISMATCHES = {
+    # request: (source element type, source shape) for a float32 2x3 destination
+    "element-count": ("float32", (7,)),
+    "element-type": ("int32", (2, 3)),  # same byte size, different element type
+    "same-bytes-other-type": ("float64", (3,)),  # 24 bytes, like the destination, but 3 float64
+}
+
+
+@check("update-inplace.rejects-mismatch")
+def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") -> Iterator[Violation]:
+    ctx.require_memory(memory)
+    if source == "ortvalue" and not ctx.target.facts["api"]["update_inplace_ortvalue"]:
+        raise NotRun(f"onnxruntime {ctx.ort.__version__} has no update_inplace(OrtValue)")
+    float32 = tensors.DTYPES["float32"]
+    src_dtype_name, src_shape = MISMATCHES[request]
+    src_dtype = tensors.DTYPES[src_dtype_name]
+    values = tensors.sample(src_dtype, src_shape, seed=3)
+    payload = ctx.place(values, memory, src_dtype) if source == "ortvalue" else values
+    destination = ctx.place(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), memory, float32)
+    before = destination.data_ptr()
+    snippet = (f"{ctx.preamble()}\ndst = ort.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, memory_info={ctx.memory_expr(memory)})\n"
+               f"src = np.zeros({src_shape}, np.{src_dtype.storage.name})" + ("\nsrc = ort.OrtValue.ortvalue_from_numpy(src)" if source == "ortvalue" else "")
+               + "\ndst.update_inplace(src)  # expected: an error")
+    try:
+        destination.update_inplace(payload)
+    except Exception:
+        refused = True
+    else:
+        refused = False
+        yield Violation(f"update_inplace({source}) accepted a {src_dtype.name} source of shape {list(src_shape)} for a float32 [2, 3] destination",
+                        expected="a clear error, destination untouched", actual="accepted",
+                        memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
+    got = ctx.read(destination, memory, float32, (2, 3))
+    if refused and tensors.compare(tensors.payload(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), float32), got):
+        yield Violation("the refused update_inplace still wrote into the destination", expected="destination unchanged",
+                        actual="destination bytes changed", reproducer=snippet)
+    yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)

@@ -1,0 +1,189 @@
+"""What a check works with: the EP device, its memories, values on them, and sessions.
+
+Memory kinds are named as the contracts name them: `cpu` (plain CPU memory), `default` (the EP
+device's DEFAULT memory; plain CPU memory when it advertises none) and `host_accessible`.
+Sessions and models are built once per worker and shared by the checks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from conformance import tensors
+from conformance.checks import NotApplicable, NotRun
+from conformance.eps import EpTarget, import_onnxruntime
+from conformance.models import ModelCache, UnbuildableModel
+
+ASSIGNMENT_CONFIG = "session.record_ep_graph_assignment_info"
+
+
+@dataclass
+class SessionInfo:
+    session: Any
+    model_path: Path | None
+    recipe: str
+    assignment: dict[str, list[str]]  # EP name -> op types it took
+
+
+class CheckContext:
+    def __init__(self, target: EpTarget, device_index: int, models: ModelCache):
+        self.ort = import_onnxruntime()
+        self.target = target
+        self.device_index = device_index
+        self.device = target.devices[device_index] if target.devices else None
+        self.facts = target.facts["devices"][device_index]
+        self.models = models
+        self._sessions: dict[tuple[str, str, tuple[int, ...]], SessionInfo] = {}
+
+    # --- memories --------------------------------------------------------------------------
+
+    def memory_info(self, kind: str):
+        """The OrtMemoryInfo of a memory kind; None means plain CPU memory."""
+        if kind == "cpu" or self.device is None:
+            return None
+        types = {"default": self.ort.OrtDeviceMemoryType.DEFAULT, "host_accessible": self.ort.OrtDeviceMemoryType.HOST_ACCESSIBLE}
+        return self.device.memory_info(types[kind])
+
+    def memory_facts(self, kind: str) -> dict[str, Any] | None:
+        return None if kind == "cpu" else self.facts["memory"][kind]
+
+    def is_cpu_memory(self, kind: str) -> bool:
+        facts = self.memory_facts(kind)
+        return facts is None or facts["device_type"] == "cpu"
+
+    def require_memory(self, kind: str) -> None:
+        if kind == "host_accessible" and self.memory_facts(kind) is None:
+            raise NotApplicable("the EP device advertises no HOST_ACCESSIBLE memory")
+
+    def describe_memory(self, kind: str) -> str:
+        facts = self.memory_facts(kind)
+        if facts is None:
+            return f"{kind}: plain CPU memory"
+        return f"{kind}: {facts['name']} ({facts['device_type']}, vendor 0x{facts['vendor_id']:04x}, device {facts['device_id']}, {facts['device_mem_type']})"
+
+    # --- values ----------------------------------------------------------------------------
+
+    def wrap_cpu(self, storage: np.ndarray, dtype: tensors.DType):
+        """A CPU OrtValue over `storage` itself (no copy): what a copy writes into it shows in numpy."""
+        if dtype.name == "string":
+            raise NotApplicable("onnxruntime's Python API creates no OrtValue from a string array")
+        if dtype.numpy_native:
+            value = self.ort.OrtValue.ortvalue_from_numpy(storage)
+        else:
+            value = self.ort.OrtValue.ortvalue_from_numpy_with_onnx_type(storage, dtype.onnx_type)
+        if storage.size and value.data_ptr() != storage.ctypes.data:
+            raise NotRun("onnxruntime copied the numpy array instead of wrapping it; bytes cannot be observed")
+        return value
+
+    def allocate(self, kind: str, dtype: tensors.DType, shape: tuple[int, ...]):
+        """A new value in memory `kind`, allocated by onnxruntime from the EP's allocator."""
+        info = self.memory_info(kind)
+        if info is None:
+            return self.ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type)
+        if not self.target.facts["api"]["memory_info_alloc"]:
+            raise NotRun(f"onnxruntime {self.ort.__version__} cannot allocate from an EP memory info (needs >= 1.30)")
+        return self.ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type, memory_info=info)
+
+    def copy(self, sources: list, destinations: list) -> None:
+        if not self.target.facts["api"]["copy_tensors"]:
+            raise NotRun(f"onnxruntime {self.ort.__version__} has no copy_tensors (needs >= 1.23)")
+        self.ort.copy_tensors(sources, destinations, None)
+
+    def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> bytes:
+        """The bytes of `value`: CPU values directly, device values through a copy to a
+        CPU buffer pre-filled with a sentinel, so a copy that did nothing cannot look right."""
+        if self.is_cpu_memory(kind):
+            if dtype.numpy_native:
+                return tensors.payload(value.numpy(), dtype)
+            # numpy() has no bfloat16, float8 or 4-bit type: read the CPU buffer the value owns
+            # through its data_ptr(), for exactly tensor_size_in_bytes() bytes.
+            size = value.tensor_size_in_bytes()
+            return ctypes.string_at(value.data_ptr(), size) if size else b""
+        landing = tensors.sentinel(dtype, shape, 0xA5)
+        self.copy([value], [self.wrap_cpu(landing, dtype)])
+        return tensors.payload(landing, dtype)
+
+    def place(self, storage: np.ndarray, kind: str, dtype: tensors.DType):
+        """A value in memory `kind` holding `storage`'s bytes (device values via copy_tensors)."""
+        if kind == "cpu" or (self.memory_info(kind) is None):
+            return self.wrap_cpu(storage, dtype)
+        value = self.allocate(kind, dtype, storage.shape)
+        self.copy([self.wrap_cpu(storage, dtype)], [value])
+        return value
+
+    # --- sessions --------------------------------------------------------------------------
+
+    def session(self, recipe: str, dtype: tensors.DType, shape: tuple[int, ...]) -> SessionInfo:
+        key = (recipe, dtype.name, shape)
+        if key not in self._sessions:
+            try:
+                model, path = self.models.get(recipe, dtype, shape)
+            except UnbuildableModel as exc:
+                raise NotApplicable(str(exc)) from None
+            options = self.ort.SessionOptions()
+            options.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            options.log_severity_level = 3
+            options.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
+            provider_options = {k: v for k, v in self.target.options.items() if not k.startswith("session.")}
+            for key_, value in self.target.options.items():
+                if key_.startswith("session."):
+                    options.add_session_config_entry(key_, value)
+            try:
+                if self.device is not None:
+                    options.add_provider_for_devices([self.device], provider_options)
+                    session = self.ort.InferenceSession(model, options)
+                else:
+                    session = self.ort.InferenceSession(model, options, providers=[(self.target.provider, provider_options), "CPUExecutionProvider"])
+            except Exception as exc:
+                text = str(exc)
+                if "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text:
+                    raise NotApplicable(f"{dtype.name} {recipe}: no kernel takes it ({text.splitlines()[0][:200]})") from None
+                raise
+            self._sessions[key] = SessionInfo(session, path, recipe, self._assignment(session))
+        return self._sessions[key]
+
+    def _assignment(self, session) -> dict[str, list[str]]:
+        if not self.target.facts["api"]["graph_assignment_info"]:
+            return {}
+        assignment: dict[str, list[str]] = {}
+        for subgraph in session.get_provider_graph_assignment_info():
+            assignment.setdefault(subgraph.ep_name, []).extend(node.op_type for node in subgraph.get_nodes())
+        return assignment
+
+    def require_nodes_on_ep(self, info: SessionInfo) -> list[str]:
+        """The op types that landed on another EP ([] when all ran on the EP under test).
+
+        When the EP took no node of the model at all, the check cannot say anything about the
+        EP: NotRun. When it took some but not all, the caller reports a failure."""
+        ops = list(self.models.recipes[info.recipe].ops)
+        if not ops:
+            return []
+        if not self.target.facts["api"]["graph_assignment_info"]:
+            if self.target.provider not in info.session.get_providers():
+                raise NotRun(f"the session did not register {self.target.provider}: {info.session.get_providers()}")
+            return []
+        mine = info.assignment.get(self.target.provider, [])
+        if not mine:
+            elsewhere = {ep: nodes for ep, nodes in info.assignment.items()}
+            raise NotRun(f"{self.target.provider} took no node of model '{info.recipe}' ({', '.join(ops)}); nodes ran on {elsewhere}")
+        return [op for ep, nodes in info.assignment.items() if ep != self.target.provider for op in nodes]
+
+    # --- reproducers -----------------------------------------------------------------------
+
+    def preamble(self) -> str:
+        lines = ["import numpy as np, onnxruntime as ort"]
+        if self.target.registration:
+            lines.append(f"ort.register_execution_provider_library({self.target.registration!r}, {self.target.library!r})")
+        if self.device is not None:
+            lines.append(f"dev = [d for d in ort.get_ep_devices() if d.ep_name == {self.target.provider!r}][{self.device_index}]")
+        return "\n".join(lines)
+
+    def memory_expr(self, kind: str) -> str:
+        if kind == "cpu" or self.memory_info(kind) is None:
+            return "None"
+        return f"dev.memory_info(ort.OrtDeviceMemoryType.{kind.upper()})"

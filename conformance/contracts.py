@@ -1,0 +1,124 @@
+"""The contract model: what the YAML says, as frozen data.
+
+Nothing here reads files or talks to onnxruntime: `spec.py` builds these objects from YAML,
+the plugin and the worker consume them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+SEVERITIES = ("required", "recommended", "informational")
+SUBJECTS = ("ep", "runtime")
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where something was written: a file and a 1-based line and column."""
+
+    path: str
+    line: int
+    column: int = 1
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str  # seed | pr | onnxruntime-source | onnxruntime-docs | measured
+    ref: str
+    note: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "ref": self.ref, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Contract:
+    id: str
+    statement: str
+    subject: str
+    severity: str
+    check: str
+    sources: tuple[Source, ...]
+    applies_when: Mapping[str, Any]
+    params: Mapping[str, tuple[Any, ...]]
+    location: Location
+    family: str
+    requires_api: tuple[str, ...] = ()
+    isolated: bool = False
+    file: str = ""  # the absolute path of the file that defines it
+
+    def cases(self) -> list[dict[str, Any]]:
+        """Every combination of the parameter matrix, in the order the YAML lists them."""
+        if not self.params:
+            return [{}]
+        keys = list(self.params)
+        return [dict(zip(keys, values)) for values in itertools.product(*self.params.values())]
+
+
+@dataclass(frozen=True)
+class Waiver:
+    contract: str
+    reason: str
+    url: str
+    until: str | None = None
+    device: str | None = None
+    location: Location | None = None
+
+
+@dataclass(frozen=True)
+class MemoryDeclaration:
+    """What an EP declares about one memory type; `None` fields were not declared."""
+
+    device_type: str  # cpu | gpu | npu | fpga
+    vendor_id: int | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class EpSpec:
+    name: str
+    aliases: tuple[str, ...]
+    provider: str
+    summary: str
+    packages: tuple[str, ...]
+    plugin_module: str | None
+    default_memory: MemoryDeclaration | None
+    host_accessible: MemoryDeclaration | None
+    device_type: str | None
+    copy_directions: tuple[tuple[str, str], ...] | None
+    not_applicable: Mapping[str, str]
+    waivers: tuple[Waiver, ...]
+    sources: tuple[Source, ...]
+    unverified: tuple[str, ...]
+    location: Location
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, self.provider, *self.aliases)
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    contracts: tuple[Contract, ...]
+    eps: tuple[EpSpec, ...]
+    files: tuple[str, ...] = field(default=())
+    digest: str = ""
+
+    def contract(self, contract_id: str) -> Contract:
+        for contract in self.contracts:
+            if contract.id == contract_id:
+                return contract
+        raise KeyError(contract_id)
+
+    def ep_spec(self, name: str) -> EpSpec | None:
+        """The EP declaration that answers to `name` (alias, spec name or provider name)."""
+        wanted = name.lower()
+        for ep in self.eps:
+            if wanted in (n.lower() for n in ep.names):
+                return ep
+        return None

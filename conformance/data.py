@@ -1,0 +1,35 @@
+"""Where the shipped specs and model recipes are.
+
+In the source tree they sit at the top (`specs/`, `models/`), where vendors and reviewers look
+for them; an installed wheel carries them inside the package (see pyproject.toml's
+package-dir mapping). Both layouts are found from this file's location.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _first_existing(*candidates: Path) -> Path:
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"none of {', '.join(map(str, candidates))} exists; the installation is incomplete")
+
+
+def contracts_dir() -> Path:
+    return _first_existing(_PACKAGE / "specs" / "contracts", _PACKAGE.parent / "specs" / "contracts")
+
+
+def eps_dir() -> Path:
+    return _first_existing(_PACKAGE / "specs" / "eps", _PACKAGE.parent / "specs" / "eps")
+
+
+def recipes_file() -> Path:
+    return _first_existing(_PACKAGE / "recipes", _PACKAGE.parent / "models") / "recipes.yaml"
+
+
+def schemas_dir() -> Path:
+    return _PACKAGE / "schemas"

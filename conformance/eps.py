@@ -1,0 +1,283 @@
+"""Find, load and describe the EP under test.
+
+Built-in providers are found by alias or provider name, plugin EP packages through their
+`get_library_path()` / `get_ep_name()`, and an unreleased library through `--ep-library`.
+`describe()` reports what each EP device advertises, as plain data. This module runs inside the
+worker process; it knows nothing of contracts or reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy
+
+from conformance.contracts import Catalogue, EpSpec
+
+ONNXRUNTIME_FLAVOURS = (
+    "onnxruntime (CPU; `pip install ort-ep-conformance[cpu]`)",
+    "onnxruntime-gpu (CUDA, TensorRT)",
+    "onnxruntime-openvino (OpenVINO)",
+    "onnxruntime-webgpu, or onnxruntime with onnxruntime-ep-webgpu (WebGPU)",
+    "onnxruntime-directml (DirectML, Windows)",
+    "onnxruntime-qnn (QNN)",
+)
+
+
+class EpUnavailable(Exception):
+    """The EP cannot be used here; the message says why and what to do."""
+
+
+def import_onnxruntime():
+    try:
+        import onnxruntime
+    except ImportError as exc:
+        flavours = "\n  ".join(ONNXRUNTIME_FLAVOURS)
+        raise EpUnavailable(
+            f"onnxruntime is not importable ({exc}). Install exactly one flavour, each in its own "
+            f"virtual environment (they overwrite each other):\n  {flavours}"
+        ) from None
+    return onnxruntime
+
+
+def sha256_of(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@dataclass
+class EpTarget:
+    requested: str
+    provider: str
+    spec: EpSpec | None
+    devices: list[Any]
+    options: dict[str, str]
+    library: str | None = None
+    library_sha256: str | None = None
+    registration: str | None = None
+    plugin_module: str | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        if self.spec:
+            return self.spec.name
+        name = self.provider
+        for suffix in ("ExecutionProvider", "_EP"):
+            name = name[: -len(suffix)] if name.endswith(suffix) else name
+        return name.lower() or self.requested.lower()
+
+    def device_label(self, index: int) -> str:
+        return self.label if len(self.devices) <= 1 else f"{self.label}{index}"
+
+
+def installed_plugin_modules() -> list[str]:
+    """Top-level modules of installed packages that look like plugin EP packages."""
+    found = set()
+    for dist in importlib.metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("-", "_")
+        if name.startswith("onnxruntime_ep_") or name == "onnxruntime_ggml":
+            top = (dist.read_text("top_level.txt") or name).split()
+            found.update(top or [name])
+    return sorted(found)
+
+
+def _plugin(module_name: str) -> tuple[str, str]:
+    module = importlib.import_module(module_name)
+    return module.get_library_path(), module.get_ep_name()
+
+
+def resolve(name: str, catalogue: Catalogue, *, library: str | None = None, options: dict[str, str] | None = None) -> EpTarget:
+    ort = import_onnxruntime()
+    spec = catalogue.ep_spec(name)
+    provider = spec.provider if spec else name
+    target = EpTarget(name, provider, spec, [], dict(options or {}))
+    if library:
+        _register_library(ort, target, library, registration=f"conformance-{os.path.basename(library)}")
+    elif spec and spec.plugin_module:
+        try:
+            path, ep_name = _plugin(spec.plugin_module)
+        except ImportError:
+            raise EpUnavailable(
+                f"EP '{name}' comes from a plugin package that is not installed: pip install {' '.join(spec.packages)}"
+            ) from None
+        target.plugin_module = spec.plugin_module
+        target.provider = ep_name
+        _register_library(ort, target, path, registration=ep_name)
+    elif not _listed(ort, provider):
+        for module_name in installed_plugin_modules():
+            try:
+                path, ep_name = _plugin(module_name)
+            except Exception:  # a broken third-party package must not stop the search
+                continue
+            if ep_name.lower() in (name.lower(), provider.lower()):
+                target.plugin_module, target.provider = module_name, ep_name
+                _register_library(ort, target, path, registration=ep_name)
+                break
+    target.devices = [d for d in ort.get_ep_devices() if d.ep_name == target.provider]
+    if not target.devices and target.provider not in ort.get_available_providers():
+        raise EpUnavailable(unknown_ep_message(name, catalogue, ort, library))
+    return target
+
+
+def _listed(ort, provider: str) -> bool:
+    return provider in ort.get_available_providers() or any(d.ep_name == provider for d in ort.get_ep_devices())
+
+
+def _register_library(ort, target: EpTarget, path: str, registration: str) -> None:
+    if not os.path.isfile(path):
+        raise EpUnavailable(f"EP library not found: {path}")
+    target.library = os.path.abspath(path)
+    target.library_sha256 = sha256_of(path)
+    target.registration = registration
+    try:
+        ort.register_execution_provider_library(registration, target.library)
+    except Exception as exc:  # onnxruntime raises its own exception types here
+        raise EpUnavailable(f"onnxruntime could not load EP library {path}: {exc}") from None
+
+
+def available(catalogue: Catalogue, ort=None) -> list[str]:
+    """EP names usable here: built-in providers, EP devices, and installed plugin packages."""
+    ort = ort or import_onnxruntime()
+    names = set(ort.get_available_providers()) | {d.ep_name for d in ort.get_ep_devices()}
+    for module_name in installed_plugin_modules():
+        try:
+            names.add(_plugin(module_name)[1])
+        except Exception:
+            continue
+    labelled = []
+    for provider in sorted(names):
+        spec = catalogue.ep_spec(provider)
+        labelled.append(f"{spec.name} ({provider})" if spec else provider)
+    return labelled
+
+
+def unknown_ep_message(name: str, catalogue: Catalogue, ort, library: str | None) -> str:
+    lines = [f"unknown EP '{name}'" + (f": library {library} provides no EP of that name" if library else "")]
+    lines.append(f"available here (onnxruntime {ort.__version__}): " + ", ".join(available(catalogue, ort)))
+    spec = catalogue.ep_spec(name)
+    if spec:
+        lines.append(f"'{name}' is {spec.summary.rstrip('.')}; it comes with: {', '.join(spec.packages)}")
+    else:
+        hints = [f"{ep.name}: {', '.join(ep.packages)}" for ep in catalogue.eps if ep.packages]
+        lines.append("EPs the kit knows and the packages that provide them:\n  " + "\n  ".join(hints))
+    lines.append("a plugin EP library of your own: --ep-library PATH --ep EP_NAME")
+    return "\n".join(lines)
+
+
+# --- what the EP advertises -----------------------------------------------------------------
+
+
+def memory_facts(ort, info) -> dict[str, Any] | None:
+    if info is None:
+        return None
+    facts = {
+        "name": info.name,
+        "device_id": int(info.device_id),
+        "vendor_id": int(info.device_vendor_id),
+        "device_mem_type": info.device_mem_type.name.lower(),
+        "allocator_type": info.allocator_type.name.lower(),
+        "mem_type": info.mem_type.name.lower(),
+    }
+    facts["device_type"] = memory_device_type(ort, info)
+    return facts
+
+
+def memory_device_type(ort, info) -> str:
+    """cpu, gpu or npu. OrtMemoryInfo does not expose its device type in Python, so the kit
+    allocates one byte from it and asks the value (`device_name()` says 'cuda' for any
+    GPU-typed memory); when allocation fails it falls back to the name onnxruntime gives
+    CPU memory."""
+    try:
+        value = ort.OrtValue.ortvalue_from_shape_and_type([1], numpy.uint8, memory_info=info)
+        device = value.device_name().lower()
+    except Exception:
+        return "cpu" if info.name.lower() == "cpu" else "unknown"
+    return DEVICE_NAMES.get(device, device)
+
+
+# What OrtValue.device_name() says, by hardware type (it names the first EP of each kind).
+DEVICE_NAMES = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "webgpu": "gpu", "dml": "gpu", "migraphx": "gpu", "npu": "npu", "cann": "npu"}
+
+
+def describe(target: EpTarget) -> dict[str, Any]:
+    ort = import_onnxruntime()
+    devices = []
+    for index, device in enumerate(target.devices):
+        hardware = device.device
+        devices.append(
+            {
+                "index": index,
+                "label": target.device_label(index),
+                "ep_name": device.ep_name,
+                "ep_vendor": device.ep_vendor,
+                "ep_metadata": dict(device.ep_metadata),
+                "ep_options": dict(device.ep_options),
+                "hardware": {
+                    "type": hardware.type.name.lower(),
+                    "vendor": hardware.vendor,
+                    "vendor_id": int(hardware.vendor_id),
+                    "device_id": int(hardware.device_id),
+                },
+                "memory": {
+                    "default": memory_facts(ort, device.memory_info(ort.OrtDeviceMemoryType.DEFAULT)),
+                    "host_accessible": memory_facts(ort, device.memory_info(ort.OrtDeviceMemoryType.HOST_ACCESSIBLE)),
+                },
+            }
+        )
+    if not devices:
+        # A built-in provider that get_ep_devices() does not list (older builds, or hardware
+        # absent): checks create sessions with providers=[...] and learn memory from them.
+        devices.append({"index": 0, "label": target.label, "ep_name": target.provider, "ep_vendor": None, "ep_metadata": {},
+                        "ep_options": {}, "hardware": None, "memory": {"default": None, "host_accessible": None}})
+    return {
+        "requested": target.requested,
+        "provider": target.provider,
+        "label": target.label,
+        "declared": target.spec is not None,
+        "spec": str(target.spec.location) if target.spec else None,
+        "library": target.library,
+        "library_sha256": target.library_sha256,
+        "plugin_module": target.plugin_module,
+        "ep_device": bool(target.devices),
+        "options": target.options,
+        "devices": devices,
+        "onnxruntime": {"version": ort.__version__, "package": package_name(ort), "build": ort.get_build_info()},
+        "api": api_support(ort),
+    }
+
+
+def package_name(ort) -> str:
+    for dist in ("onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-webgpu", "onnxruntime-directml", "onnxruntime-qnn", "onnxruntime"):
+        try:
+            importlib.metadata.version(dist)
+            return dist
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return getattr(ort, "package_name", "onnxruntime")
+
+
+def api_support(ort) -> dict[str, bool]:
+    """Which public Python APIs this onnxruntime build has; checks that need a missing one are not_run."""
+    import inspect
+
+    update_doc = (ort.OrtValue.update_inplace.__doc__ or "") + (inspect.getsource(ort.OrtValue.update_inplace) if hasattr(ort.OrtValue, "update_inplace") else "")
+    shape_params = inspect.signature(ort.OrtValue.ortvalue_from_shape_and_type).parameters
+    return {
+        "ep_devices": hasattr(ort, "get_ep_devices"),
+        "copy_tensors": hasattr(ort, "copy_tensors"),
+        "memory_info_alloc": "memory_info" in shape_params,
+        "update_inplace_ortvalue": "OrtValue" in update_doc,
+        "graph_assignment_info": hasattr(ort.InferenceSession, "get_provider_graph_assignment_info"),
+        "session_memory_infos": hasattr(ort.InferenceSession, "get_input_memory_infos"),
+        "sync_stream": hasattr(ort, "OrtEpDevice") and hasattr(ort.OrtEpDevice, "create_sync_stream"),
+        "plugin_libraries": hasattr(ort, "register_execution_provider_library"),
+    }

@@ -1,0 +1,130 @@
+"""Checks run in a child process with a timeout; a crash or a hang costs one result.
+
+One persistent worker per EP keeps isolation cheap (no interpreter start or onnxruntime import
+per check); when it dies or stops answering it is replaced. Knows nothing of pytest or reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+class WorkerLost(Exception):
+    """The worker crashed or timed out; `outcome` is 'crash' or 'timeout'."""
+
+    def __init__(self, outcome: str, message: str):
+        super().__init__(message)
+        self.outcome = outcome
+
+
+class WorkerRefused(Exception):
+    """The worker answered with an error (e.g. the EP is unavailable)."""
+
+
+def signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+class Worker:
+    def __init__(self, init: dict[str, Any], *, timeout: float, log: Path | None = None, env: dict[str, str] | None = None):
+        self.init = dict(init, op="init")
+        self.timeout = timeout
+        self.log = log
+        self.env = env
+        self.process: subprocess.Popen | None = None
+        self.facts: dict[str, Any] | None = None
+        self._buffer = b""
+        self.restarts = 0
+
+    def start(self) -> dict[str, Any]:
+        log = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "conformance.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=log, env={**os.environ, **(self.env or {})},
+            )
+        finally:
+            if self.log:
+                log.close()
+        self._buffer = b""
+        reply = self._exchange(self.init, max(self.timeout, 120.0), "starting the worker")
+        self.facts = reply["facts"]
+        return self.facts
+
+    def request(self, message: dict[str, Any], timeout: float | None = None, what: str = "the check") -> dict[str, Any]:
+        if self.process is None or self.process.poll() is not None:
+            self.restarts += self.process is not None
+            self.start()
+        return self._exchange(message, timeout or self.timeout, what)
+
+    def _exchange(self, message: dict[str, Any], timeout: float, what: str) -> dict[str, Any]:
+        assert self.process and self.process.stdin and self.process.stdout
+        try:
+            self.process.stdin.write((json.dumps(message) + "\n").encode())
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass  # the worker is gone; reading will say how it ended
+        line = self._read_line(timeout)
+        if line is None:
+            self._kill()
+            raise WorkerLost("timeout", f"{what} did not finish within {timeout:g} s; the worker was killed and replaced")
+        if line == b"":
+            code = self.process.wait()
+            self.process = None
+            how = f"killed by {signal_name(code)}" if code < 0 else f"exited with status {code}"
+            raise WorkerLost("crash", f"the process running {what} was {how}{self._log_tail()}")
+        reply = json.loads(line)
+        if not reply.get("ok"):
+            raise WorkerRefused(reply.get("error", "unknown error"))
+        return reply
+
+    def _read_line(self, timeout: float) -> bytes | None:
+        """One line from the worker; b'' at end of file; None when `timeout` ran out."""
+        assert self.process and self.process.stdout
+        deadline = time.monotonic() + timeout
+        fd = self.process.stdout.fileno()
+        with selectors.DefaultSelector() as selector:
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._buffer:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not selector.select(remaining):
+                    return None
+                chunk = os.read(fd, 1 << 16)
+                if not chunk:
+                    return b""
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def _log_tail(self, lines: int = 3) -> str:
+        if not self.log or not self.log.exists():
+            return ""
+        tail = [l for l in self.log.read_text(errors="replace").splitlines() if l.strip()][-lines:]
+        return ("; its last output: " + " | ".join(tail)) if tail else ""
+
+    def _kill(self) -> None:
+        if self.process:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def close(self) -> None:
+        if self.process and self.process.poll() is None:
+            try:
+                self.process.stdin.write(b'{"op": "exit"}\n')
+                self.process.stdin.close()
+                self.process.wait(timeout=5)
+            except (BrokenPipeError, subprocess.TimeoutExpired, OSError):
+                self._kill()
+        self.process = None

@@ -1,0 +1,95 @@
+"""Outcomes, results and the verdict.
+
+The outcome set is closed. Results round-trip through plain dicts (they cross the worker
+boundary and land in report.json); `verdict()` is the one place that decides what a run means.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+
+class Outcome(str, enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_APPLICABLE = "not_applicable"
+    NOT_RUN = "not_run"
+    WAIVED = "waived"
+    KNOWN_ISSUE = "known_issue"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+
+class Verdict(str, enum.Enum):
+    CONFORMANT = "conformant"
+    NON_CONFORMANT = "non_conformant"
+    INCOMPLETE = "incomplete"
+
+
+BROKEN = (Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT)
+COULD_NOT_RUN = (Outcome.NOT_RUN, Outcome.ERROR)
+
+
+@dataclass
+class Result:
+    contract: str
+    ep: str
+    device: str
+    params: dict[str, Any]
+    outcome: Outcome
+    message: str
+    spec: str
+    severity: str
+    subject: str
+    nodeid: str = ""
+    duration: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_finding(self) -> bool:
+        """A broken runtime-subject contract: a defect of onnxruntime, not of the EP."""
+        return self.subject == "runtime" and self.outcome in BROKEN
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["outcome"] = self.outcome.value
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Result":
+        data = dict(data)
+        data["outcome"] = Outcome(data["outcome"])
+        return cls(**data)
+
+
+def counts(results: Iterable[Result]) -> dict[str, int]:
+    summary = {outcome.value: 0 for outcome in Outcome}
+    for result in results:
+        summary[result.outcome.value] += 1
+    return summary
+
+
+def verdict(results: list[Result], *, interrupted: bool = False) -> tuple[Verdict, list[str]]:
+    """The verdict and the reasons for it.
+
+    Only required, EP-subject contracts decide: a runtime-subject failure is a finding against
+    onnxruntime, and recommended or informational contracts inform without deciding."""
+    deciding = [r for r in results if r.severity == "required" and r.subject == "ep"]
+    broken = sorted({r.contract for r in deciding if r.outcome in BROKEN})
+    if broken:
+        return Verdict.NON_CONFORMANT, [f"required contract broken: {c}" for c in broken]
+    reasons = []
+    if interrupted:
+        reasons.append("the run was interrupted before every check finished")
+    missing = sorted({r.contract for r in deciding if r.outcome in COULD_NOT_RUN})
+    reasons += [f"required contract could not run: {c}" for c in missing]
+    if not results:
+        reasons.append("no check ran")
+    elif not any(r.outcome is Outcome.PASS for r in deciding):
+        reasons.append("no required contract passed on this EP")
+    if reasons:
+        return Verdict.INCOMPLETE, reasons
+    return Verdict.CONFORMANT, []

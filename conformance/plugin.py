@@ -1,0 +1,324 @@
+"""The pytest plugin: `pytest --ep NAME` turns the contract catalogue into checks.
+
+Items are contracts × EP devices present × parameters. Each item's check runs in the EP's
+worker process (see isolation.py); its outcome maps onto pytest as DESIGN.md says: `fail` is a
+failure, `crash`/`timeout`/`error` are errors (raised in setup), everything else is a skip with
+its reason. A broken `runtime`-subject contract is a finding against onnxruntime and shows as
+xfail, so it does not fail a conformant EP's run. Without `--ep` the plugin does nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import applicability, report
+from conformance.checks import CHECKS, load_all
+from conformance.contracts import Catalogue, Contract
+from conformance.isolation import Worker, WorkerLost, WorkerRefused
+from conformance.outcomes import Outcome, Result
+from conformance.runner import Runner
+from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+from conformance import waivers as waiver_rules
+
+RUN_KEY = pytest.StashKey["ConformanceRun"]()
+RESULT_KEY = pytest.StashKey[Result]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance", "ONNX Runtime EP conformance (ort-ep-conformance)")
+    group.addoption("--ep", action="append", default=[], metavar="NAME",
+                    help="EP to check: an alias (cpu, cuda, openvino, webgpu, ...) or the provider's name; repeatable. "
+                         "Without --ep the plugin collects nothing.")
+    group.addoption("--ep-library", metavar="PATH", help="register this plugin EP library first; --ep names the EP it provides")
+    group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="provider option for the EP (keys starting with 'session.' become session config entries); repeatable")
+    group.addoption("--conformance-report", metavar="DIR", default="reports",
+                    help="folder for report.json, report.md and the models used (default: reports/)")
+    group.addoption("--conformance-timeout", metavar="SECONDS", type=float, default=60.0,
+                    help="time one check may take before its worker is killed and the check recorded as timeout (default: 60)")
+    group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
+                    help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements only)")
+
+
+@dataclass
+class EpUnderTest:
+    requested: str
+    facts: dict[str, Any]
+    worker: Worker | None
+    runner: Runner | None
+    capabilities: list[dict[str, Any]] = field(default_factory=list)
+    quarantine: dict[tuple, str] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.facts["label"]
+
+
+class ConformanceRun:
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.report_dir = Path(config.getoption("conformance_report"))
+        self.timeout = config.getoption("conformance_timeout")
+        self.isolated = config.getoption("conformance_isolation") == "worker"
+        self.library = config.getoption("ep_library")
+        self.options = _parse_options(config.getoption("ep_option"))
+        self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_args(config)
+        self.catalogue: Catalogue = _load(self.spec_paths)
+        self.eps: list[EpUnderTest] = []
+        self.results: list[Result] = []
+        self.collected = 0
+        self.started = time.time()
+        self.primary = not hasattr(config, "workerinput")  # the xdist controller, or a plain run
+        self.contract_files = {Path(f).resolve() for f in self.catalogue.files}
+        self.written: list[Path] = []
+        self.verdict = ""
+
+    def start(self, names: list[str]) -> None:
+        self.report_dir.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            init = {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
+                    "models_dir": str(self.report_dir / "models")}
+            if self.isolated:
+                worker = Worker(init, timeout=self.timeout, log=self.report_dir / f"worker-{_safe(name)}.log")
+                try:
+                    facts = worker.start()
+                except WorkerRefused as exc:
+                    raise pytest.UsageError(str(exc)) from None
+                except WorkerLost as exc:
+                    raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
+                ep = EpUnderTest(name, facts, worker, None)
+            else:
+                from conformance.eps import EpUnavailable
+
+                try:
+                    runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=init["models_dir"])
+                except EpUnavailable as exc:
+                    raise pytest.UsageError(str(exc)) from None
+                ep = EpUnderTest(name, runner.facts, None, runner)
+            self.eps.append(ep)
+            if self.primary:
+                self._probe(ep)
+
+    def _probe(self, ep: EpUnderTest) -> None:
+        for device in ep.facts["devices"]:
+            request = {"op": "probe", "device": device["index"]}
+            try:
+                if ep.worker:
+                    ep.capabilities.append(ep.worker.request(request, what="the copy probe")["capabilities"])
+                else:
+                    from conformance.probe import capability_matrix
+
+                    ep.capabilities.append(capability_matrix(ep.runner.context(device["index"])))
+            except (WorkerLost, WorkerRefused) as exc:
+                ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
+
+    def run_case(self, ep: EpUnderTest, contract: Contract, device: dict[str, Any], params: dict[str, Any]) -> tuple[Outcome, str, dict, float]:
+        request = {"op": "run", "contract": contract.id, "device": device["index"], "params": params}
+        if not ep.worker:
+            reply = ep.runner.run(contract.id, device["index"], params)
+        else:
+            try:
+                reply = ep.worker.request(request, what=f"{contract.id} on {device['label']}")["result"]
+            except WorkerLost as exc:
+                return Outcome(exc.outcome), str(exc), {}, 0.0
+            except WorkerRefused as exc:
+                return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
+        return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
+
+    # --- hooks of the run (registered as a plugin object, like pytest's LogXML) -------------
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = len(session.items)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        data = getattr(report, "conformance_result", None)
+        if data is not None and self.primary:
+            self.results.append(Result.from_dict(data))
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.primary:
+            return
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
+        data = report.build(self, interrupted=interrupted)
+        self.written = report.write_all(data, self.report_dir)
+        self.verdict = data["verdict"]
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.primary or not self.written:
+            return
+        terminalreporter.section("conformance")
+        colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(self.verdict, {"yellow": True})
+        terminalreporter.write_line(f"verdict: {self.verdict}", bold=True, **colour)
+        for path in self.written:
+            terminalreporter.write_line(f"report: {path}")
+
+    def close(self) -> None:
+        for ep in self.eps:
+            if ep.worker:
+                ep.worker.close()
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _parse_options(pairs: list[str]) -> dict[str, str]:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise pytest.UsageError(f"--ep-option expects KEY=VALUE, got {pair!r}")
+        options[key] = value
+    return options
+
+
+def _user_spec_args(config: pytest.Config) -> list[str]:
+    return [arg for arg in config.args if Path(arg.split("::")[0]).suffix in (".yaml", ".yml")]
+
+
+def _load(paths: list[str]) -> Catalogue:
+    load_all()
+    try:
+        return load_catalogue(paths, known_checks=CHECKS)
+    except SpecErrors as exc:
+        raise pytest.UsageError(f"invalid spec files ({len(exc.errors)} errors):\n" + "\n".join(f"  {e}" for e in exc.errors)) from None
+
+
+# --- hooks -----------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    names = config.getoption("ep")
+    if not names:
+        return
+    config.addinivalue_line("markers", "conformance: a contract check generated by ort-ep-conformance")
+    run = ConformanceRun(config)
+    config.stash[RUN_KEY] = run
+    config.pluginmanager.register(run, "conformance-run")
+    try:
+        run.start(names)
+    except BaseException:
+        run.close()
+        raise
+    # Collect the shipped catalogue (and any spec files named on the command line), not the
+    # test files of whatever folder pytest was started in.
+    user_specs = _user_spec_args(config)
+    config.args[:] = user_specs + [str(p) for p in shipped_spec_dirs() if p.name == "contracts"]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run = config.stash.get(RUN_KEY, None)
+    if run:
+        run.close()
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector):
+    run = parent.config.stash.get(RUN_KEY, None)
+    if run is None or file_path.resolve() not in run.contract_files:
+        return None
+    return ContractFile.from_parent(parent, path=file_path)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config):
+    # With --ep, only spec files are collected: never the Python tests of the folder.
+    if config.stash.get(RUN_KEY, None) is not None and collection_path.is_file() and collection_path.suffix == ".py":
+        return True
+    return None
+
+
+class ContractFile(pytest.File):
+    def collect(self):
+        run: ConformanceRun = self.config.stash[RUN_KEY]
+        here = self.path.resolve()
+        for contract in run.catalogue.contracts:
+            if Path(contract.file) != here:
+                continue
+            for ep in run.eps:
+                for device in ep.facts["devices"]:
+                    for params in contract.cases():
+                        label = "-".join([device["label"], *map(str, params.values())])
+                        yield ContractItem.from_parent(self, name=f"{contract.id}[{label}]", contract=contract, ep=ep, device=device, params=params)
+
+
+class ContractFailure(Exception):
+    def __init__(self, result: Result, contract: Contract):
+        super().__init__(result.message)
+        self.result = result
+        self.contract = contract
+
+
+class ContractItem(pytest.Item):
+    def __init__(self, *, contract: Contract, ep: EpUnderTest, device: dict[str, Any], params: dict[str, Any], **kwargs):
+        super().__init__(**kwargs)
+        self.contract = contract
+        self.ep = ep
+        self.device = device
+        self.params = params
+        self.run: ConformanceRun = self.config.stash[RUN_KEY]
+        self.add_marker(pytest.mark.conformance)
+
+    def _result(self, outcome: Outcome, message: str, details: dict | None = None, duration: float = 0.0) -> Result:
+        return Result(
+            contract=self.contract.id, ep=self.ep.facts["provider"], device=self.device["label"], params=self.params,
+            outcome=outcome, message=message, spec=str(self.contract.location), severity=self.contract.severity,
+            subject=self.contract.subject, nodeid=self.nodeid, duration=duration, details=details or {},
+        )
+
+    def _crash_key(self) -> tuple:
+        """Checks that make the same call on the same EP device share one crash."""
+        return (self.contract.check, self.device["index"], self.params.get("direction"))
+
+    def setup(self) -> None:
+        skip = applicability.decide(self.contract, self.ep.facts, self.device, _spec_for(self.run.catalogue, self.ep))
+        if skip:
+            result = self._result(skip.outcome, skip.reason)
+        elif self._crash_key() in self.ep.quarantine:
+            result = self._result(Outcome.NOT_RUN, f"not run: {self.ep.quarantine[self._crash_key()]}")
+        else:
+            result = self._result(*self.run.run_case(self.ep, self.contract, self.device, self.params))
+            if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
+                self.ep.quarantine[self._crash_key()] = f"an earlier check making the same call ({self.name}) ended in {result.outcome.value}"
+        result = waiver_rules.apply(result, _spec_for(self.run.catalogue, self.ep), self.ep.facts)
+        self.stash[RESULT_KEY] = result
+        self.user_properties.extend([
+            ("contract", result.contract), ("ep", result.ep), ("device", result.device), ("outcome", result.outcome.value),
+            ("severity", result.severity), ("subject", result.subject), ("spec", result.spec),
+        ])
+        if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR):
+            pytest.fail(f"[{result.outcome.value}] {result.message}", pytrace=False)
+        if result.outcome not in (Outcome.PASS, Outcome.FAIL):
+            pytest.skip(f"[{result.outcome.value}] {result.message}")
+
+    def runtest(self) -> None:
+        result = self.stash[RESULT_KEY]
+        if result.outcome is Outcome.FAIL:
+            if result.subject == "runtime":
+                pytest.xfail(f"finding against onnxruntime, not the EP: {result.message}")
+            raise ContractFailure(result, self.contract)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ContractFailure):
+            return report.describe_failure(excinfo.value.result, self.contract)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, self.contract.location.line - 1, f"{self.contract.id} [{self.contract.severity}]: {self.contract.statement}"
+
+
+def _spec_for(catalogue: Catalogue, ep: EpUnderTest):
+    return catalogue.ep_spec(ep.facts["label"]) if ep.facts["declared"] else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    result = item.stash.get(RESULT_KEY, None) if isinstance(item, ContractItem) else None
+    if result is not None and call.when == "teardown":
+        # Carried on the report so that it reaches the xdist controller too.
+        outcome.get_result().conformance_result = result.to_dict()

@@ -1,0 +1,140 @@
+"""The copy-capability matrix: which copy directions work, found by trying.
+
+For every EP device, every (source, destination) pair among CPU memory, the device's DEFAULT
+memory, its HOST_ACCESSIBLE memory and the DEFAULT memory of other EP devices present is tried
+with `copy_tensors` on real bytes into a sentinel-filled destination. Each pair is:
+
+- `supported`: the bytes arrived intact;
+- `broken`: the copy claimed success but the bytes differ;
+- `required_but_missing`: refused, though the contract requires it (non-CPU DEFAULT memory);
+- `not_required`: refused, and no copy is needed (both ends are CPU-visible memory);
+- `unsupported`: refused, and no contract requires it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from conformance import tensors
+
+PROBE_BYTES = 4096
+STATUSES = ("supported", "broken", "required_but_missing", "not_required", "unsupported")
+
+
+def _endpoints(ctx) -> list[tuple[str, Any, bool]]:
+    """(name, memory info or None for plain CPU, CPU-visible) for every memory to try."""
+    endpoints: list[tuple[str, Any, bool]] = [("cpu", None, True)]
+    for kind in ("default", "host_accessible"):
+        facts = ctx.memory_facts(kind)
+        if facts is not None and not (kind == "default" and facts["device_type"] == "cpu"):
+            endpoints.append((kind, ctx.memory_info(kind), kind == "host_accessible"))
+    if ctx.device is not None:
+        for other in ctx.ort.get_ep_devices():
+            if other.ep_name == ctx.device.ep_name:
+                continue
+            info = other.memory_info(ctx.ort.OrtDeviceMemoryType.DEFAULT)
+            if info is not None:
+                endpoints.append((f"{other.ep_name}:default", info, False))
+    return endpoints
+
+
+def _required(ctx, source: str, destination: str) -> bool:
+    device_default = not ctx.is_cpu_memory("default")
+    if device_default and (source, destination) in (("cpu", "default"), ("default", "cpu"), ("default", "default")):
+        return True
+    declared = ctx.target.spec.copy_directions if ctx.target.spec and ctx.target.spec.copy_directions else ()
+    return (source, destination) in declared
+
+
+def _value(ctx, info, storage: np.ndarray):
+    dtype = tensors.DTYPES["uint8"]
+    if info is None:
+        return ctx.wrap_cpu(storage, dtype)
+    return ctx.ort.OrtValue.ortvalue_from_shape_and_type(list(storage.shape), np.uint8, memory_info=info)
+
+
+def _try(ctx, source_info, destination_info) -> tuple[str, str]:
+    """('copied' | 'wrong_bytes' | 'refused', detail)."""
+    dtype = tensors.DTYPES["uint8"]
+    data = tensors.sample(dtype, (PROBE_BYTES,), seed=13)
+    try:
+        source = _value(ctx, source_info, data)
+        if source_info is not None:
+            ctx.ort.copy_tensors([ctx.wrap_cpu(data, dtype)], [source], None)
+        landing = tensors.sentinel(dtype, (PROBE_BYTES,), 0x5A)
+        destination = _value(ctx, destination_info, landing)
+    except Exception as exc:
+        return "refused", f"could not set up the source or destination: {exc}"
+    try:
+        ctx.ort.copy_tensors([source], [destination], None)
+    except Exception as exc:
+        return "refused", str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if destination_info is not None:
+        landing = tensors.sentinel(dtype, (PROBE_BYTES,), 0xA5)
+        try:
+            ctx.ort.copy_tensors([destination], [ctx.wrap_cpu(landing, dtype)], None)
+        except Exception as exc:
+            return "copied", f"copied, but the result could not be read back to check it: {exc}"
+    diff = tensors.compare(data.tobytes(), landing.tobytes())
+    return ("wrong_bytes", diff.describe()) if diff else ("copied", f"{PROBE_BYTES} bytes intact")
+
+
+def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
+    endpoints = _endpoints(ctx)
+    pairs = []
+    for source, source_info, source_visible in endpoints:
+        for destination, destination_info, destination_visible in endpoints:
+            result, detail = _try(ctx, source_info, destination_info)
+            required = _required(ctx, source, destination)
+            if result == "copied":
+                status = "supported"
+            elif result == "wrong_bytes":
+                status = "broken"
+            elif required:
+                status = "required_but_missing"
+            elif source_visible and destination_visible:
+                status = "not_required"
+            else:
+                status = "unsupported"
+            pairs.append({"source": source, "destination": destination, "status": status, "required": required, "detail": detail})
+    return {
+        "ep": ctx.target.provider,
+        "device": ctx.facts["label"],
+        "memories": {name: (ctx.memory_facts(name) if name in ("default", "host_accessible") else None) for name, _, _ in endpoints},
+        "pairs": pairs,
+    }
+
+
+def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, str] | None = None, timeout: float = 60.0,
+              log: Path | None = None) -> dict[str, Any]:
+    """The matrix of every device of `ep` (all EPs present when None), computed in workers."""
+    from conformance.isolation import Worker, WorkerLost
+
+    names = [ep] if ep else _present_eps()
+    results = []
+    for name in names:
+        worker = Worker({"ep": name, "library": library, "options": options or {}}, timeout=timeout, log=log)
+        try:
+            facts = worker.start()
+            devices = []
+            for device in facts["devices"]:
+                try:
+                    devices.append(worker.request({"op": "probe", "device": device["index"]}, what="the copy probe")["capabilities"])
+                except WorkerLost as exc:
+                    devices.append({"ep": facts["provider"], "device": device["label"], "error": f"{exc.outcome}: {exc}", "pairs": []})
+            results.append({"ep": facts["provider"], "label": facts["label"], "onnxruntime": facts["onnxruntime"]["version"], "devices": devices})
+        finally:
+            worker.close()
+    return {"eps": results}
+
+
+def _present_eps() -> list[str]:
+    code = "import json, onnxruntime as o; print(json.dumps(sorted({d.ep_name for d in o.get_ep_devices()})))"
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return json.loads(output)

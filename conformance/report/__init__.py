@@ -1,0 +1,127 @@
+"""The conformance report: one summary (`build`) feeds report.json, report.md and the terminal.
+
+report.json's top-level keys are an interface (DESIGN.md): schema, kit_version, onnxruntime,
+ep, devices, verdict, summary, results, capabilities. Files are written atomically (a temporary
+file, then a rename), so an interrupted run never leaves half a report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from conformance import __version__
+from conformance.outcomes import BROKEN, Outcome, Result, counts, verdict
+
+SCHEMA = "ort-ep-conformance/report/1"
+
+
+def build(run, *, interrupted: bool) -> dict[str, Any]:
+    results: list[Result] = list(run.results)
+    decided, reasons = verdict(results, interrupted=interrupted or len(results) < run.collected)
+    lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
+    first = run.eps[0].facts if run.eps else {}
+    eps = [_ep(ep.facts) for ep in run.eps]
+    return {
+        "schema": SCHEMA,
+        "kit_version": __version__,
+        "spec_digest": run.catalogue.digest,
+        "onnxruntime": first.get("onnxruntime", {}),
+        "ep": eps[0] if eps else {},
+        "eps": eps,
+        "devices": [dict(device, ep=ep.facts["provider"]) for ep in run.eps for device in ep.facts["devices"]],
+        "verdict": decided.value,
+        "verdict_reasons": reasons,
+        "summary": counts(results),
+        "findings": [r.to_dict() for r in results if r.is_finding],
+        "results": [r.to_dict() for r in results],
+        "capabilities": [matrix for ep in run.eps for matrix in ep.capabilities],
+        "run": {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.started)),
+            "duration_s": round(time.time() - run.started, 3),
+            "collected": run.collected,
+            "interrupted": interrupted,
+            "lost": [{"nodeid": r.nodeid, "outcome": r.outcome.value, "message": r.message} for r in lost],
+            "isolation": "worker" if run.isolated else "none",
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "command": " ".join(sys.argv),
+        },
+    }
+
+
+def _ep(facts: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": facts["provider"],
+        "label": facts["label"],
+        "requested": facts["requested"],
+        "declared": facts["declared"],
+        "spec": facts["spec"],
+        "library": facts["library"],
+        "library_sha256": facts["library_sha256"],
+        "plugin_module": facts["plugin_module"],
+        "ep_device": facts["ep_device"],
+        "options": facts["options"],
+        "version": next((d["ep_metadata"].get("version") for d in facts["devices"] if d.get("ep_metadata")), None),
+    }
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def write_all(data: dict[str, Any], directory: Path) -> list[Path]:
+    from conformance.report import markdown
+
+    json_path, md_path = directory / "report.json", directory / "report.md"
+    atomic_write(json_path, json.dumps(data, indent=2, default=str) + "\n")
+    atomic_write(md_path, markdown.render(data))
+    return [json_path, md_path]
+
+
+def params_label(params: dict[str, Any]) -> str:
+    return "-".join(map(str, params.values())) or "-"
+
+
+def describe_failure(result: Result, contract) -> str:
+    """What a failing check shows: the statement and where it is written, expected vs actual,
+    the memory infos involved, and a snippet that reproduces it."""
+    lines = [
+        f"{contract.id} [{contract.severity}, subject: {contract.subject}] failed on {result.ep} ({result.device}), params {result.params}",
+        f"  statement: {contract.statement}",
+        f"  spec:      {result.spec}",
+        f"  sources:   " + "; ".join(f"{s.kind} {s.ref}" for s in contract.sources),
+    ]
+    for violation in result.details.get("violations", []):
+        lines.append(f"  violation: {violation['message']}")
+        if violation.get("expected"):
+            lines.append(f"    expected: {violation['expected']}")
+        if violation.get("actual"):
+            lines.append(f"    actual:   {violation['actual']}")
+        for role, memory in (violation.get("memory") or {}).items():
+            lines.append(f"    memory {role}: {_memory(memory)}")
+        if violation.get("reproducer"):
+            lines.append("    reproduce with:")
+            lines.extend("      " + line for line in violation["reproducer"].splitlines())
+    return "\n".join(lines)
+
+
+def _memory(memory: dict[str, Any] | None) -> str:
+    if memory is None:
+        return "plain CPU memory"
+    return f"{memory['name']} ({memory['device_type']}, vendor 0x{memory['vendor_id']:04x}, device {memory['device_id']}, {memory['device_mem_type']})"

@@ -1,0 +1,69 @@
+"""Runs one case of a contract on one EP device and turns what happened into a result.
+
+Used inside the worker process (and in-process when isolation is off). Knows nothing of pytest,
+reports or waivers.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from conformance import eps
+from conformance.checks import CHECKS, NotApplicable, NotRun, load_all
+from conformance.context import CheckContext
+from conformance.models import ModelCache
+from conformance.outcomes import Outcome
+from conformance.spec import load_catalogue
+
+
+def is_onnxruntime_error(exc: BaseException) -> bool:
+    """An error raised by onnxruntime itself (the EP or the runtime refused), as opposed to a
+    defect of the kit. onnxruntime raises RuntimeError or its own pybind exception types."""
+    return type(exc) is RuntimeError or type(exc).__module__.startswith("onnxruntime")
+
+
+class Runner:
+    def __init__(self, ep: str, *, specs: list[str] | None = None, library: str | None = None,
+                 options: dict[str, str] | None = None, models_dir: str | None = None):
+        load_all()
+        self.catalogue = load_catalogue(specs, known_checks=CHECKS)
+        self.target = eps.resolve(ep, self.catalogue, library=library, options=options)
+        self.target.facts = eps.describe(self.target)
+        self.models = ModelCache(Path(models_dir) if models_dir else None)
+        self._contexts: dict[int, CheckContext] = {}
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        return self.target.facts
+
+    def context(self, device: int) -> CheckContext:
+        if device not in self._contexts:
+            self._contexts[device] = CheckContext(self.target, device, self.models)
+        return self._contexts[device]
+
+    def run(self, contract_id: str, device: int, params: dict[str, Any]) -> dict[str, Any]:
+        contract = self.catalogue.contract(contract_id)
+        started = time.perf_counter()
+        outcome, message, details = self._run(CHECKS[contract.check], self.context(device), params)
+        return {"outcome": outcome.value, "message": message, "details": details, "duration": time.perf_counter() - started}
+
+    def _run(self, function, ctx: CheckContext, params: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+        try:
+            violations = list(function(ctx, **params))
+        except NotApplicable as exc:
+            return Outcome.NOT_APPLICABLE, str(exc), {}
+        except NotRun as exc:
+            return Outcome.NOT_RUN, str(exc), {}
+        except Exception as exc:
+            if is_onnxruntime_error(exc):
+                text = f"onnxruntime raised {type(exc).__name__}: {exc}".strip()
+                return Outcome.FAIL, text, {"violations": [{"message": text, "expected": "", "actual": "", "memory": {}, "reproducer": ""}]}
+            return Outcome.ERROR, f"the kit failed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc(limit=-4)}
+        if not violations:
+            return Outcome.PASS, "", {}
+        message = violations[0].message + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
+        return Outcome.FAIL, message, {"violations": [asdict(v) for v in violations]}

@@ -1,0 +1,374 @@
+"""Load and validate the YAML specs.
+
+YAML is read with PyYAML's safe loader, keeping the position of every key and value so that
+each error, and each contract and EP entry, knows its `path:line`. Documents are validated
+against the JSON Schemas shipped in `conformance/schemas/` (Draft 2020-12), then checked for
+what a schema cannot say: duplicate ids, references to unknown checks or contracts.
+
+Errors are data (`SpecError`) before they are text; `load_catalogue` collects all of them and
+raises one `SpecErrors`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import jsonschema
+import referencing
+import yaml
+
+from conformance import data
+from conformance.contracts import (
+    Catalogue,
+    Contract,
+    EpSpec,
+    Location,
+    MemoryDeclaration,
+    Source,
+    Waiver,
+)
+
+JsonPath = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class SpecError:
+    path: str
+    line: int
+    column: int
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.path}:{self.line}:{self.column}"
+        return f"{where}: {self.message}" if not self.key else f"{where}: {self.key}: {self.message}"
+
+
+class SpecErrors(Exception):
+    def __init__(self, errors: list[SpecError]):
+        self.errors = errors
+        super().__init__("\n".join(str(e) for e in errors))
+
+
+# --- YAML with positions -------------------------------------------------------------------
+
+
+@dataclass
+class Document:
+    """A parsed YAML file and the position of every node in it, by JSON path."""
+
+    path: str
+    data: Any
+    value_marks: dict[JsonPath, tuple[int, int]]
+    key_marks: dict[JsonPath, tuple[int, int]]
+
+    def location(self, json_path: JsonPath, *, key: bool = False) -> Location:
+        marks = self.key_marks if key and json_path in self.key_marks else self.value_marks
+        probe = tuple(json_path)
+        while probe not in marks and probe:
+            probe = probe[:-1]
+        line, column = marks.get(probe, (1, 1))
+        return Location(self.path, line, column)
+
+    def error(self, json_path: JsonPath, message: str, *, key: bool = False) -> SpecError:
+        where = self.location(json_path, key=key)
+        return SpecError(where.path, where.line, where.column, _dotted(json_path), message)
+
+
+def _dotted(json_path: JsonPath) -> str:
+    parts = []
+    for part in json_path:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        else:
+            parts.append(("." if parts else "") + str(part))
+    return "".join(parts)
+
+
+def parse_yaml(text: str, path: str) -> tuple[Document | None, list[SpecError]]:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None, [SpecError(path, 1, 1, "", "the file is empty")]
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        return None, [SpecError(path, line, column, "", f"not valid YAML: {exc.problem}")]
+    except yaml.YAMLError as exc:
+        return None, [SpecError(path, 1, 1, "", f"not valid YAML: {exc}")]
+    finally:
+        loader.dispose()
+    document = Document(path, data, {}, {})
+    errors: list[SpecError] = []
+    _record_marks(node, (), document, errors)
+    return document, errors
+
+
+def _record_marks(node: yaml.Node, json_path: JsonPath, doc: Document, errors: list[SpecError]) -> None:
+    doc.value_marks[json_path] = (node.start_mark.line + 1, node.start_mark.column + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            child = (*json_path, key)
+            doc.key_marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            if key in seen:
+                errors.append(doc.error(child, f"duplicate key '{key}'", key=True))
+            seen.add(key)
+            _record_marks(value_node, child, doc, errors)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _record_marks(item, (*json_path, index), doc, errors)
+
+
+# --- schema validation ---------------------------------------------------------------------
+
+CONTRACTS_SCHEMA = "contracts.schema.json"
+EP_SCHEMA = "ep.schema.json"
+
+
+def schema_text(name: str) -> str:
+    return (data.schemas_dir() / name).read_text(encoding="utf-8")
+
+
+def load_schema(name: str) -> dict[str, Any]:
+    return json.loads(schema_text(name))
+
+
+def _validators() -> dict[str, jsonschema.protocols.Validator]:
+    schemas = {name: load_schema(name) for name in (CONTRACTS_SCHEMA, EP_SCHEMA)}
+    registry = referencing.Registry().with_resources(
+        (schema["$id"], referencing.Resource.from_contents(schema)) for schema in schemas.values()
+    )
+    validators = {}
+    for name, schema in schemas.items():
+        jsonschema.Draft202012Validator.check_schema(schema)
+        validators[name] = jsonschema.Draft202012Validator(schema, registry=registry)
+    return validators
+
+
+_VALIDATORS: dict[str, jsonschema.protocols.Validator] | None = None
+
+
+def validators() -> dict[str, jsonschema.protocols.Validator]:
+    global _VALIDATORS
+    if _VALIDATORS is None:
+        _VALIDATORS = _validators()
+    return _VALIDATORS
+
+
+def schema_errors(doc: Document, schema_name: str) -> list[SpecError]:
+    validator = validators()[schema_name]
+    errors: list[SpecError] = []
+    for error in sorted(validator.iter_errors(doc.data), key=lambda e: list(map(str, e.absolute_path))):
+        errors.extend(_explain(doc, error))
+    return _unique(errors)
+
+
+def _explain(doc: Document, error: jsonschema.ValidationError) -> Iterator[SpecError]:
+    json_path = tuple(error.absolute_path)
+    if error.validator in ("oneOf", "anyOf") and error.context:
+        # Report the branch the author evidently meant: the one whose type matched.
+        meant = [e for e in error.context if e.validator != "type" or tuple(e.absolute_path) != json_path]
+        if meant:
+            for sub in meant:
+                yield from _explain(doc, sub)
+            return
+    if error.validator == "additionalProperties":
+        allowed = sorted(error.schema.get("properties", {}))
+        for key in error.instance:
+            if key in allowed:
+                continue
+            hint = difflib.get_close_matches(str(key), allowed, n=1)
+            suggestion = f" (did you mean '{hint[0]}'?)" if hint else f"; expected one of: {', '.join(allowed)}"
+            yield doc.error((*json_path, key), f"unknown key '{key}'{suggestion}", key=True)
+        return
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        yield doc.error(json_path, f"missing key '{missing}'")
+        return
+    if error.validator == "enum":
+        choices = ", ".join(repr(c) for c in error.validator_value)
+        yield doc.error(json_path, f"{error.instance!r} is not allowed; expected one of: {choices}")
+        return
+    if error.validator == "type":
+        expected = error.validator_value
+        expected = " or ".join(expected) if isinstance(expected, list) else expected
+        yield doc.error(json_path, f"expected {expected}, got {type(error.instance).__name__} {error.instance!r}")
+        return
+    if error.validator == "pattern":
+        yield doc.error(json_path, f"{error.instance!r} does not match the expected form {error.validator_value!r}")
+        return
+    yield doc.error(json_path, error.message)
+
+
+def _unique(errors: Iterable[SpecError]) -> list[SpecError]:
+    seen: set[SpecError] = set()
+    unique = []
+    for error in errors:
+        if error not in seen:
+            seen.add(error)
+            unique.append(error)
+    return unique
+
+
+# --- building the model --------------------------------------------------------------------
+
+
+def shipped_spec_dirs() -> list[Path]:
+    """The catalogue and EP declarations that ship inside the package."""
+    return [data.contracts_dir(), data.eps_dir()]
+
+
+def spec_files(paths: Iterable[str | Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in map(Path, paths):
+        if path.is_dir():
+            files.extend(sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml")))
+        else:
+            files.append(path)
+    return files
+
+
+def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: Iterable[str] = ()) -> Catalogue:
+    """Load, validate and cross-check spec files; raise `SpecErrors` with every error found."""
+    files = spec_files(shipped_spec_dirs() if paths is None else paths)
+    errors: list[SpecError] = []
+    contracts: list[Contract] = []
+    eps: list[EpSpec] = []
+    digest = hashlib.sha256()
+    for file in files:
+        display = _display_path(file)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            errors.append(SpecError(display, 1, 1, "", f"cannot read: {exc.strerror or exc}"))
+            continue
+        digest.update(file.name.encode() + b"\0" + text.encode() + b"\0")
+        doc, parse_errors = parse_yaml(text, display)
+        errors.extend(parse_errors)
+        if doc is None:
+            continue
+        if not isinstance(doc.data, dict) or not ({"contracts", "ep"} & set(doc.data)):
+            errors.append(doc.error((), "expected a contract file (top-level key 'contracts') or an EP declaration (top-level key 'ep')"))
+            continue
+        schema = CONTRACTS_SCHEMA if "contracts" in doc.data else EP_SCHEMA
+        found = schema_errors(doc, schema)
+        errors.extend(found)
+        if found or parse_errors:
+            continue
+        if schema == CONTRACTS_SCHEMA:
+            contracts.extend(_contracts(doc, errors, str(file.resolve())))
+        else:
+            eps.append(_ep_spec(doc))
+    errors.extend(_cross_check(contracts, eps, set(known_checks)))
+    if errors:
+        raise SpecErrors(errors)
+    return Catalogue(tuple(contracts), tuple(eps), tuple(str(f.resolve()) for f in files), digest.hexdigest())
+
+
+def _display_path(file: Path) -> str:
+    """Shipped specs by their place in the kit (`specs/contracts/copy.yaml`), whether installed
+    or not, so that reports from different machines compare; other files relative to the
+    working directory when they are under it."""
+    for shipped in shipped_spec_dirs():
+        if file.resolve().parent == shipped.resolve():
+            return f"specs/{shipped.name}/{file.name}"
+    try:
+        return str(file.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(file)
+
+
+def _sources(items: list[dict[str, str]]) -> tuple[Source, ...]:
+    return tuple(Source(s["kind"], s["ref"], s.get("note", "")) for s in items)
+
+
+def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[Contract]:
+    family = doc.data["family"]
+    for index, raw in enumerate(doc.data["contracts"]):
+        if not raw["id"].startswith(family + "."):
+            errors.append(doc.error(("contracts", index, "id"), f"id must start with the family name '{family}.'"))
+            continue
+        yield Contract(
+            id=raw["id"],
+            statement=" ".join(raw["statement"].split()),
+            subject=raw["subject"],
+            severity=raw["severity"],
+            check=raw["check"],
+            sources=_sources(raw["sources"]),
+            applies_when=dict(raw.get("applies_when", {})),
+            params={k: tuple(v) for k, v in raw.get("params", {}).items()},
+            location=doc.location(("contracts", index)),
+            family=family,
+            requires_api=tuple(raw.get("requires_api", ())),
+            isolated=bool(raw.get("isolated", False)),
+            file=file,
+        )
+
+
+def _memory(raw: dict[str, Any] | None) -> MemoryDeclaration | None:
+    if raw is None:
+        return None
+    return MemoryDeclaration(raw["device_type"], raw.get("vendor_id"), raw.get("name"))
+
+
+def _ep_spec(doc: Document) -> EpSpec:
+    raw = doc.data["ep"]
+    waivers = tuple(
+        Waiver(w["contract"], w["reason"], w["url"], w.get("until"), w.get("device"), doc.location(("ep", "waivers", i)))
+        for i, w in enumerate(raw.get("waivers", []))
+    )
+    directions = raw.get("copy_directions")
+    return EpSpec(
+        name=raw["name"],
+        aliases=tuple(raw.get("aliases", ())),
+        provider=raw["provider"],
+        summary=raw["summary"],
+        packages=tuple(raw["packages"]),
+        plugin_module=raw.get("plugin_module"),
+        default_memory=_memory(raw["memory"]["default"]),
+        host_accessible=_memory(raw["memory"]["host_accessible"]),
+        device_type=raw.get("device_type"),
+        copy_directions=None if directions is None else tuple(tuple(d.split(">")) for d in directions),
+        not_applicable=dict(raw.get("not_applicable", {})),
+        waivers=waivers,
+        sources=_sources(raw.get("sources", [])),
+        unverified=tuple(raw.get("unverified", ())),
+        location=doc.location(("ep",)),
+    )
+
+
+def _cross_check(contracts: list[Contract], eps: list[EpSpec], known_checks: set[str]) -> Iterator[SpecError]:
+    def at(location: Location, key: str, message: str) -> SpecError:
+        return SpecError(location.path, location.line, location.column, key, message)
+
+    first_seen: dict[str, Contract] = {}
+    for contract in contracts:
+        if contract.id in first_seen:
+            yield at(contract.location, "id", f"duplicate contract id '{contract.id}' (first defined at {first_seen[contract.id].location})")
+        else:
+            first_seen[contract.id] = contract
+        if known_checks and contract.check not in known_checks:
+            hint = difflib.get_close_matches(contract.check, sorted(known_checks), n=1)
+            suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+            yield at(contract.location, "check", f"unknown check '{contract.check}'{suggestion}")
+    names: dict[str, EpSpec] = {}
+    for ep in eps:
+        for name in {n.lower() for n in ep.names}:
+            if name in names:
+                yield at(ep.location, "name", f"EP name or alias '{name}' is already declared at {names[name].location}")
+            names[name] = ep
+        referenced = [("not_applicable", cid) for cid in ep.not_applicable] + [("waivers", w.contract) for w in ep.waivers]
+        for key, contract_id in referenced:
+            if first_seen and contract_id not in first_seen:
+                hint = difflib.get_close_matches(contract_id, sorted(first_seen), n=1)
+                suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+                yield at(ep.location, key, f"unknown contract '{contract_id}'{suggestion}")

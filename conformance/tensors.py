@@ -1,0 +1,170 @@
+"""Element types, test values and byte-level comparison.
+
+Every tensor the checks move is described by its raw bytes: a numpy *storage* array holds them
+(float32 for float32, uint16 for bfloat16, uint8 for the float8 and 4-bit types) and onnx's
+element type id says what they mean. Comparisons are byte-exact, so NaN payloads, negative zero
+and subnormals must survive a copy unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from onnx import TensorProto
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    onnx_type: int
+    storage: np.dtype
+    numpy_native: bool  # numpy has this type, so ortvalue_from_numpy works directly
+    bits: int
+
+    def nbytes(self, count: int) -> int:
+        return (count * self.bits + 7) // 8
+
+
+def _dt(name: str, onnx_type: int, storage: Any, native: bool, bits: int) -> DType:
+    return DType(name, onnx_type, np.dtype(storage), native, bits)
+
+
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        _dt("float32", TensorProto.FLOAT, np.float32, True, 32),
+        _dt("float64", TensorProto.DOUBLE, np.float64, True, 64),
+        _dt("float16", TensorProto.FLOAT16, np.float16, True, 16),
+        _dt("bfloat16", TensorProto.BFLOAT16, np.uint16, False, 16),
+        _dt("float8e4m3fn", TensorProto.FLOAT8E4M3FN, np.uint8, False, 8),
+        _dt("float8e4m3fnuz", TensorProto.FLOAT8E4M3FNUZ, np.uint8, False, 8),
+        _dt("float8e5m2", TensorProto.FLOAT8E5M2, np.uint8, False, 8),
+        _dt("float8e5m2fnuz", TensorProto.FLOAT8E5M2FNUZ, np.uint8, False, 8),
+        _dt("int4", TensorProto.INT4, np.uint8, False, 4),
+        _dt("uint4", TensorProto.UINT4, np.uint8, False, 4),
+        _dt("int8", TensorProto.INT8, np.int8, True, 8),
+        _dt("int16", TensorProto.INT16, np.int16, True, 16),
+        _dt("int32", TensorProto.INT32, np.int32, True, 32),
+        _dt("int64", TensorProto.INT64, np.int64, True, 64),
+        _dt("uint8", TensorProto.UINT8, np.uint8, True, 8),
+        _dt("uint16", TensorProto.UINT16, np.uint16, True, 16),
+        _dt("uint32", TensorProto.UINT32, np.uint32, True, 32),
+        _dt("uint64", TensorProto.UINT64, np.uint64, True, 64),
+        _dt("bool", TensorProto.BOOL, np.bool_, True, 8),
+        _dt("string", TensorProto.STRING, np.object_, True, 0),
+    )
+}
+
+MIB = 1 << 20
+_SHAPE = re.compile(r"^(scalar|[0-9]+(x[0-9]+)*|[0-9]+MiB)$")
+
+
+def parse_shape(text: str, dtype: DType) -> tuple[int, ...]:
+    """'scalar' → (), '3x5' → (3, 5), '64MiB' → a 1-D shape of at least that many bytes."""
+    if not _SHAPE.match(text):
+        raise ValueError(f"not a shape: {text!r}")
+    if text == "scalar":
+        return ()
+    if text.endswith("MiB"):
+        nbytes = int(text[:-3]) * MIB
+        return (math.ceil(nbytes * 8 / max(dtype.bits, 8)),)
+    return tuple(int(n) for n in text.split("x"))
+
+
+def element_count(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+# Special values, as raw bit patterns of the storage type, placed at the start of every sample.
+_FLOAT_SPECIALS = {
+    "float32": [0x7FC00001, 0xFFC12345, 0x80000000, 0x7F800000, 0xFF800000, 0x00000001, 0x007FFFFF, 0x7F7FFFFF, 0xFF7FFFFF],
+    "float64": [0x7FF8000000000001, 0xFFF0000000000002, 0x8000000000000000, 0x7FF0000000000000, 0xFFF0000000000000, 0x1, 0x000FFFFFFFFFFFFF],
+    "float16": [0x7E01, 0xFD02, 0x8000, 0x7C00, 0xFC00, 0x0001, 0x03FF, 0x7BFF],
+    "bfloat16": [0x7FC1, 0xFFA1, 0x8000, 0x7F80, 0xFF80, 0x0001, 0x007F, 0x7F7F],
+}
+_BIT_VIEW = {4: np.uint32, 8: np.uint64, 2: np.uint16}
+
+
+def sample(dtype: DType, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
+    """Deterministic test data of `shape`: special values first, then pseudo-random bytes."""
+    count = element_count(shape)
+    rng = np.random.default_rng(seed)
+    if dtype.name == "string":
+        return np.array([f"s{i}-\u00e9\u4e2d" * (i % 3) for i in range(count)], dtype=object).reshape(shape)
+    if dtype.name == "bool":
+        return (rng.integers(0, 2, size=count, dtype=np.uint8).astype(np.bool_)).reshape(shape)
+    if dtype.bits == 4:
+        # One element per storage byte, as onnxruntime wraps it; only the packed bytes matter.
+        raw = rng.integers(0, 256, size=count, dtype=np.uint8)
+        return raw.reshape(shape)
+    raw = rng.integers(0, 256, size=count * dtype.storage.itemsize, dtype=np.uint8)
+    values = raw.view(dtype.storage).copy()
+    if dtype.storage.kind in "iu":
+        info = np.iinfo(dtype.storage)
+        specials = np.array([info.min, info.max, 0, 1, info.max - 1], dtype=dtype.storage)
+        values[: min(count, len(specials))] = specials[: min(count, len(specials))]
+    bits = _FLOAT_SPECIALS.get(dtype.name)
+    if bits:
+        view = values.view(_BIT_VIEW[dtype.storage.itemsize])
+        n = min(count, len(bits))
+        view[:n] = np.array(bits[:n], dtype=view.dtype)
+    return values.reshape(shape)
+
+
+def sentinel(dtype: DType, shape: tuple[int, ...], byte: int) -> np.ndarray:
+    """A storage array filled with one byte pattern: a copy that did nothing leaves it visible."""
+    if dtype.name == "string":
+        return np.array(["\u2020sentinel"] * element_count(shape), dtype=object).reshape(shape)
+    if dtype.name == "bool":
+        return np.full(shape, bool(byte & 1), dtype=np.bool_)
+    array = np.empty(shape, dtype=dtype.storage)
+    array.reshape(-1).view(np.uint8)[:] = byte
+    return array
+
+
+def payload(array: np.ndarray, dtype: DType) -> bytes | list[str]:
+    """The bytes a copy must preserve (strings: the list of values)."""
+    if dtype.name == "string":
+        return [str(x) for x in array.reshape(-1)]
+    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8).tobytes()
+    if dtype.bits == 4:
+        return data[: dtype.nbytes(array.size)]
+    return data
+
+
+@dataclass(frozen=True)
+class ByteDiff:
+    total: int
+    differing: int
+    first: list[tuple[int, int, int]]  # (offset, expected byte, actual byte)
+
+    def describe(self) -> str:
+        shown = ", ".join(f"@{off}: expected 0x{exp:02x} got 0x{act:02x}" for off, exp, act in self.first)
+        return f"{self.differing} of {self.total} bytes differ; first: {shown}"
+
+
+def compare(expected: bytes | list[str], actual: bytes | list[str], limit: int = 5) -> ByteDiff | None:
+    """None when equal; otherwise where the bytes (or strings) first differ."""
+    if isinstance(expected, list) or isinstance(actual, list):
+        if expected == actual:
+            return None
+        pairs = list(zip(expected, actual))
+        first = [(i, 0, 0) for i, (a, b) in enumerate(pairs) if a != b][:limit]
+        return ByteDiff(len(expected), sum(a != b for a, b in pairs) + abs(len(expected) - len(actual)), first)
+    if expected == actual:
+        return None
+    exp = np.frombuffer(expected, dtype=np.uint8)
+    act = np.frombuffer(actual, dtype=np.uint8)
+    n = min(len(exp), len(act))
+    where = np.flatnonzero(exp[:n] != act[:n])
+    differing = int(where.size) + abs(len(exp) - len(act))
+    first = [(int(i), int(exp[i]), int(act[i])) for i in where[:limit]]
+    return ByteDiff(len(exp), differing, first)
+
+
+def shape_label(shape: tuple[int, ...]) -> str:
+    return "scalar" if shape == () else "x".join(map(str, shape))
