@@ -140,12 +140,26 @@ class CheckContext:
                 else:
                     session = self.ort.InferenceSession(model, options, providers=[(self.target.provider, provider_options), "CPUExecutionProvider"])
             except Exception as exc:
-                text = str(exc)
-                if "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text:
-                    raise NotApplicable(f"{dtype.name} {recipe}: no kernel takes it ({text.splitlines()[0][:200]})") from None
+                missing = self._no_kernel_anywhere(model)
+                if missing:
+                    raise NotApplicable(f"{recipe} with {dtype.name}: neither {self.target.provider} nor the CPU EP takes it ({missing})") from None
                 raise
             self._sessions[key] = SessionInfo(session, path, recipe, self._assignment(session))
         return self._sessions[key]
+
+    def _no_kernel_anywhere(self, model: bytes) -> str:
+        """When a session for the EP fails, whether the CPU EP alone has no kernel either: then
+        no EP takes the model and the case does not apply (onnxruntime's message for this case
+        differs when a plugin EP is registered, so the kit asks the CPU EP directly)."""
+        options = self.ort.SessionOptions()
+        options.log_severity_level = 3
+        try:
+            self.ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            text = str(exc)
+            if "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text:
+                return text.splitlines()[0][:200]
+        return ""
 
     def _assignment(self, session) -> dict[str, list[str]]:
         if not self.target.facts["api"]["graph_assignment_info"]:

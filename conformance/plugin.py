@@ -26,6 +26,9 @@ from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
 from conformance import waivers as waiver_rules
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
+# After this many crashes or hangs on one EP device the rest of its checks are recorded as
+# not_run: an EP that aborts or hangs on every copy costs a few timeouts, not one per check.
+LOST_CHECKS_PER_DEVICE = 3
 RESULT_KEY = pytest.StashKey[Result]()
 
 
@@ -53,6 +56,7 @@ class EpUnderTest:
     runner: Runner | None
     capabilities: list[dict[str, Any]] = field(default_factory=list)
     quarantine: dict[tuple, str] = field(default_factory=dict)
+    lost: dict[int, int] = field(default_factory=dict)  # device index -> checks lost to crash/timeout
 
     @property
     def label(self) -> str:
@@ -270,6 +274,14 @@ class ContractItem(pytest.Item):
             subject=self.contract.subject, nodeid=self.nodeid, duration=duration, details=details or {},
         )
 
+    def _quarantined(self) -> str:
+        if self._crash_key() in self.ep.quarantine:
+            return self.ep.quarantine[self._crash_key()]
+        lost = self.ep.lost.get(self.device["index"], 0)
+        if lost >= LOST_CHECKS_PER_DEVICE:
+            return f"the EP device crashed or hung in {lost} checks; its remaining checks are not run"
+        return ""
+
     def _crash_key(self) -> tuple:
         """Checks that make the same call on the same EP device share one crash."""
         return (self.contract.check, self.device["index"], self.params.get("direction"))
@@ -278,12 +290,13 @@ class ContractItem(pytest.Item):
         skip = applicability.decide(self.contract, self.ep.facts, self.device, _spec_for(self.run.catalogue, self.ep))
         if skip:
             result = self._result(skip.outcome, skip.reason)
-        elif self._crash_key() in self.ep.quarantine:
-            result = self._result(Outcome.NOT_RUN, f"not run: {self.ep.quarantine[self._crash_key()]}")
+        elif self._quarantined():
+            result = self._result(Outcome.NOT_RUN, f"not run: {self._quarantined()}")
         else:
             result = self._result(*self.run.run_case(self.ep, self.contract, self.device, self.params))
             if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
                 self.ep.quarantine[self._crash_key()] = f"an earlier check making the same call ({self.name}) ended in {result.outcome.value}"
+                self.ep.lost[self.device["index"]] = self.ep.lost.get(self.device["index"], 0) + 1
         result = waiver_rules.apply(result, _spec_for(self.run.catalogue, self.ep), self.ep.facts)
         self.stash[RESULT_KEY] = result
         self.user_properties.extend([

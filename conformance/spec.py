@@ -186,7 +186,7 @@ def _explain(doc: Document, error: jsonschema.ValidationError) -> Iterator[SpecE
         for key in error.instance:
             if key in allowed:
                 continue
-            hint = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
             suggestion = f" (did you mean '{hint[0]}'?)" if hint else f"; expected one of: {', '.join(allowed)}"
             yield doc.error((*json_path, key), f"unknown key '{key}'{suggestion}", key=True)
         return

@@ -12,14 +12,14 @@ from conformance.checks import Violation, check
 SESSION_SHAPE = (3, 5)
 
 
-def _inputs(names: tuple[str, ...], dt: tensors.DType) -> dict[str, np.ndarray]:
+def small_integers(names: tuple[str, ...], dt: tensors.DType, shape: tuple[int, ...] = SESSION_SHAPE) -> dict[str, np.ndarray]:
     # Small integers, so every element type computes them exactly and NaN payloads do not
     # make a correct Add look wrong.
     rng = np.random.default_rng(11)
-    return {name: rng.integers(-8, 9, size=SESSION_SHAPE).astype(dt.storage) for name in names}
+    return {name: rng.integers(-8, 9, size=shape).astype(dt.storage) for name in names}
 
 
-def _reference(recipe: str, feeds: dict[str, np.ndarray]) -> np.ndarray:
+def reference(recipe: str, feeds: dict[str, np.ndarray]) -> np.ndarray:
     values = list(feeds.values())
     if recipe == "identity":
         return values[0]
@@ -46,9 +46,9 @@ def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
         yield Violation(f"nodes of model '{recipe}' ran on another EP: {info.assignment}",
                         expected=f"every node on {ctx.target.provider}", actual=", ".join(elsewhere), reproducer=snippet)
     recipe_inputs = ctx.models.recipes[recipe].inputs
-    feeds = _inputs(recipe_inputs, dt)
+    feeds = small_integers(recipe_inputs, dt)
     (output,) = info.session.run(None, feeds)
-    expected = _reference(recipe, feeds)
+    expected = reference(recipe, feeds)
     diff = tensors.compare(tensors.payload(expected.astype(dt.storage), dt), tensors.payload(np.asarray(output), dt))
     if diff:
         yield Violation(f"model '{recipe}' on {ctx.target.provider} computed wrong values: {diff.describe()}",

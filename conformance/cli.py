@@ -1,0 +1,151 @@
+"""`ort-conformance`: validate specs, print the copy-capability matrix, generate the catalogue.
+
+Parses arguments, calls the library, sets the exit code. Errors are one clear message on
+stderr and a non-zero exit, never a traceback. Conformance runs themselves are pytest runs:
+`pytest --ep NAME`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from conformance import __version__
+
+EXAMPLES = """\
+examples:
+  ort-conformance validate                      check the shipped specs
+  ort-conformance validate myep.yaml            check a vendor's EP declaration with the catalogue
+  ort-conformance probe --ep cpu                which copy directions work, found by trying
+  ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json
+  ort-conformance catalogue -o docs/contracts.md
+  pytest --ep cpu                               a conformance run (report in reports/)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ort-conformance",
+        description="Conformance kit for the memory and copy contract of ONNX Runtime execution providers.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    validate = commands.add_parser("validate", help="check spec files against the schemas and the catalogue")
+    validate.add_argument("paths", nargs="*", metavar="PATH", help="spec files or folders (default: the shipped specs)")
+
+    probe = commands.add_parser("probe", help="print the copy-capability matrix of EP devices")
+    probe.add_argument("--ep", metavar="NAME", help="EP alias or provider name (default: every EP listed by get_ep_devices())")
+    probe.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first")
+    probe.add_argument("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option; repeatable")
+    probe.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    probe.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="time one EP may take (default: 60)")
+
+    catalogue = commands.add_parser("catalogue", help="generate the contract catalogue (Markdown) from the YAML")
+    catalogue.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    catalogue.add_argument("--check", action="store_true", help="exit 1 when FILE differs from what would be generated")
+
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue}[args.command](args)
+    except KeyboardInterrupt:
+        print("ort-conformance: interrupted", file=sys.stderr)
+        return 130
+
+
+def _validate(args) -> int:
+    from conformance.checks import known_checks
+    from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+
+    missing = [p for p in args.paths if not Path(p).exists()]
+    if missing:
+        print(f"ort-conformance: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    shipped = [str(p) for p in shipped_spec_dirs()]
+    # A vendor's file is checked together with the shipped catalogue it refers to.
+    paths = shipped + [p for p in args.paths if Path(p).resolve() not in {Path(s).resolve() for s in shipped}]
+    try:
+        catalogue = load_catalogue(paths, known_checks=known_checks())
+    except SpecErrors as exc:
+        for error in exc.errors:
+            print(error, file=sys.stderr)
+        print(f"{len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''} in spec files", file=sys.stderr)
+        return 1
+    print(f"valid: {len(catalogue.files)} files, {len(catalogue.contracts)} contracts, {len(catalogue.eps)} EP declarations")
+    return 0
+
+
+def _probe(args) -> int:
+    from conformance.isolation import WorkerLost, WorkerRefused
+    from conformance.probe import probe_eps
+
+    options = {}
+    for pair in args.ep_option:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            print(f"ort-conformance: --ep-option expects KEY=VALUE, got {pair!r}", file=sys.stderr)
+            return 2
+        options[key] = value
+    if args.ep_library and not args.ep:
+        print("ort-conformance: --ep-library needs --ep naming the EP the library provides", file=sys.stderr)
+        return 2
+    try:
+        matrix = probe_eps(args.ep, library=args.ep_library, options=options, timeout=args.timeout)
+    except WorkerRefused as exc:
+        print(f"ort-conformance: {exc}", file=sys.stderr)
+        return 2
+    except WorkerLost as exc:
+        print(f"ort-conformance: the EP could not be loaded: {exc}", file=sys.stderr)
+        return 3
+    if args.json:
+        print(json.dumps(matrix, indent=2))
+        return 0
+    for ep in matrix["eps"]:
+        for device in ep["devices"]:
+            print(f"{ep['ep']} — device {device['device']} (onnxruntime {ep['onnxruntime']})")
+            if device.get("error"):
+                print(f"  probe lost: {device['error']}")
+                continue
+            width = max((len(p["source"]) for p in device["pairs"]), default=6)
+            for pair in device["pairs"]:
+                required = " (required)" if pair["required"] else ""
+                print(f"  {pair['source']:>{width}} -> {pair['destination']:<{width}}  {pair['status']}{required}: {pair['detail']}")
+    return 0
+
+
+def _catalogue(args) -> int:
+    from conformance.catalogue import render
+    from conformance.checks import known_checks
+    from conformance.spec import SpecErrors, load_catalogue
+
+    try:
+        text = render(load_catalogue(known_checks=known_checks()))
+    except SpecErrors as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    if args.check:
+        if not args.output:
+            print("ort-conformance: --check needs --output FILE", file=sys.stderr)
+            return 2
+        current = Path(args.output).read_text(encoding="utf-8") if Path(args.output).exists() else ""
+        if current != text:
+            print(f"{args.output} is stale: regenerate it with `ort-conformance catalogue -o {args.output}`", file=sys.stderr)
+            return 1
+        print(f"{args.output} is up to date")
+        return 0
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

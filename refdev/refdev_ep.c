@@ -1,0 +1,1104 @@
+/*
+ * RefDev: a reference plugin execution provider for ONNX Runtime with a virtual device.
+ *
+ * Written against the public C API only (onnxruntime_c_api.h / onnxruntime_ep_c_api.h,
+ * ORT_API_VERSION as found in the headers, 23 for onnxruntime 1.23.x). Does not link
+ * against onnxruntime: everything comes through the OrtApiBase handed to CreateEpFactories.
+ *
+ * The virtual device's DEFAULT memory stores every byte XOR-scrambled with REFDEV_KEY, so any
+ * code path that reads device memory as if it were host memory sees wrong bytes. Only the data
+ * transfer (CopyTensors) and the EP's kernels decode/encode it. HOST_ACCESSIBLE memory (optional)
+ * holds plain bytes.
+ *
+ * Fault modes (ORT_REFDEV_FAULT) each break one contract on purpose; see README.md.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "onnxruntime_c_api.h"
+
+#define REFDEV_EP_NAME "RefDevExecutionProvider"
+#define REFDEV_VENDOR "ort-ep-conformance"
+#define REFDEV_VERSION "1.0.0"
+#define REFDEV_VENDOR_ID 0xC0DEu
+#define REFDEV_WRONG_VENDOR_ID 0xBAD0u
+#define REFDEV_DEVICE_ID 0
+#define REFDEV_KEY 0x5Au
+#define REFDEV_ALIGN 64u
+#define REFDEV_DEFAULT_NAME "RefDev"
+#define REFDEV_HOST_NAME "RefDevHost"
+
+#if defined(__GNUC__)
+#define REFDEV_EXPORT __attribute__((visibility("default")))
+#else
+#define REFDEV_EXPORT
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Fault modes                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum {
+  FAULT_NONE = 0,
+  FAULT_NO_DATA_TRANSFER,
+  FAULT_CORRUPT,
+  FAULT_SHORT_COPY,
+  FAULT_NO_D2D,
+  FAULT_NO_D2H,
+  FAULT_NO_H2D,
+  FAULT_WRONG_MEMORY,
+  FAULT_CPU_DEFAULT,
+  FAULT_HOST_ACCESSIBLE_INPUTS,
+  FAULT_ALLOC_FAIL,
+  FAULT_ABORT,
+  FAULT_HANG,
+  FAULT_SLOW_D2D,
+  FAULT_CLAIM_NOTHING,
+  FAULT_WRONG_COMPUTE,
+  FAULT_COUNT_
+} refdev_fault;
+
+static const char* const k_fault_names[FAULT_COUNT_] = {
+    "none",       "no-data-transfer", "corrupt",    "short-copy",
+    "no-d2d",     "no-d2h",           "no-h2d",     "wrong-memory",
+    "cpu-default", "host-accessible-inputs", "alloc-fail", "abort",
+    "hang",       "slow-d2d",         "claim-nothing", "wrong-compute",
+};
+
+#define REFDEV_FAULT_LIST                                                                    \
+  "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
+  "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
+  "wrong-compute"
+
+/* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
+static bool parse_fault(const char* s, refdev_fault* out) {
+  if (s == NULL || s[0] == '\0') {
+    *out = FAULT_NONE;
+    return true;
+  }
+  for (int i = 0; i < FAULT_COUNT_; ++i) {
+    if (strcmp(s, k_fault_names[i]) == 0) {
+      *out = (refdev_fault)i;
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Value read when the library was registered (CreateEpFactories). */
+static refdev_fault g_fault_at_load = FAULT_NONE;
+
+/* Behavioural faults re-read ORT_REFDEV_FAULT on each call; an unknown value at that point
+ * falls back to the value read at registration. */
+static refdev_fault current_fault(void) {
+  refdev_fault f;
+  if (parse_fault(getenv("ORT_REFDEV_FAULT"), &f)) return f;
+  return g_fault_at_load;
+}
+
+static bool env_flag(const char* name) {
+  const char* v = getenv(name);
+  return v != NULL && strcmp(v, "1") == 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Globals                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+static const OrtApi* g_ort = NULL;
+static const OrtEpApi* g_ep = NULL;
+
+static OrtStatus* make_status(OrtErrorCode code, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static OrtStatus* make_status(OrtErrorCode code, const char* fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return g_ort->CreateStatus(code, buf);
+}
+
+#define RETURN_IF_STATUS(expr)       \
+  do {                               \
+    OrtStatus* st_ = (expr);         \
+    if (st_ != NULL) return st_;     \
+  } while (0)
+
+/* ------------------------------------------------------------------------------------------ */
+/* Registry of live allocations                                                                 */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum { MEM_UNKNOWN = 0, MEM_CPU, MEM_DEVICE, MEM_HOST } mem_kind;
+
+typedef struct alloc_entry {
+  uintptr_t base;
+  size_t size;
+  mem_kind kind;
+  struct alloc_entry* next;
+} alloc_entry;
+
+static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static alloc_entry* g_reg_head = NULL;
+
+static void reg_add(void* p, size_t size, mem_kind kind) {
+  alloc_entry* e = (alloc_entry*)malloc(sizeof *e);
+  if (e == NULL) return;
+  e->base = (uintptr_t)p;
+  e->size = size;
+  e->kind = kind;
+  pthread_mutex_lock(&g_reg_lock);
+  e->next = g_reg_head;
+  g_reg_head = e;
+  pthread_mutex_unlock(&g_reg_lock);
+}
+
+/* Removes p; returns false if p was not a live allocation. */
+static bool reg_remove(void* p) {
+  bool found = false;
+  pthread_mutex_lock(&g_reg_lock);
+  for (alloc_entry** pp = &g_reg_head; *pp != NULL; pp = &(*pp)->next) {
+    if ((*pp)->base == (uintptr_t)p) {
+      alloc_entry* e = *pp;
+      *pp = e->next;
+      free(e);
+      found = true;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_reg_lock);
+  return found;
+}
+
+/* Finds the live allocation containing [p, p+len). Returns its kind or MEM_UNKNOWN. On a
+ * pointer inside an allocation whose range is too short, *out_of_bounds is set. */
+static mem_kind reg_lookup(const void* p, size_t len, bool* out_of_bounds) {
+  mem_kind kind = MEM_UNKNOWN;
+  uintptr_t a = (uintptr_t)p;
+  *out_of_bounds = false;
+  pthread_mutex_lock(&g_reg_lock);
+  for (alloc_entry* e = g_reg_head; e != NULL; e = e->next) {
+    /* an allocation of size 0 still owns its base address */
+    if (a >= e->base && (a < e->base + e->size || a == e->base)) {
+      kind = e->kind;
+      if (len > e->size - (size_t)(a - e->base)) *out_of_bounds = true;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_reg_lock);
+  return kind;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Factory                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct refdev_factory {
+  OrtEpFactory base;
+  const OrtLogger* logger;
+  char registered_name[128];
+  refdev_fault fault;                 /* at registration */
+  bool host_enabled;                  /* a HOST_ACCESSIBLE memory info is advertised */
+  OrtMemoryInfo* default_info;        /* "RefDev" DEFAULT */
+  OrtMemoryInfo* host_info;           /* "RefDevHost" HOST_ACCESSIBLE, or NULL */
+  uint32_t default_vendor;            /* vendor id in default_info */
+  OrtMemoryInfoDeviceType default_type;
+} refdev_factory;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Memory classification                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+static mem_kind classify_device(const refdev_factory* f, const OrtMemoryDevice* d) {
+  if (d == NULL) return MEM_UNKNOWN;
+  OrtMemoryInfoDeviceType type = g_ep->MemoryDevice_GetDeviceType(d);
+  OrtDeviceMemoryType mtype = g_ep->MemoryDevice_GetMemoryType(d);
+  uint32_t vendor = g_ep->MemoryDevice_GetVendorId(d);
+  uint32_t dev_id = g_ep->MemoryDevice_GetDeviceId(d);
+
+  if (mtype == OrtDeviceMemoryType_DEFAULT && type == f->default_type && vendor == f->default_vendor &&
+      dev_id == REFDEV_DEVICE_ID) {
+    return MEM_DEVICE;
+  }
+  if (f->host_enabled && mtype == OrtDeviceMemoryType_HOST_ACCESSIBLE && vendor == REFDEV_VENDOR_ID &&
+      type == OrtMemoryInfoDeviceType_GPU && dev_id == REFDEV_DEVICE_ID) {
+    return MEM_HOST;
+  }
+  if (type == OrtMemoryInfoDeviceType_CPU && mtype == OrtDeviceMemoryType_DEFAULT) {
+    return MEM_CPU;
+  }
+  return MEM_UNKNOWN;
+}
+
+static const char* kind_name(mem_kind k) {
+  switch (k) {
+    case MEM_CPU: return "CPU";
+    case MEM_DEVICE: return "RefDev";
+    case MEM_HOST: return "RefDevHost";
+    default: return "unknown";
+  }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Allocator                                                                                    */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct refdev_allocator {
+  OrtAllocator base;
+  const OrtMemoryInfo* info; /* owned by the factory */
+  mem_kind kind;
+  pthread_mutex_t lock;
+  size_t in_use;
+  size_t num_allocs;
+  size_t max_in_use;
+} refdev_allocator;
+
+static void* ORT_API_CALL alloc_impl(OrtAllocator* this_, size_t size) {
+  refdev_allocator* a = (refdev_allocator*)this_;
+  if (a->kind == MEM_DEVICE && current_fault() == FAULT_ALLOC_FAIL) return NULL;
+
+  size_t rounded = (size + REFDEV_ALIGN - 1) / REFDEV_ALIGN * REFDEV_ALIGN;
+  if (rounded == 0) rounded = REFDEV_ALIGN;
+  void* p = aligned_alloc(REFDEV_ALIGN, rounded);
+  if (p == NULL) return NULL;
+  /* Fresh device memory holds scrambled zeros, fresh host memory plain zeros. */
+  memset(p, a->kind == MEM_DEVICE ? (int)REFDEV_KEY : 0, rounded);
+  reg_add(p, size, a->kind);
+
+  pthread_mutex_lock(&a->lock);
+  a->in_use += size;
+  a->num_allocs += 1;
+  if (a->in_use > a->max_in_use) a->max_in_use = a->in_use;
+  pthread_mutex_unlock(&a->lock);
+  return p;
+}
+
+static void ORT_API_CALL free_impl(OrtAllocator* this_, void* p) {
+  refdev_allocator* a = (refdev_allocator*)this_;
+  if (p == NULL) return;
+  uintptr_t base = (uintptr_t)p;
+  size_t size = 0;
+  pthread_mutex_lock(&g_reg_lock);
+  for (alloc_entry* e = g_reg_head; e != NULL; e = e->next) {
+    if (e->base == base) {
+      size = e->size;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_reg_lock);
+  if (!reg_remove(p)) {
+    fprintf(stderr, "refdev: Free of %p which is not a live RefDev allocation (ignored)\n", p);
+    return;
+  }
+  pthread_mutex_lock(&a->lock);
+  a->in_use -= size <= a->in_use ? size : a->in_use;
+  pthread_mutex_unlock(&a->lock);
+  free(p);
+}
+
+static const OrtMemoryInfo* ORT_API_CALL info_impl(const OrtAllocator* this_) {
+  const refdev_allocator* a = (const refdev_allocator*)this_;
+  return a->info;
+}
+
+static void* ORT_API_CALL reserve_impl(OrtAllocator* this_, size_t size) { return alloc_impl(this_, size); }
+
+static void* ORT_API_CALL alloc_on_stream_impl(OrtAllocator* this_, size_t size, OrtSyncStream* stream) {
+  (void)stream; /* the virtual device is synchronous */
+  return alloc_impl(this_, size);
+}
+
+static OrtStatus* ORT_API_CALL get_stats_impl(const OrtAllocator* this_, OrtKeyValuePairs** out) {
+  refdev_allocator* a = (refdev_allocator*)this_;
+  char buf[32];
+  g_ort->CreateKeyValuePairs(out);
+  pthread_mutex_lock(&a->lock);
+  snprintf(buf, sizeof buf, "%zu", a->in_use);
+  g_ort->AddKeyValuePair(*out, "InUse", buf);
+  snprintf(buf, sizeof buf, "%zu", a->num_allocs);
+  g_ort->AddKeyValuePair(*out, "NumAllocs", buf);
+  snprintf(buf, sizeof buf, "%zu", a->max_in_use);
+  g_ort->AddKeyValuePair(*out, "MaxInUse", buf);
+  pthread_mutex_unlock(&a->lock);
+  return NULL;
+}
+
+static OrtStatus* ORT_API_CALL factory_create_allocator(OrtEpFactory* this_ptr, const OrtMemoryInfo* memory_info,
+                                                        const OrtKeyValuePairs* allocator_options,
+                                                        OrtAllocator** allocator) {
+  refdev_factory* f = (refdev_factory*)this_ptr;
+  (void)allocator_options;
+  *allocator = NULL;
+  if (memory_info == NULL) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev: CreateAllocator needs a memory info");
+  }
+  mem_kind kind = classify_device(f, g_ep->MemoryInfo_GetMemoryDevice(memory_info));
+  const OrtMemoryInfo* own_info = NULL;
+  if (kind == MEM_DEVICE) {
+    own_info = f->default_info;
+    /* host-accessible-inputs: the DEFAULT allocator describes itself with the HOST_ACCESSIBLE
+     * memory info, so values it allocates (session inputs among them) report that memory. */
+    if (f->fault == FAULT_HOST_ACCESSIBLE_INPUTS && f->host_info != NULL) own_info = f->host_info;
+  } else if (kind == MEM_HOST) {
+    own_info = f->host_info;
+  } else {
+    const char* name = "?";
+    OrtStatus* nst = g_ort->MemoryInfoGetName(memory_info, &name);
+    if (nst != NULL) g_ort->ReleaseStatus(nst);
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev: no allocator for memory info '%s'", name);
+  }
+
+  refdev_allocator* a = (refdev_allocator*)calloc(1, sizeof *a);
+  if (a == NULL) return make_status(ORT_FAIL, "RefDev: out of memory");
+  a->base.version = ORT_API_VERSION;
+  a->base.Alloc = alloc_impl;
+  a->base.Free = free_impl;
+  a->base.Info = info_impl;
+  a->base.Reserve = reserve_impl;
+  a->base.GetStats = get_stats_impl;
+  a->base.AllocOnStream = alloc_on_stream_impl;
+  a->info = own_info;
+  a->kind = kind;
+  pthread_mutex_init(&a->lock, NULL);
+  *allocator = &a->base;
+  return NULL;
+}
+
+static void ORT_API_CALL factory_release_allocator(OrtEpFactory* this_ptr, OrtAllocator* allocator) {
+  (void)this_ptr;
+  if (allocator == NULL) return;
+  refdev_allocator* a = (refdev_allocator*)allocator;
+  pthread_mutex_destroy(&a->lock);
+  free(a);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Data transfer                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct refdev_data_transfer {
+  OrtDataTransferImpl base;
+  refdev_factory* factory;
+} refdev_data_transfer;
+
+static bool can_copy_kinds(mem_kind src, mem_kind dst, refdev_fault fault) {
+  if (src == MEM_UNKNOWN || dst == MEM_UNKNOWN) return false;
+  if (src == MEM_CPU && dst == MEM_CPU) return false; /* plain CPU copies are onnxruntime's own */
+  if (src == MEM_DEVICE && dst == MEM_DEVICE && fault == FAULT_NO_D2D) return false;
+  if (src == MEM_DEVICE && dst == MEM_CPU && fault == FAULT_NO_D2H) return false;
+  if (src == MEM_CPU && dst == MEM_DEVICE && fault == FAULT_NO_H2D) return false;
+  return true;
+}
+
+static bool ORT_API_CALL dt_can_copy(const OrtDataTransferImpl* this_ptr, const OrtMemoryDevice* src,
+                                     const OrtMemoryDevice* dst) {
+  const refdev_data_transfer* dt = (const refdev_data_transfer*)this_ptr;
+  mem_kind s = classify_device(dt->factory, src);
+  mem_kind d = classify_device(dt->factory, dst);
+  return can_copy_kinds(s, d, current_fault());
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts;
+  ts.tv_sec = ms / 1000;
+  ts.tv_nsec = (ms % 1000) * 1000000L;
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+typedef struct copy_job {
+  const void* src;
+  void* dst;
+  size_t bytes;
+  mem_kind skind;
+  mem_kind dkind;
+} copy_job;
+
+static OrtStatus* check_pointer(const void* p, size_t bytes, mem_kind kind, size_t index, const char* role) {
+  if (kind != MEM_DEVICE && kind != MEM_HOST) return NULL; /* CPU memory is not ours to track */
+  if (bytes == 0) return NULL;
+  bool oob = false;
+  mem_kind found = reg_lookup(p, bytes, &oob);
+  if (found == MEM_UNKNOWN) {
+    return make_status(ORT_INVALID_ARGUMENT,
+                       "RefDev CopyTensors: %s tensor %zu claims %s memory but %p is not a live RefDev allocation",
+                       role, index, kind_name(kind), p);
+  }
+  if (found != kind) {
+    return make_status(ORT_INVALID_ARGUMENT,
+                       "RefDev CopyTensors: %s tensor %zu claims %s memory but %p was allocated as %s", role, index,
+                       kind_name(kind), p, kind_name(found));
+  }
+  if (oob) {
+    return make_status(ORT_INVALID_ARGUMENT,
+                       "RefDev CopyTensors: %s tensor %zu (%zu bytes at %p) runs past the end of its allocation",
+                       role, index, bytes, p);
+  }
+  return NULL;
+}
+
+static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, const OrtValue** src_tensors,
+                                               OrtValue** dst_tensors, OrtSyncStream** streams,
+                                               size_t num_tensors) {
+  refdev_data_transfer* dt = (refdev_data_transfer*)this_ptr;
+  refdev_factory* f = dt->factory;
+  refdev_fault fault = current_fault();
+  (void)streams; /* all work is synchronous */
+
+  if (fault == FAULT_ABORT) {
+    fprintf(stderr, "refdev: fault 'abort': CopyTensors calls abort()\n");
+    fflush(stderr);
+    abort();
+  }
+  if (fault == FAULT_HANG) {
+    fprintf(stderr, "refdev: fault 'hang': CopyTensors never returns\n");
+    fflush(stderr);
+    for (;;) sleep_ms(1000);
+  }
+  if (num_tensors == 0) return NULL;
+  if (src_tensors == NULL || dst_tensors == NULL) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev CopyTensors: NULL tensor list");
+  }
+
+  copy_job* jobs = (copy_job*)calloc(num_tensors, sizeof *jobs);
+  if (jobs == NULL) return make_status(ORT_FAIL, "RefDev CopyTensors: out of memory");
+  OrtStatus* st = NULL;
+
+  /* Validate every pair before touching any destination: a bad request copies nothing. */
+  for (size_t i = 0; i < num_tensors && st == NULL; ++i) {
+    const OrtValue* s = src_tensors[i];
+    OrtValue* d = dst_tensors[i];
+    if (s == NULL || d == NULL) {
+      st = make_status(ORT_INVALID_ARGUMENT, "RefDev CopyTensors: tensor pair %zu has a NULL value", i);
+      break;
+    }
+    size_t sbytes = 0, dbytes = 0;
+    if ((st = g_ort->GetTensorSizeInBytes(s, &sbytes)) != NULL) break;
+    if ((st = g_ort->GetTensorSizeInBytes(d, &dbytes)) != NULL) break;
+    if (sbytes != dbytes) {
+      st = make_status(ORT_INVALID_ARGUMENT,
+                       "RefDev CopyTensors: size mismatch for tensor pair %zu: source %zu bytes, destination %zu bytes",
+                       i, sbytes, dbytes);
+      break;
+    }
+    mem_kind sk = classify_device(f, g_ep->Value_GetMemoryDevice(s));
+    mem_kind dk = classify_device(f, g_ep->Value_GetMemoryDevice(d));
+    if (!can_copy_kinds(sk, dk, fault)) {
+      st = make_status(ORT_NOT_IMPLEMENTED, "RefDev CopyTensors: cannot copy tensor pair %zu from %s to %s memory", i,
+                       kind_name(sk), kind_name(dk));
+      break;
+    }
+    const void* sp = NULL;
+    void* dp = NULL;
+    if (sbytes > 0) {
+      if ((st = g_ort->GetTensorData(s, &sp)) != NULL) break;
+      if ((st = g_ort->GetTensorMutableData(d, &dp)) != NULL) break;
+    }
+    if ((st = check_pointer(sp, sbytes, sk, i, "source")) != NULL) break;
+    if ((st = check_pointer(dp, dbytes, dk, i, "destination")) != NULL) break;
+    jobs[i].src = sp;
+    jobs[i].dst = dp;
+    jobs[i].bytes = sbytes;
+    jobs[i].skind = sk;
+    jobs[i].dkind = dk;
+  }
+  if (st != NULL) {
+    free(jobs);
+    return st;
+  }
+
+  for (size_t i = 0; i < num_tensors; ++i) {
+    copy_job* j = &jobs[i];
+    if (j->bytes == 0) continue;
+    size_t n = fault == FAULT_SHORT_COPY ? j->bytes / 2 : j->bytes;
+    bool src_scrambled = j->skind == MEM_DEVICE;
+    bool dst_scrambled = j->dkind == MEM_DEVICE;
+    const unsigned char* sp = (const unsigned char*)j->src;
+    unsigned char* dp = (unsigned char*)j->dst;
+
+    if (src_scrambled == dst_scrambled) {
+      memmove(dp, sp, n);
+    } else if (sp == dp) {
+      for (size_t k = 0; k < n; ++k) dp[k] ^= (unsigned char)REFDEV_KEY;
+    } else {
+      /* regions of different memory kinds never overlap */
+      for (size_t k = 0; k < n; ++k) dp[k] = (unsigned char)(sp[k] ^ REFDEV_KEY);
+    }
+    if (fault == FAULT_CORRUPT) {
+      /* one bit of the middle byte; the bit depends on the direction so that a corrupted
+       * CPU->RefDev->CPU round trip does not flip the same bit back */
+      unsigned bit = j->skind == MEM_CPU ? 0u : (j->dkind == MEM_CPU ? 1u : (src_scrambled && dst_scrambled ? 2u : 3u));
+      dp[j->bytes / 2] ^= (unsigned char)(1u << bit);
+    }
+    if (fault == FAULT_SLOW_D2D && j->skind == MEM_DEVICE && j->dkind == MEM_DEVICE) {
+      /* correct bytes, but far slower than a device->CPU->device round trip */
+      sleep_ms(20 + (long)(j->bytes >> 16));
+    }
+  }
+  free(jobs);
+  return NULL;
+}
+
+static void ORT_API_CALL dt_release(OrtDataTransferImpl* this_ptr) { free(this_ptr); }
+
+static OrtStatus* ORT_API_CALL factory_create_data_transfer(OrtEpFactory* this_ptr,
+                                                            OrtDataTransferImpl** data_transfer) {
+  refdev_factory* f = (refdev_factory*)this_ptr;
+  *data_transfer = NULL;
+  if (current_fault() == FAULT_NO_DATA_TRANSFER) return NULL;
+  refdev_data_transfer* dt = (refdev_data_transfer*)calloc(1, sizeof *dt);
+  if (dt == NULL) return make_status(ORT_FAIL, "RefDev: out of memory");
+  dt->base.ort_version_supported = ORT_API_VERSION;
+  dt->base.Release = dt_release;
+  dt->base.CanCopy = dt_can_copy;
+  dt->base.CopyTensors = dt_copy_tensors;
+  dt->factory = f;
+  *data_transfer = &dt->base;
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Streams: the virtual device is synchronous, so a stream and its notifications are no-ops.    */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct refdev_notification {
+  OrtSyncNotificationImpl base;
+} refdev_notification;
+
+static void ORT_API_CALL notif_release(OrtSyncNotificationImpl* this_ptr) { free(this_ptr); }
+static OrtStatus* ORT_API_CALL notif_activate(OrtSyncNotificationImpl* this_ptr) {
+  (void)this_ptr;
+  return NULL;
+}
+static OrtStatus* ORT_API_CALL notif_wait_on_device(OrtSyncNotificationImpl* this_ptr, OrtSyncStream* consumer) {
+  (void)this_ptr;
+  (void)consumer;
+  return NULL;
+}
+static OrtStatus* ORT_API_CALL notif_wait_on_host(OrtSyncNotificationImpl* this_ptr) {
+  (void)this_ptr;
+  return NULL;
+}
+
+typedef struct refdev_stream {
+  OrtSyncStreamImpl base;
+  int handle; /* address used as the opaque native handle */
+} refdev_stream;
+
+static void ORT_API_CALL stream_release(OrtSyncStreamImpl* this_ptr) { free(this_ptr); }
+static void* ORT_API_CALL stream_get_handle(OrtSyncStreamImpl* this_ptr) {
+  return &((refdev_stream*)this_ptr)->handle;
+}
+static OrtStatus* ORT_API_CALL stream_create_notification(OrtSyncStreamImpl* this_ptr,
+                                                          OrtSyncNotificationImpl** notification) {
+  (void)this_ptr;
+  refdev_notification* n = (refdev_notification*)calloc(1, sizeof *n);
+  if (n == NULL) return make_status(ORT_FAIL, "RefDev: out of memory");
+  n->base.ort_version_supported = ORT_API_VERSION;
+  n->base.Release = notif_release;
+  n->base.Activate = notif_activate;
+  n->base.WaitOnDevice = notif_wait_on_device;
+  n->base.WaitOnHost = notif_wait_on_host;
+  *notification = &n->base;
+  return NULL;
+}
+static OrtStatus* ORT_API_CALL stream_flush(OrtSyncStreamImpl* this_ptr) {
+  (void)this_ptr;
+  return NULL;
+}
+static OrtStatus* ORT_API_CALL stream_on_session_run_end(OrtSyncStreamImpl* this_ptr) {
+  (void)this_ptr;
+  return NULL;
+}
+
+static bool ORT_API_CALL factory_is_stream_aware(const OrtEpFactory* this_ptr) {
+  (void)this_ptr;
+  return true;
+}
+
+static OrtStatus* ORT_API_CALL factory_create_sync_stream(OrtEpFactory* this_ptr, const OrtMemoryDevice* memory_device,
+                                                          const OrtKeyValuePairs* stream_options,
+                                                          OrtSyncStreamImpl** stream) {
+  refdev_factory* f = (refdev_factory*)this_ptr;
+  (void)stream_options;
+  *stream = NULL;
+  mem_kind k = classify_device(f, memory_device);
+  if (k != MEM_DEVICE) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev: streams exist only for RefDev DEFAULT memory, not %s",
+                       kind_name(k));
+  }
+  refdev_stream* s = (refdev_stream*)calloc(1, sizeof *s);
+  if (s == NULL) return make_status(ORT_FAIL, "RefDev: out of memory");
+  s->base.ort_version_supported = ORT_API_VERSION;
+  s->base.Release = stream_release;
+  s->base.GetHandle = stream_get_handle;
+  s->base.CreateNotification = stream_create_notification;
+  s->base.Flush = stream_flush;
+  s->base.OnSessionRunEnd = stream_on_session_run_end;
+  *stream = &s->base;
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The EP: GetCapability, Compile, kernels                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum { OP_ADD = 1, OP_RELU = 2 } refdev_op;
+
+typedef struct refdev_ep {
+  OrtEp base;
+  refdev_factory* factory;
+  const OrtLogger* logger;
+} refdev_ep;
+
+typedef struct refdev_compute_info {
+  OrtNodeComputeInfo base;
+  refdev_ep* ep;
+  refdev_op op;
+  char name[256];
+} refdev_compute_info;
+
+static const char* ORT_API_CALL ep_get_name(const OrtEp* this_ptr) {
+  (void)this_ptr;
+  return REFDEV_EP_NAME;
+}
+
+#define REFDEV_MAX_RANK 16
+
+/* Reads a value info's tensor element type and static shape. rank = -1: not a tensor or no
+ * shape. Dims < 0 are dynamic. */
+static OrtStatus* value_info_tensor(const OrtValueInfo* vi, ONNXTensorElementDataType* elem, int* rank,
+                                    int64_t dims[REFDEV_MAX_RANK]) {
+  *elem = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  *rank = -1;
+  if (vi == NULL) return NULL;
+  const OrtTypeInfo* ti = NULL;
+  RETURN_IF_STATUS(g_ort->GetValueInfoTypeInfo(vi, &ti));
+  if (ti == NULL) return NULL;
+  const OrtTensorTypeAndShapeInfo* tsi = NULL;
+  RETURN_IF_STATUS(g_ort->CastTypeInfoToTensorInfo(ti, &tsi));
+  if (tsi == NULL) return NULL;
+  RETURN_IF_STATUS(g_ort->GetTensorElementType(tsi, elem));
+  size_t n = 0;
+  RETURN_IF_STATUS(g_ort->GetDimensionsCount(tsi, &n));
+  if (n > REFDEV_MAX_RANK) return NULL;
+  RETURN_IF_STATUS(g_ort->GetDimensions(tsi, dims, n));
+  *rank = (int)n;
+  return NULL;
+}
+
+/* Decides whether a node is one the EP runs. */
+static OrtStatus* node_supported(const OrtNode* node, bool* ok) {
+  *ok = false;
+  const char* op = NULL;
+  const char* domain = NULL;
+  RETURN_IF_STATUS(g_ort->Node_GetOperatorType(node, &op));
+  RETURN_IF_STATUS(g_ort->Node_GetDomain(node, &domain));
+  if (domain != NULL && domain[0] != '\0' && strcmp(domain, "ai.onnx") != 0) return NULL;
+  size_t want_inputs;
+  if (strcmp(op, "Add") == 0) {
+    want_inputs = 2;
+  } else if (strcmp(op, "Relu") == 0) {
+    want_inputs = 1;
+  } else {
+    return NULL;
+  }
+  size_t nin = 0, nout = 0;
+  RETURN_IF_STATUS(g_ort->Node_GetNumInputs(node, &nin));
+  RETURN_IF_STATUS(g_ort->Node_GetNumOutputs(node, &nout));
+  if (nin != want_inputs || nout != 1) return NULL;
+
+  const OrtValueInfo* ins[2] = {NULL, NULL};
+  const OrtValueInfo* outs[1] = {NULL};
+  RETURN_IF_STATUS(g_ort->Node_GetInputs(node, ins, nin));
+  RETURN_IF_STATUS(g_ort->Node_GetOutputs(node, outs, nout));
+
+  ONNXTensorElementDataType et[3];
+  int rank[3];
+  int64_t dims[3][REFDEV_MAX_RANK];
+  size_t nvals = nin + 1;
+  for (size_t i = 0; i < nin; ++i) RETURN_IF_STATUS(value_info_tensor(ins[i], &et[i], &rank[i], dims[i]));
+  RETURN_IF_STATUS(value_info_tensor(outs[0], &et[nin], &rank[nin], dims[nin]));
+  for (size_t i = 0; i < nvals; ++i) {
+    if (et[i] != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) return NULL;
+  }
+  if (want_inputs == 2) {
+    /* Add: equal, fully static shapes only (no broadcasting) */
+    if (rank[0] < 0 || rank[0] != rank[1]) return NULL;
+    for (int d = 0; d < rank[0]; ++d) {
+      if (dims[0][d] < 0 || dims[0][d] != dims[1][d]) return NULL;
+    }
+  }
+  *ok = true;
+  return NULL;
+}
+
+static OrtStatus* ORT_API_CALL ep_get_capability(OrtEp* this_ptr, const OrtGraph* graph,
+                                                 OrtEpGraphSupportInfo* graph_support_info) {
+  (void)this_ptr;
+  if (current_fault() == FAULT_CLAIM_NOTHING) return NULL;
+  size_t num_nodes = 0;
+  RETURN_IF_STATUS(g_ort->Graph_GetNumNodes(graph, &num_nodes));
+  if (num_nodes == 0) return NULL;
+  const OrtNode** nodes = (const OrtNode**)calloc(num_nodes, sizeof *nodes);
+  if (nodes == NULL) return make_status(ORT_FAIL, "RefDev: out of memory");
+  OrtStatus* st = g_ort->Graph_GetNodes(graph, nodes, num_nodes);
+  OrtNodeFusionOptions opts;
+  memset(&opts, 0, sizeof opts);
+  opts.ort_version_supported = ORT_API_VERSION;
+  opts.drop_constant_initializers = false;
+  for (size_t i = 0; i < num_nodes && st == NULL; ++i) {
+    bool ok = false;
+    st = node_supported(nodes[i], &ok);
+    if (st == NULL && ok) {
+      /* one compiled partition per node: every value between two RefDev nodes stays on RefDev */
+      st = g_ep->EpGraphSupportInfo_AddNodesToFuse(graph_support_info, &nodes[i], 1, &opts);
+    }
+  }
+  free(nodes);
+  return st;
+}
+
+static OrtStatus* ORT_API_CALL ci_create_state(OrtNodeComputeInfo* this_ptr, OrtNodeComputeContext* ctx,
+                                               void** state) {
+  (void)ctx;
+  *state = this_ptr;
+  return NULL;
+}
+
+static void ORT_API_CALL ci_release_state(OrtNodeComputeInfo* this_ptr, void* state) {
+  (void)this_ptr;
+  (void)state;
+}
+
+/* A kernel input or output: shape, element count, and a host copy of the true values. */
+typedef struct tensor_view {
+  size_t count;
+  size_t rank;
+  int64_t dims[REFDEV_MAX_RANK];
+  mem_kind kind;
+} tensor_view;
+
+static OrtStatus* view_of(refdev_factory* f, const OrtValue* v, tensor_view* tv, const char* what) {
+  OrtTensorTypeAndShapeInfo* tsi = NULL;
+  RETURN_IF_STATUS(g_ort->GetTensorTypeAndShape(v, &tsi));
+  ONNXTensorElementDataType et = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+  OrtStatus* st = g_ort->GetTensorElementType(tsi, &et);
+  if (st == NULL) st = g_ort->GetTensorShapeElementCount(tsi, &tv->count);
+  if (st == NULL) st = g_ort->GetDimensionsCount(tsi, &tv->rank);
+  if (st == NULL && tv->rank > REFDEV_MAX_RANK) st = make_status(ORT_EP_FAIL, "RefDev: %s has rank > 16", what);
+  if (st == NULL) st = g_ort->GetDimensions(tsi, tv->dims, tv->rank);
+  g_ort->ReleaseTensorTypeAndShapeInfo(tsi);
+  if (st != NULL) return st;
+  if (et != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
+    return make_status(ORT_EP_FAIL, "RefDev: %s is not float32 (element type %d)", what, (int)et);
+  }
+  tv->kind = classify_device(f, g_ep->Value_GetMemoryDevice(v));
+  if (tv->kind == MEM_UNKNOWN) {
+    return make_status(ORT_EP_FAIL, "RefDev: %s lives on memory the EP cannot read", what);
+  }
+  return NULL;
+}
+
+/* Copies true float values out of (possibly scrambled) memory. */
+static void decode(const void* src, mem_kind kind, float* out, size_t count) {
+  size_t bytes = count * sizeof(float);
+  memcpy(out, src, bytes);
+  if (kind == MEM_DEVICE) {
+    unsigned char* b = (unsigned char*)out;
+    for (size_t i = 0; i < bytes; ++i) b[i] ^= (unsigned char)REFDEV_KEY;
+  }
+}
+
+static void encode(const float* in, mem_kind kind, void* dst, size_t count) {
+  size_t bytes = count * sizeof(float);
+  memcpy(dst, in, bytes);
+  if (kind == MEM_DEVICE) {
+    unsigned char* b = (unsigned char*)dst;
+    for (size_t i = 0; i < bytes; ++i) b[i] ^= (unsigned char)REFDEV_KEY;
+  }
+}
+
+static OrtStatus* ORT_API_CALL ci_compute(OrtNodeComputeInfo* this_ptr, void* state, OrtKernelContext* kctx) {
+  (void)state;
+  refdev_compute_info* ci = (refdev_compute_info*)this_ptr;
+  refdev_factory* f = ci->ep->factory;
+  size_t nin = 0, nout = 0;
+  RETURN_IF_STATUS(g_ort->KernelContext_GetInputCount(kctx, &nin));
+  RETURN_IF_STATUS(g_ort->KernelContext_GetOutputCount(kctx, &nout));
+  size_t want = ci->op == OP_ADD ? 2 : 1;
+  if (nin != want || nout != 1) {
+    return make_status(ORT_EP_FAIL, "RefDev %s: expected %zu inputs and 1 output, got %zu and %zu", ci->name, want,
+                       nin, nout);
+  }
+  const OrtValue* in[2] = {NULL, NULL};
+  tensor_view tv[2];
+  for (size_t i = 0; i < nin; ++i) {
+    RETURN_IF_STATUS(g_ort->KernelContext_GetInput(kctx, i, &in[i]));
+    if (in[i] == NULL) return make_status(ORT_EP_FAIL, "RefDev %s: missing input %zu", ci->name, i);
+    RETURN_IF_STATUS(view_of(f, in[i], &tv[i], "input"));
+  }
+  if (ci->op == OP_ADD) {
+    bool same = tv[0].rank == tv[1].rank;
+    for (size_t d = 0; same && d < tv[0].rank; ++d) same = tv[0].dims[d] == tv[1].dims[d];
+    if (!same) return make_status(ORT_EP_FAIL, "RefDev %s: Add needs equal input shapes", ci->name);
+  }
+
+  OrtValue* out = NULL;
+  RETURN_IF_STATUS(g_ort->KernelContext_GetOutput(kctx, 0, tv[0].dims, tv[0].rank, &out));
+  tensor_view ov;
+  RETURN_IF_STATUS(view_of(f, out, &ov, "output"));
+  size_t n = tv[0].count;
+  if (n == 0) return NULL;
+
+  float* a = (float*)malloc(n * sizeof(float));
+  float* b = ci->op == OP_ADD ? (float*)malloc(n * sizeof(float)) : NULL;
+  float* r = (float*)malloc(n * sizeof(float));
+  OrtStatus* st = NULL;
+  if (a == NULL || r == NULL || (ci->op == OP_ADD && b == NULL)) {
+    st = make_status(ORT_FAIL, "RefDev: out of memory");
+    goto done;
+  }
+  const void* p = NULL;
+  if ((st = g_ort->GetTensorData(in[0], &p)) != NULL) goto done;
+  decode(p, tv[0].kind, a, n);
+  if (ci->op == OP_ADD) {
+    if ((st = g_ort->GetTensorData(in[1], &p)) != NULL) goto done;
+    decode(p, tv[1].kind, b, n);
+    for (size_t i = 0; i < n; ++i) r[i] = a[i] + b[i];
+  } else if (current_fault() == FAULT_WRONG_COMPUTE) {
+    memcpy(r, a, n * sizeof(float)); /* wrong on purpose: Relu returns its input */
+  } else {
+    for (size_t i = 0; i < n; ++i) r[i] = a[i] > 0.0f ? a[i] : (a[i] != a[i] ? a[i] : 0.0f);
+  }
+  void* q = NULL;
+  if ((st = g_ort->GetTensorMutableData(out, &q)) != NULL) goto done;
+  encode(r, ov.kind, q, n);
+done:
+  free(a);
+  free(b);
+  free(r);
+  return st;
+}
+
+static OrtStatus* ORT_API_CALL ep_compile(OrtEp* this_ptr, const OrtGraph** graphs, const OrtNode** fused_nodes,
+                                          size_t count, OrtNodeComputeInfo** node_compute_infos,
+                                          OrtNode** ep_context_nodes) {
+  refdev_ep* ep = (refdev_ep*)this_ptr;
+  (void)ep_context_nodes;
+  for (size_t i = 0; i < count; ++i) node_compute_infos[i] = NULL;
+  for (size_t i = 0; i < count; ++i) {
+    size_t nn = 0;
+    RETURN_IF_STATUS(g_ort->Graph_GetNumNodes(graphs[i], &nn));
+    if (nn != 1) return make_status(ORT_EP_FAIL, "RefDev Compile: expected 1 node per partition, got %zu", nn);
+    const OrtNode* node = NULL;
+    RETURN_IF_STATUS(g_ort->Graph_GetNodes(graphs[i], &node, 1));
+    const char* op = NULL;
+    RETURN_IF_STATUS(g_ort->Node_GetOperatorType(node, &op));
+    refdev_op kind;
+    if (strcmp(op, "Add") == 0) {
+      kind = OP_ADD;
+    } else if (strcmp(op, "Relu") == 0) {
+      kind = OP_RELU;
+    } else {
+      return make_status(ORT_EP_FAIL, "RefDev Compile: unsupported op %s", op);
+    }
+    refdev_compute_info* ci = (refdev_compute_info*)calloc(1, sizeof *ci);
+    if (ci == NULL) return make_status(ORT_FAIL, "RefDev: out of memory");
+    ci->base.ort_version_supported = ORT_API_VERSION;
+    ci->base.CreateState = ci_create_state;
+    ci->base.Compute = ci_compute;
+    ci->base.ReleaseState = ci_release_state;
+    ci->ep = ep;
+    ci->op = kind;
+    const char* fused_name = NULL;
+    if (g_ort->Node_GetName(fused_nodes[i], &fused_name) == NULL && fused_name != NULL) {
+      snprintf(ci->name, sizeof ci->name, "%s", fused_name);
+    } else {
+      snprintf(ci->name, sizeof ci->name, "%s", op);
+    }
+    node_compute_infos[i] = &ci->base;
+  }
+  return NULL;
+}
+
+static void ORT_API_CALL ep_release_node_compute_infos(OrtEp* this_ptr, OrtNodeComputeInfo** infos, size_t n) {
+  (void)this_ptr;
+  for (size_t i = 0; i < n; ++i) free(infos[i]);
+}
+
+static OrtStatus* ORT_API_CALL ep_get_preferred_data_layout(OrtEp* this_ptr, OrtEpDataLayout* layout) {
+  (void)this_ptr;
+  *layout = OrtEpDataLayout_NCHW;
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Factory entry points                                                                         */
+/* ------------------------------------------------------------------------------------------ */
+
+static const char* ORT_API_CALL factory_get_name(const OrtEpFactory* this_ptr) {
+  (void)this_ptr;
+  return REFDEV_EP_NAME;
+}
+static const char* ORT_API_CALL factory_get_vendor(const OrtEpFactory* this_ptr) {
+  (void)this_ptr;
+  return REFDEV_VENDOR;
+}
+static uint32_t ORT_API_CALL factory_get_vendor_id(const OrtEpFactory* this_ptr) {
+  (void)this_ptr;
+  return REFDEV_VENDOR_ID;
+}
+static const char* ORT_API_CALL factory_get_version(const OrtEpFactory* this_ptr) {
+  (void)this_ptr;
+  return REFDEV_VERSION;
+}
+
+static OrtStatus* ORT_API_CALL factory_get_supported_devices(OrtEpFactory* this_ptr,
+                                                             const OrtHardwareDevice* const* devices,
+                                                             size_t num_devices, OrtEpDevice** ep_devices,
+                                                             size_t max_ep_devices, size_t* num_ep_devices) {
+  refdev_factory* f = (refdev_factory*)this_ptr;
+  *num_ep_devices = 0;
+  if (max_ep_devices == 0) return NULL;
+  for (size_t i = 0; i < num_devices; ++i) {
+    if (g_ort->HardwareDevice_Type(devices[i]) != OrtHardwareDeviceType_CPU) continue;
+
+    OrtKeyValuePairs* meta = NULL;
+    g_ort->CreateKeyValuePairs(&meta);
+    g_ort->AddKeyValuePair(meta, "refdev.version", REFDEV_VERSION);
+    g_ort->AddKeyValuePair(meta, "refdev.fault", k_fault_names[f->fault]);
+    g_ort->AddKeyValuePair(meta, "refdev.host_accessible", f->host_enabled ? "1" : "0");
+    OrtEpDevice* epd = NULL;
+    OrtStatus* st = g_ep->CreateEpDevice(&f->base, devices[i], meta, NULL, &epd);
+    g_ort->ReleaseKeyValuePairs(meta);
+    if (st != NULL) return st;
+    st = g_ep->EpDevice_AddAllocatorInfo(epd, f->default_info);
+    if (st == NULL && f->host_info != NULL) st = g_ep->EpDevice_AddAllocatorInfo(epd, f->host_info);
+    if (st != NULL) {
+      g_ep->ReleaseEpDevice(epd);
+      return st;
+    }
+    ep_devices[0] = epd;
+    *num_ep_devices = 1;
+    break; /* one virtual device, attached to the (first) CPU */
+  }
+  return NULL;
+}
+
+static OrtStatus* ORT_API_CALL factory_create_ep(OrtEpFactory* this_ptr, const OrtHardwareDevice* const* devices,
+                                                 const OrtKeyValuePairs* const* ep_metadata, size_t num_devices,
+                                                 const OrtSessionOptions* session_options, const OrtLogger* logger,
+                                                 OrtEp** out) {
+  refdev_factory* f = (refdev_factory*)this_ptr;
+  (void)devices;
+  (void)ep_metadata;
+  (void)session_options;
+  *out = NULL;
+  if (num_devices != 1) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev: expected to be selected for exactly one device, got %zu",
+                       num_devices);
+  }
+  refdev_ep* ep = (refdev_ep*)calloc(1, sizeof *ep);
+  if (ep == NULL) return make_status(ORT_FAIL, "RefDev: out of memory");
+  ep->base.ort_version_supported = ORT_API_VERSION;
+  ep->base.GetName = ep_get_name;
+  ep->base.GetCapability = ep_get_capability;
+  ep->base.Compile = ep_compile;
+  ep->base.ReleaseNodeComputeInfos = ep_release_node_compute_infos;
+  ep->base.GetPreferredDataLayout = ep_get_preferred_data_layout;
+  /* CreateAllocator / CreateSyncStreamForDevice left NULL: onnxruntime then uses the factory's. */
+  ep->factory = f;
+  ep->logger = logger;
+  *out = &ep->base;
+  return NULL;
+}
+
+static void ORT_API_CALL factory_release_ep(OrtEpFactory* this_ptr, OrtEp* ep) {
+  (void)this_ptr;
+  free(ep);
+}
+
+static void factory_free(refdev_factory* f) {
+  if (f == NULL) return;
+  if (f->default_info != NULL) g_ort->ReleaseMemoryInfo(f->default_info);
+  if (f->host_info != NULL) g_ort->ReleaseMemoryInfo(f->host_info);
+  free(f);
+}
+
+REFDEV_EXPORT OrtStatus* CreateEpFactories(const char* registered_name, const OrtApiBase* ort_api_base,
+                                           const OrtLogger* default_logger, OrtEpFactory** factories,
+                                           size_t max_factories, size_t* num_factories) {
+  *num_factories = 0;
+  const OrtApi* api = ort_api_base->GetApi(ORT_API_VERSION);
+  if (api == NULL) {
+    fprintf(stderr, "refdev: onnxruntime %s does not provide C API version %d\n", ort_api_base->GetVersionString(),
+            ORT_API_VERSION);
+    return NULL; /* no OrtApi to build a status with */
+  }
+  g_ort = api;
+  g_ep = api->GetEpApi();
+  if (max_factories < 1) return make_status(ORT_INVALID_ARGUMENT, "RefDev: no room for a factory");
+
+  const char* fault_env = getenv("ORT_REFDEV_FAULT");
+  refdev_fault fault;
+  if (!parse_fault(fault_env, &fault)) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev: unknown ORT_REFDEV_FAULT '%s'; valid modes: " REFDEV_FAULT_LIST,
+                       fault_env);
+  }
+  g_fault_at_load = fault;
+
+  refdev_factory* f = (refdev_factory*)calloc(1, sizeof *f);
+  if (f == NULL) return make_status(ORT_FAIL, "RefDev: out of memory");
+  f->base.ort_version_supported = ORT_API_VERSION;
+  f->base.GetName = factory_get_name;
+  f->base.GetVendor = factory_get_vendor;
+  f->base.GetSupportedDevices = factory_get_supported_devices;
+  f->base.CreateEp = factory_create_ep;
+  f->base.ReleaseEp = factory_release_ep;
+  f->base.GetVendorId = factory_get_vendor_id;
+  f->base.GetVersion = factory_get_version;
+  f->base.ValidateCompiledModelCompatibilityInfo = NULL;
+  f->base.CreateAllocator = factory_create_allocator;
+  f->base.ReleaseAllocator = factory_release_allocator;
+  f->base.CreateDataTransfer = factory_create_data_transfer;
+  f->base.IsStreamAware = factory_is_stream_aware;
+  f->base.CreateSyncStreamForDevice = factory_create_sync_stream;
+  f->logger = default_logger;
+  snprintf(f->registered_name, sizeof f->registered_name, "%s", registered_name ? registered_name : "");
+  f->fault = fault;
+  f->host_enabled = env_flag("ORT_REFDEV_HOST_ACCESSIBLE") || fault == FAULT_HOST_ACCESSIBLE_INPUTS;
+  f->default_vendor = fault == FAULT_WRONG_MEMORY ? REFDEV_WRONG_VENDOR_ID : REFDEV_VENDOR_ID;
+  f->default_type = fault == FAULT_CPU_DEFAULT ? OrtMemoryInfoDeviceType_CPU : OrtMemoryInfoDeviceType_GPU;
+
+  OrtStatus* st = api->CreateMemoryInfo_V2(REFDEV_DEFAULT_NAME, f->default_type, f->default_vendor,
+                                           REFDEV_DEVICE_ID, OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator,
+                                           &f->default_info);
+  if (st == NULL && f->host_enabled) {
+    st = api->CreateMemoryInfo_V2(REFDEV_HOST_NAME, OrtMemoryInfoDeviceType_GPU, REFDEV_VENDOR_ID, REFDEV_DEVICE_ID,
+                                  OrtDeviceMemoryType_HOST_ACCESSIBLE, 0, OrtDeviceAllocator, &f->host_info);
+  }
+  if (st != NULL) {
+    factory_free(f);
+    return st;
+  }
+  factories[0] = &f->base;
+  *num_factories = 1;
+  return NULL;
+}
+
+REFDEV_EXPORT OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
+  factory_free((refdev_factory*)factory);
+  return NULL;
+}

@@ -1,0 +1,111 @@
+"""Mutation tests: the reference EP (refdev/) in each fault mode is caught by the contract
+meant to catch it, asserted by contract id; in its correct mode it is conformant.
+
+The library is built with `make -C refdev` (headers fetched at build time). Where that is not
+possible the tests skip with the build's own reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "refdev" / "build" / "libort_refdev_ep.so"
+
+# fault mode -> (verdict, contracts that must be broken, outcome they must end in)
+FAULTS = {
+    "no-data-transfer": ("non_conformant", {"copy.required-directions", "copy.device-to-device"}, "fail"),
+    "corrupt": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions"}, "fail"),
+    "short-copy": ("non_conformant", {"copy.roundtrip-exact", "copy.roundtrip-large"}, "fail"),
+    "no-d2d": ("non_conformant", {"copy.device-to-device", "update-inplace.from-ortvalue"}, "fail"),
+    "no-d2h": ("non_conformant", {"copy.required-directions"}, "fail"),
+    "no-h2d": ("non_conformant", {"copy.required-directions"}, "fail"),
+    "wrong-memory": ("non_conformant", {"memory-info.declaration"}, "fail"),
+    "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep"}, "fail"),
+    "alloc-fail": ("non_conformant", {"memory-info.allocatable"}, "fail"),
+    "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
+    "abort": ("non_conformant", set(), "crash"),
+    "hang": ("non_conformant", set(), "timeout"),
+}
+
+
+@pytest.fixture(scope="session")
+def refdev_library() -> Path:
+    if not LIBRARY.exists():
+        build = subprocess.run(["make", "-C", str(ROOT / "refdev")], capture_output=True, text=True)
+        if build.returncode != 0:
+            reason = (build.stderr.strip().splitlines() or ["make -C refdev failed"])[-1]
+            print(f"\nreference EP not built: {reason}", file=sys.stderr)
+            pytest.skip(f"the reference EP could not be built here: {reason}")
+    return LIBRARY
+
+
+def conformance_run(library: Path, tmp_path: Path, fault: str | None = None, extra_env: dict[str, str] | None = None) -> dict:
+    env = dict(os.environ, **(extra_env or {}))
+    env.pop("ORT_REFDEV_FAULT", None)
+    if fault:
+        env["ORT_REFDEV_FAULT"] = fault
+    report_dir = tmp_path / "report"
+    completed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library), "--ep", "refdev",
+         "--conformance-report", str(report_dir), "--conformance-timeout", "5"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert (report_dir / "report.json").exists(), completed.stdout[-2000:] + completed.stderr[-2000:]
+    report = json.loads((report_dir / "report.json").read_text())
+    report["_exit"] = completed.returncode
+    return report
+
+
+def broken(report: dict, outcome: str) -> set[str]:
+    return {r["contract"] for r in report["results"] if r["outcome"] == outcome and r["subject"] == "ep"}
+
+
+def test_correct_reference_ep_is_conformant(refdev_library, tmp_path):
+    report = conformance_run(refdev_library, tmp_path)
+    assert report["verdict"] == "conformant", report["verdict_reasons"]
+    assert report["_exit"] == 0
+    assert report["ep"]["library_sha256"] and len(report["ep"]["library_sha256"]) == 64
+    passed = {r["contract"] for r in report["results"] if r["outcome"] == "pass"}
+    # The device contracts really ran on device memory, not only the CPU-side ones.
+    assert {"copy.required-directions", "copy.device-to-device", "copy.roundtrip-exact", "update-inplace.from-ortvalue",
+            "session.nodes-on-ep", "memory-info.declaration"} <= passed
+    statuses = {(p["source"], p["destination"]): p["status"] for p in report["capabilities"][0]["pairs"]}
+    assert statuses[("cpu", "default")] == statuses[("default", "cpu")] == statuses[("default", "default")] == "supported"
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_fault_mode_is_caught_by_its_contract(refdev_library, tmp_path, fault):
+    verdict, contracts, outcome = FAULTS[fault]
+    report = conformance_run(refdev_library, tmp_path, fault)
+    assert report["verdict"] == verdict, report["verdict_reasons"]
+    assert report["_exit"] != 0
+    caught = broken(report, outcome)
+    assert caught, f"no contract ended in {outcome}"
+    assert contracts <= caught, f"expected {sorted(contracts)} among {sorted(caught)}"
+    if outcome in ("crash", "timeout"):
+        # The run survived: every collected check has a result, and the lost ones are listed.
+        assert len(report["results"]) == report["run"]["collected"]
+        assert report["run"]["lost"] and all(l["outcome"] == outcome for l in report["run"]["lost"])
+
+
+def test_ep_claiming_no_node_is_incomplete_not_conformant(refdev_library, tmp_path):
+    report = conformance_run(refdev_library, tmp_path, "claim-nothing")
+    assert report["verdict"] == "incomplete"
+    not_run = {r["contract"] for r in report["results"] if r["outcome"] == "not_run"}
+    assert "session.nodes-on-ep" in not_run
+
+
+def test_host_accessible_memory_is_checked_when_advertised(refdev_library, tmp_path):
+    report = conformance_run(refdev_library, tmp_path, extra_env={"ORT_REFDEV_HOST_ACCESSIBLE": "1"})
+    outcomes = {(r["contract"], r["params"].get("memory", r["params"].get("dtype"))): r["outcome"] for r in report["results"]}
+    assert outcomes[("copy.host-accessible-alias", "float32")] == "pass"
+    assert outcomes[("memory-info.allocatable", "host_accessible")] == "pass"
+    # refdev's spec declares no HOST_ACCESSIBLE memory, so the build now contradicts it.
+    assert "memory-info.declaration" in broken(report, "fail")
