@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,8 +126,11 @@ class ModelCache:
             data = build(recipe, dtype, shape).SerializeToString()
             if path is not None:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_suffix(".tmp")
-                tmp.write_bytes(data)
-                tmp.replace(path)
+                # A temporary file of its own: writers sharing a models folder (pytest -n 2)
+                # must not rename each other's half-written file.
+                handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+                with os.fdopen(handle, "wb") as out:
+                    out.write(data)
+                os.replace(tmp, path)
             self._built[key] = (data, path)
         return self._built[key]

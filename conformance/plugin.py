@@ -147,6 +147,8 @@ class ConformanceRun:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.primary:
             return
+        # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
+        self.collected = max(self.collected, session.testscollected)
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
         data = report.build(self, interrupted=interrupted)
         self.written = report.write_all(data, self.report_dir)
@@ -271,7 +273,7 @@ class ContractItem(pytest.Item):
         return Result(
             contract=self.contract.id, ep=self.ep.facts["provider"], device=self.device["label"], params=self.params,
             outcome=outcome, message=message, spec=str(self.contract.location), severity=self.contract.severity,
-            subject=self.contract.subject, nodeid=self.nodeid, duration=duration, details=details or {},
+            subject=(details or {}).get("subject", self.contract.subject), nodeid=self.nodeid, duration=duration, details=details or {},
         )
 
     def _quarantined(self) -> str:

@@ -6,6 +6,7 @@ reports or waivers.
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from dataclasses import asdict
@@ -23,7 +24,22 @@ from conformance.spec import load_catalogue
 def is_onnxruntime_error(exc: BaseException) -> bool:
     """An error raised by onnxruntime itself (the EP or the runtime refused), as opposed to a
     defect of the kit. onnxruntime raises RuntimeError or its own pybind exception types."""
-    return type(exc) is RuntimeError or type(exc).__module__.startswith("onnxruntime")
+    return type(exc) is RuntimeError or type(exc).__module__.startswith("onnxruntime") or raised_by_onnxruntime_python(exc)
+
+
+def raised_by_onnxruntime_python(exc: BaseException) -> bool:
+    """Raised by onnxruntime's own Python code (e.g. a ValueError from
+    onnxruntime_inference_collection.py refusing a request before any C call): a refusal of the
+    runtime. Errors of the C layer (RuntimeError and onnxruntime's pybind types) also surface
+    through those Python wrappers, so they are told apart by type."""
+    if type(exc) is RuntimeError or type(exc).__module__.startswith("onnxruntime"):
+        return False
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return last is not None and f"{os.sep}onnxruntime{os.sep}" in last
 
 
 class Runner:
@@ -61,7 +77,13 @@ class Runner:
         except Exception as exc:
             if is_onnxruntime_error(exc):
                 text = f"onnxruntime raised {type(exc).__name__}: {exc}".strip()
-                return Outcome.FAIL, text, {"violations": [{"message": text, "expected": "", "actual": "", "memory": {}, "reproducer": ""}]}
+                details = {"violations": [{"message": text, "expected": "", "actual": "", "memory": {}, "reproducer": ""}]}
+                if raised_by_onnxruntime_python(exc):
+                    # Refused by onnxruntime's Python layer before the EP was asked: a finding
+                    # against onnxruntime, whoever's promise the contract is.
+                    details["subject"] = "runtime"
+                    text = f"onnxruntime's Python layer refused: {type(exc).__name__}: {exc}"
+                return Outcome.FAIL, text, details
             return Outcome.ERROR, f"the kit failed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc(limit=-4)}
         if not violations:
             return Outcome.PASS, "", {}

@@ -116,7 +116,8 @@ def _record_marks(node: yaml.Node, json_path: JsonPath, doc: Document, errors: l
     if isinstance(node, yaml.MappingNode):
         seen: set[Any] = set()
         for key_node, value_node in node.value:
-            key = key_node.value
+            # The key as constructed (3, None, True ...), the way jsonschema reports it.
+            key = key_node.value if key_node.tag == "tag:yaml.org,2002:str" else yaml.safe_load(key_node.value)
             child = (*json_path, key)
             doc.key_marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             if key in seen:

@@ -71,7 +71,7 @@ def parse_shape(text: str, dtype: DType) -> tuple[int, ...]:
         return ()
     if text.endswith("MiB"):
         nbytes = int(text[:-3]) * MIB
-        return (math.ceil(nbytes * 8 / max(dtype.bits, 8)),)
+        return (math.ceil(nbytes * 8 / (dtype.bits or 8)),)  # strings: one element per byte
     return tuple(int(n) for n in text.split("x"))
 
 

@@ -22,10 +22,10 @@ def _where(facts: dict[str, Any]) -> str:
 
 def _session_memory(ctx, recipe: str, dtype: str, which: str):
     info = ctx.session(recipe, tensors.DTYPES[dtype], SESSION_SHAPE)
-    elsewhere = ctx.require_nodes_on_ep(info)
+    ctx.require_nodes_on_ep(info)
     values = info.session.get_inputs() if which == "input" else info.session.get_outputs()
     infos = info.session.get_input_memory_infos() if which == "input" else info.session.get_output_memory_infos()
-    return info, elsewhere, [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos)]
+    return info, [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos)]
 
 
 def _snippet(ctx, info, which: str) -> str:
@@ -39,19 +39,9 @@ def _snippet(ctx, info, which: str) -> str:
     return f"{ctx.preamble()}\n{session}{create}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])"
 
 
-def _misplaced(ctx, info, elsewhere) -> Iterator[Violation]:
-    if elsewhere:
-        yield Violation(
-            f"nodes of model '{info.recipe}' ran on another EP: {info.assignment}",
-            expected=f"every node on {ctx.target.provider}",
-            actual=", ".join(elsewhere),
-        )
-
-
 @check("memory-info.session-inputs")
 def session_inputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
-    info, elsewhere, inputs = _session_memory(ctx, recipe, dtype, "input")
-    yield from _misplaced(ctx, info, elsewhere)
+    info, inputs = _session_memory(ctx, recipe, dtype, "input")
     default = ctx.memory_facts("default")
     for name, facts in inputs:
         if facts["device_mem_type"] == "host_accessible" or not (facts["device_type"] == "cpu" or _same_memory(facts, default)):
@@ -66,8 +56,7 @@ def session_inputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
 
 @check("memory-info.session-outputs")
 def session_outputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
-    info, elsewhere, outputs = _session_memory(ctx, recipe, dtype, "output")
-    yield from _misplaced(ctx, info, elsewhere)
+    info, outputs = _session_memory(ctx, recipe, dtype, "output")
     allowed = [ctx.memory_facts("default"), ctx.memory_facts("host_accessible")]
     for name, facts in outputs:
         plain_cpu = facts["device_type"] == "cpu" and facts["device_mem_type"] == "default"
@@ -84,9 +73,7 @@ def session_outputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
 @check("memory-info.cpu-default-io")
 def cpu_default_io(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     for which in ("input", "output"):
-        info, elsewhere, values = _session_memory(ctx, recipe, dtype, which)
-        if which == "input":
-            yield from _misplaced(ctx, info, elsewhere)
+        info, values = _session_memory(ctx, recipe, dtype, which)
         for name, facts in values:
             if facts["device_type"] != "cpu":
                 yield Violation(

@@ -1,0 +1,155 @@
+"""The worker process: checks run in it; a crash or a hang costs one result, not the run."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conformance.isolation import Worker, WorkerLost, WorkerRefused, signal_name
+
+CPU_INIT = {"ep": "cpu", "specs": None, "library": None, "options": {}, "models_dir": None}
+SESSION_INPUTS = {"op": "run", "contract": "memory-info.session-inputs", "device": 0,
+                  "params": {"recipe": "identity", "dtype": "float32"}}
+
+
+@pytest.fixture
+def worker():
+    w = Worker(CPU_INIT, timeout=60)
+    yield w
+    w.close()
+
+
+def fake_worker(code: str, **popen) -> Worker:
+    """A Worker whose process is a stand-in child running `code`."""
+    w = Worker({"ep": "fake"}, timeout=5)
+    w.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, **popen)
+    return w
+
+
+def test_real_worker_starts_and_runs_a_check_on_the_cpu_ep(worker):
+    facts = worker.start()
+    assert facts["provider"] == "CPUExecutionProvider"
+    assert facts["devices"][0]["label"] == "cpu"
+    result = worker.request(SESSION_INPUTS)["result"]
+    assert result["outcome"] == "pass", result
+    assert result["message"] == "" and result["duration"] > 0
+
+
+def test_request_starts_the_worker_when_needed_and_probes(worker):
+    capabilities = worker.request({"op": "probe", "device": 0})["capabilities"]
+    assert capabilities["ep"] == "CPUExecutionProvider" and capabilities["pairs"]
+    assert worker.restarts == 0
+
+
+def test_a_dead_worker_is_replaced_on_the_next_request(worker):
+    worker.start()
+    first = worker.process.pid
+    worker.process.send_signal(signal.SIGKILL)
+    worker.process.wait()
+    assert worker.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
+    assert worker.restarts == 1 and worker.process.pid != first
+
+
+def test_an_unknown_request_is_refused_not_lost(worker):
+    worker.start()
+    with pytest.raises(WorkerRefused, match="unknown request 'bogus'"):
+        worker.request({"op": "bogus"})
+    assert worker.process.poll() is None  # still serving
+
+
+def test_an_unknown_ep_is_refused_with_the_kit_message():
+    w = Worker(dict(CPU_INIT, ep="nosuch"), timeout=60)
+    try:
+        with pytest.raises(WorkerRefused, match="unknown EP 'nosuch'"):
+            w.start()
+    finally:
+        w.close()
+
+
+def test_close_ends_the_worker(worker):
+    worker.start()
+    process = worker.process
+    worker.close()
+    assert worker.process is None
+    assert process.poll() == 0
+
+
+def test_a_worker_killed_by_a_signal_is_a_crash_naming_the_signal():
+    w = fake_worker("import os; os.abort()")
+    with pytest.raises(WorkerLost) as lost:
+        w._exchange({"op": "run"}, 10, "copy.x on cpu")
+    assert lost.value.outcome == "crash"
+    assert "SIGABRT" in str(lost.value)
+    assert str(lost.value).startswith("the process running copy.x on cpu was killed by SIGABRT")
+    assert w.process is None
+
+
+def test_a_worker_that_exits_is_a_crash_with_its_status():
+    w = fake_worker("import sys; sys.stdin.readline(); sys.exit(3)")
+    with pytest.raises(WorkerLost, match="exited with status 3") as lost:
+        w._exchange({"op": "run"}, 10, "the check")
+    assert lost.value.outcome == "crash"
+
+
+def test_a_crash_message_carries_the_tail_of_the_worker_log(tmp_path):
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as stderr:
+        w = fake_worker("import os, sys; sys.stderr.write('first\\nEP: device lost\\n'); sys.stderr.flush(); os.abort()", stderr=stderr)
+    w.log = log
+    with pytest.raises(WorkerLost) as lost:
+        w._exchange({"op": "run"}, 10, "the check")
+    assert str(lost.value).endswith("; its last output: first | EP: device lost")
+
+
+def test_a_worker_that_hangs_is_a_timeout_and_is_killed():
+    w = fake_worker("import time; time.sleep(60)")
+    process = w.process
+    started = time.monotonic()
+    with pytest.raises(WorkerLost) as lost:
+        w._exchange({"op": "run"}, 0.5, "copy.x on cpu")
+    elapsed = time.monotonic() - started
+    assert lost.value.outcome == "timeout"
+    assert str(lost.value) == "copy.x on cpu did not finish within 0.5 s; the worker was killed and replaced"
+    assert 0.4 < elapsed < 5
+    assert process.poll() == -signal.SIGKILL and w.process is None
+
+
+def test_a_reply_split_across_writes_is_read_whole():
+    code = ("import sys, time; sys.stdin.readline(); out = sys.stdout\n"
+            "out.write('{\"ok\": true, '); out.flush(); time.sleep(0.2); out.write('\"n\": 1}\\n'); out.flush(); time.sleep(5)")
+    w = fake_worker(code)
+    try:
+        assert w._exchange({"op": "run"}, 5, "the check") == {"ok": True, "n": 1}
+    finally:
+        w._kill()
+
+
+NOISY_WORKER = """\
+import os, sys
+from conformance import worker
+real = worker.serve
+def noisy(requests, replies):
+    print("noise from python", flush=True)
+    os.system("echo noise from C")
+    real(requests, replies)
+worker.serve = noisy
+worker.main()
+"""
+
+
+def test_worker_stdout_is_reserved_for_replies():
+    """What a check or an EP library prints (Python or C) goes to stderr, never into the protocol."""
+    completed = subprocess.run([sys.executable, "-c", NOISY_WORKER], input='{"op": "bogus"}\n{"op": "exit"}\n',
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == '{"ok": false, "error": "unknown request \'bogus\'"}\n'
+    assert "noise from python" in completed.stderr and "noise from C" in completed.stderr
+
+
+def test_signal_name():
+    assert signal_name(-signal.SIGSEGV) == "SIGSEGV"
+    assert signal_name(-200) == "signal 200"

@@ -1,0 +1,179 @@
+"""Model recipes: each builds, passes onnx.checker, runs on the CPU EP, and is cached by hash."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from conformance import models, tensors
+from conformance.models import ModelCache, UnbuildableModel
+
+FLOAT32 = tensors.DTYPES["float32"]
+SHAPE = (2, 3)
+RECIPES = models.load_recipes()
+
+
+def session(model: onnx.ModelProto) -> ort.InferenceSession:
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+
+
+def test_the_shipped_recipes_are_the_ones_the_contracts_use():
+    assert {"identity", "add", "relu", "add_relu", "initializer_output", "passthrough"} <= set(RECIPES)
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_each_recipe_builds_for_float32_and_passes_the_checker(name):
+    model = models.build(RECIPES[name], FLOAT32, SHAPE)
+    onnx.checker.check_model(model, full_check=True)
+    assert model.opset_import[0].version == models.OPSET
+    assert model.ir_version == models.IR_VERSION
+    assert [n.op_type for n in model.graph.node] == list(RECIPES[name].ops)
+    assert [o.name for o in model.graph.output] == list(RECIPES[name].outputs)
+    for output in model.graph.output:
+        assert output.type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+        assert [d.dim_value for d in output.type.tensor_type.shape.dim] == list(SHAPE)
+
+
+def test_identity_returns_its_input_on_cpu():
+    x = np.arange(6, dtype=np.float32).reshape(SHAPE)
+    (y,) = session(models.build(RECIPES["identity"], FLOAT32, SHAPE)).run(None, {"x": x})
+    np.testing.assert_array_equal(y, x)
+
+
+def test_add_adds_its_inputs_on_cpu():
+    a = np.arange(6, dtype=np.float32).reshape(SHAPE)
+    b = np.full(SHAPE, 0.5, dtype=np.float32)
+    (c,) = session(models.build(RECIPES["add"], FLOAT32, SHAPE)).run(None, {"a": a, "b": b})
+    np.testing.assert_array_equal(c, a + b)
+
+
+def test_add_relu_clamps_the_sum_on_cpu():
+    a = np.array([[-3, -1, 0], [1, 2, 3]], dtype=np.float32)
+    b = np.ones(SHAPE, dtype=np.float32)
+    (y,) = session(models.build(RECIPES["add_relu"], FLOAT32, SHAPE)).run(None, {"a": a, "b": b})
+    np.testing.assert_array_equal(y, np.maximum(a + b, 0))
+
+
+def test_passthrough_returns_its_input_unchanged():
+    x = np.array([[1.5, -0.0, np.inf], [-np.inf, 2, 3]], dtype=np.float32)
+    (y,) = session(models.build(RECIPES["passthrough"], FLOAT32, SHAPE)).run(None, {"x": x})
+    assert y.tobytes() == x.tobytes()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "uint8"])
+def test_initializer_output_returns_the_initializer_values(dtype):
+    dt = tensors.DTYPES[dtype]
+    model = models.build(RECIPES["initializer_output"], dt, SHAPE)
+    assert not model.graph.input
+    (w,) = session(model).run(None, {})
+    expected = models.initializer_values(dt, SHAPE)
+    assert w.tobytes() == expected.tobytes()  # bit-exact, NaN payloads included
+
+
+def test_initializer_values_are_deterministic_and_contain_special_values():
+    first = models.initializer_values(FLOAT32, (4, 4))
+    assert first.tobytes() == models.initializer_values(FLOAT32, (4, 4)).tobytes()
+    assert first.reshape(-1).view(np.uint32)[0] == 0x7FC00001
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8e4m3fn", "int4", "string"])
+def test_non_numpy_and_string_initializers_build(dtype):
+    model = models.build(RECIPES["initializer_output"], tensors.DTYPES[dtype], SHAPE)
+    assert model.graph.initializer[0].data_type == tensors.DTYPES[dtype].onnx_type
+
+
+@pytest.mark.parametrize("recipe, dtype", [("add", "bool"), ("add", "string"), ("relu", "uint8"), ("add", "float8e4m3fn")])
+def test_combinations_onnx_forbids_raise_unbuildable_model(recipe, dtype):
+    with pytest.raises(UnbuildableModel, match=f"recipe '{recipe}' cannot be built for {dtype}: "):
+        models.build(RECIPES[recipe], tensors.DTYPES[dtype], SHAPE)
+
+
+# --- the cache -----------------------------------------------------------------------------
+
+
+def test_cache_writes_a_file_named_recipe_dtype_shape_hash(tmp_path):
+    cache = ModelCache(tmp_path)
+    data, path = cache.get("identity", FLOAT32, (3, 5))
+    assert path is not None and path.parent == tmp_path
+    assert re.fullmatch(r"identity-float32-3x5-[0-9a-f]{16}\.onnx", path.name), path.name
+    assert path.read_bytes() == data
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
+    assert onnx.load_from_string(data).graph.node[0].op_type == "Identity"
+
+
+def test_cache_names_a_scalar_shape_scalar(tmp_path):
+    _, path = ModelCache(tmp_path).get("identity", FLOAT32, ())
+    assert path.name.startswith("identity-float32-scalar-")
+
+
+def test_cache_without_a_directory_keeps_models_in_memory():
+    data, path = ModelCache().get("add", FLOAT32, SHAPE)
+    assert path is None and onnx.load_from_string(data).graph.node[0].op_type == "Add"
+
+
+def test_cache_does_not_rebuild_within_one_cache(tmp_path, monkeypatch):
+    cache = ModelCache(tmp_path)
+    first = cache.get("add", FLOAT32, SHAPE)
+    monkeypatch.setattr(models, "build", lambda *a: pytest.fail("rebuilt a cached model"))
+    assert cache.get("add", FLOAT32, SHAPE) == first
+
+
+def test_a_new_cache_reuses_the_file_on_disk(tmp_path, monkeypatch):
+    data, path = ModelCache(tmp_path).get("add", FLOAT32, SHAPE)
+    os.utime(path, ns=(1_000_000_000, 1_000_000_000))
+    monkeypatch.setattr(models, "build", lambda *a: pytest.fail("rebuilt a model that is on disk"))
+    again, same = ModelCache(tmp_path).get("add", FLOAT32, SHAPE)
+    assert (again, same) == (data, path)
+    assert path.stat().st_mtime_ns == 1_000_000_000
+
+
+def test_different_dtypes_and_shapes_are_different_files(tmp_path):
+    cache = ModelCache(tmp_path)
+    paths = {cache.get("identity", tensors.DTYPES[d], s)[1] for d in ("float32", "int64") for s in ((2,), (3,))}
+    assert len(paths) == 4
+
+
+def test_the_hash_changes_when_the_recipe_changes():
+    cache = ModelCache(recipes=RECIPES)
+    recipe = RECIPES["identity"]
+    changed = dataclasses.replace(recipe, nodes=({"op": "Relu", "inputs": ["x"], "outputs": ["y"]},))
+    assert cache.key_hash(recipe, FLOAT32, SHAPE) == cache.key_hash(recipe, FLOAT32, SHAPE)
+    assert cache.key_hash(recipe, FLOAT32, SHAPE) != cache.key_hash(changed, FLOAT32, SHAPE)
+    assert cache.key_hash(recipe, FLOAT32, SHAPE) != cache.key_hash(recipe, tensors.DTYPES["int32"], SHAPE)
+    assert cache.key_hash(recipe, FLOAT32, SHAPE) != cache.key_hash(recipe, FLOAT32, (3, 2))
+
+
+def test_a_changed_recipe_file_gives_a_new_model_file(tmp_path):
+    recipes_file = tmp_path / "recipes.yaml"
+    recipes_file.write_text("r:\n  summary: one\n  inputs: [x]\n  outputs: [y]\n  nodes:\n    - {op: Identity, inputs: [x], outputs: [y]}\n")
+    _, before = ModelCache(tmp_path / "m", models.load_recipes(recipes_file)).get("r", FLOAT32, SHAPE)
+    recipes_file.write_text(recipes_file.read_text().replace("Identity", "Relu"))
+    data, after = ModelCache(tmp_path / "m", models.load_recipes(recipes_file)).get("r", FLOAT32, SHAPE)
+    assert before != after and before.exists() and after.exists()
+    assert onnx.load_from_string(data).graph.node[0].op_type == "Relu"
+
+
+def test_two_writers_of_the_same_model_do_not_collide(tmp_path, monkeypatch):
+    """Cache B builds and stores the same model while cache A is about to rename its temporary
+    file into place (two workers sharing a models folder under pytest -n 2)."""
+    second = ModelCache(tmp_path)
+    real_replace = os.replace
+    interleaved = []
+
+    def replace(source, destination, *args, **kwargs):
+        if not interleaved:
+            interleaved.append(source)
+            second.get("identity", FLOAT32, SHAPE)  # the other worker, at the worst moment
+        return real_replace(source, destination, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    data, path = ModelCache(tmp_path).get("identity", FLOAT32, SHAPE)
+    assert interleaved, "the cache no longer renames a temporary file into place; rewrite this test"
+    assert path.read_bytes() == data == second.get("identity", FLOAT32, SHAPE)[0]
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]

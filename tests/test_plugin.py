@@ -1,0 +1,408 @@
+"""The pytest plugin end to end, in child pytest processes (the plugin starts worker processes).
+
+One serial `--ep=cpu` run with JUnit output is shared by the tests that only read its results;
+scenarios that need their own command line run through `pytester.runpytest_subprocess`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BASE = ("-p", "no:cacheprovider")
+TIMEOUT = 180
+
+VENDOR_CONTRACTS = """\
+family: vendor
+title: A vendor's own contracts
+contracts:
+  - id: vendor.update-from-numpy
+    statement: update_inplace(numpy array) MUST copy the values exactly (vendor copy).
+    subject: ep
+    severity: required
+    sources:
+      - {kind: measured, ref: "vendor lab"}
+    check: update-inplace.from-numpy
+    params:
+      dtype: [float32, int64]
+      shape: ["3"]
+"""
+
+# An EP-subject contract whose check onnxruntime itself breaks on the CPU EP:
+# update_inplace(numpy) accepts an int32 source for a float32 destination.
+FAILING_VENDOR_CONTRACT = """\
+family: vendor
+title: A contract onnxruntime breaks
+contracts:
+  - id: vendor.strict-update
+    statement: update_inplace MUST refuse a source of another element type (vendor's stricter rule).
+    subject: ep
+    severity: required
+    sources:
+      - {kind: measured, ref: "vendor lab"}
+    check: update-inplace.rejects-mismatch
+    params:
+      source: [numpy]
+      request: [element-type]
+"""
+
+
+@dataclass
+class Run:
+    path: Path
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def report(self) -> dict:
+        return json.loads((self.path / "reports" / "report.json").read_text(encoding="utf-8"))
+
+    def junit(self, name: str = "junit.xml") -> list[ET.Element]:
+        return list(ET.parse(self.path / name).getroot().iter("testcase"))
+
+
+def pytest_in(folder: Path, *args: str) -> Run:
+    completed = subprocess.run([sys.executable, "-m", "pytest", *BASE, *args], cwd=folder, capture_output=True,
+                               text=True, timeout=TIMEOUT)
+    return Run(folder, completed.returncode, completed.stdout, completed.stderr)
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory) -> Run:
+    """`pytest --ep=cpu --junitxml=junit.xml -rA`, once for this module."""
+    return pytest_in(tmp_path_factory.mktemp("cpu_run"), "--ep=cpu", "--junitxml=junit.xml", "-rA")
+
+
+def properties(case: ET.Element) -> dict[str, str]:
+    return {p.get("name"): p.get("value") for p in case.iter("property")}
+
+
+def kind(case: ET.Element) -> str:
+    """passed | failure | error | skipped, as JUnit says."""
+    tags = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+    return tags[0] if tags else "passed"
+
+
+def by_name(cases: list[ET.Element]) -> dict[str, ET.Element]:
+    return {case.get("name"): case for case in cases}
+
+
+# --- (a) without --ep ----------------------------------------------------------------------
+
+
+def test_without_ep_the_plugin_collects_nothing_and_plain_tests_run(pytester):
+    pytester.makepyfile(test_plain="def test_one():\n    assert 1 + 1 == 2\n")
+    pytester.makefile(".yaml", extra="family: x\n")
+    result = pytester.runpytest_subprocess(*BASE, "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_plain.py::test_one PASSED*"])
+    assert not (pytester.path / "reports").exists()
+    assert "collected 1 item" in result.stdout.str()
+    assert "verdict:" not in result.stdout.str()
+
+
+def test_the_plugin_is_registered_through_its_entry_point(pytester):
+    result = pytester.runpytest_subprocess(*BASE, "--help")
+    result.stdout.fnmatch_lines(["*ONNX Runtime EP conformance*", "*--ep=NAME*", "*--conformance-report=DIR*"])
+    version = pytester.runpytest_subprocess(*BASE, "--version", "--version")
+    assert "ort-ep-conformance" in version.stdout.str() + version.stderr.str()
+
+
+# --- (b) a serial --ep=cpu run -------------------------------------------------------------
+
+
+def test_cpu_run_exits_zero_and_says_conformant(cpu_run):
+    assert cpu_run.returncode == 0, cpu_run.stdout[-3000:] + cpu_run.stderr
+    assert "verdict: conformant" in cpu_run.stdout
+
+
+def test_report_json_has_the_interface_keys(cpu_run):
+    report = cpu_run.report
+    assert {"schema", "kit_version", "onnxruntime", "ep", "devices", "verdict", "summary", "results", "capabilities"} <= set(report)
+    assert report["verdict"] == "conformant"
+    assert report["ep"]["name"] == "CPUExecutionProvider"
+    assert report["onnxruntime"]["version"].startswith("1.")
+    assert report["devices"] and report["devices"][0]["label"] == "cpu"
+    assert report["capabilities"][0]["pairs"]
+
+
+def test_report_json_has_a_result_per_item_with_the_interface_fields(cpu_run):
+    report = cpu_run.report
+    results = report["results"]
+    assert len(results) >= 30
+    assert sum(report["summary"].values()) == len(results) == report["run"]["collected"]
+    assert report["summary"]["pass"] >= 30
+    for entry in results:
+        assert {"contract", "ep", "device", "params", "outcome", "message", "spec"} <= set(entry)
+        path, _, line = entry["spec"].rpartition(":")
+        assert path.startswith("specs/contracts/") and int(line) > 0
+
+
+def test_item_ids_are_contract_and_parameters(cpu_run):
+    nodeids = {r["nodeid"] for r in cpu_run.report["results"]}
+    assert "update-inplace.yaml::update-inplace.from-numpy[cpu-float32-7x13]" in nodeids
+    assert "memory-info.yaml::memory-info.session-inputs[cpu-identity-float32]" in nodeids
+
+
+def test_every_junit_case_carries_contract_ep_device_and_outcome(cpu_run):
+    cases = cpu_run.junit()
+    assert len(cases) == len(cpu_run.report["results"])
+    outcomes = {r["nodeid"].split("::")[1]: r["outcome"] for r in cpu_run.report["results"]}
+    for case in cases:
+        props = properties(case)
+        assert {"contract", "ep", "device", "outcome"} <= set(props), case.get("name")
+        assert props["ep"] == "CPUExecutionProvider" and props["device"] == "cpu"
+        assert case.get("name").startswith(props["contract"] + "[")
+        assert props["outcome"] == outcomes[case.get("name")]
+
+
+def test_not_applicable_case_is_a_junit_skip_with_its_reason(cpu_run):
+    case = by_name(cpu_run.junit())["copy.required-directions[cpu-cpu>default-float32-3x5]"]
+    assert properties(case)["outcome"] == "not_applicable"
+    (skipped,) = case.iter("skipped")
+    assert skipped.get("message").startswith("[not_applicable] the EP's DEFAULT memory is plain CPU memory")
+
+
+def test_passing_case_is_a_plain_junit_testcase(cpu_run):
+    case = by_name(cpu_run.junit())["update-inplace.from-numpy[cpu-float32-7x13]"]
+    assert kind(case) == "passed" and properties(case)["outcome"] == "pass"
+
+
+def test_report_md_starts_with_the_verdict(cpu_run):
+    lines = [l for l in (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8").splitlines() if l.strip()]
+    assert lines[0] == "# Conformance report: CPUExecutionProvider"
+    assert lines[1] == "**Verdict: conformant**"
+
+
+def test_models_used_are_written_beside_the_report(cpu_run):
+    assert list((cpu_run.path / "reports" / "models").glob("identity-float32-2x3-*.onnx"))
+
+
+# --- (h) a runtime finding -----------------------------------------------------------------
+
+
+def test_runtime_subject_failure_is_an_xfail_finding_against_onnxruntime(cpu_run):
+    assert "XFAIL update-inplace.yaml::update-inplace.rejects-mismatch[cpu-numpy-element-type]" in cpu_run.stdout
+    assert "finding against onnxruntime" in cpu_run.stdout
+    findings = cpu_run.report["findings"]
+    assert [(f["contract"], f["params"]) for f in findings] == [
+        ("update-inplace.rejects-mismatch", {"source": "numpy", "request": "element-type"})]
+    assert findings[0]["outcome"] == "fail" and findings[0]["subject"] == "runtime"
+    case = by_name(cpu_run.junit())["update-inplace.rejects-mismatch[cpu-numpy-element-type]"]
+    assert kind(case) == "skipped" and properties(case)["outcome"] == "fail"
+    assert case.find("skipped").get("type") == "pytest.xfail"
+
+
+def test_runtime_finding_is_listed_in_report_md(cpu_run):
+    text = (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8")
+    findings = text.split("## Findings against onnxruntime", 1)[1].split("\n## ", 1)[0]
+    assert "`update-inplace.rejects-mismatch` [cpu-numpy-element-type] — fail" in findings
+
+
+def test_a_failing_ep_contract_shows_statement_spec_line_and_reproducer(pytester):
+    pytester.makefile(".yaml", vendor=FAILING_VENDOR_CONTRACT)
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*vendor.strict-update [[]required, subject: ep[]] failed on CPUExecutionProvider (cpu)*",
+        "*statement: update_inplace MUST refuse a source of another element type*",
+        "*spec:      vendor.yaml:4",
+        "*reproduce with:",
+        "*dst.update_inplace(src)  # expected: an error",
+        "*verdict: non_conformant*",
+    ])
+    assert "Traceback" not in result.stdout.str()
+    report = json.loads((pytester.path / "reports" / "report.json").read_text())
+    assert report["verdict"] == "non_conformant"
+    assert report["verdict_reasons"] == ["required contract broken: vendor.strict-update"]
+
+
+# --- (c), (i) the outcome -> JUnit mapping ---------------------------------------------------
+
+FAKE_OUTCOMES = """\
+import conformance.plugin as plugin
+from conformance.outcomes import Outcome
+
+OUTCOMES = {
+    "memory-info.session-inputs": (Outcome.FAIL, "bytes differ", {"violations": [
+        {"message": "bytes differ", "expected": "0x01", "actual": "0x02", "memory": {}, "reproducer": "print('repro')"}]}),
+    "session.nodes-on-ep": (Outcome.CRASH, "the process running it was killed by SIGSEGV", {}),
+    "iobinding.in-place": (Outcome.TIMEOUT, "did not finish within 1 s", {}),
+    "memory-info.cpu-default-io": (Outcome.ERROR, "the kit failed: KeyError", {}),
+    "streams.sync-stream": (Outcome.NOT_RUN, "no hardware", {}),
+}
+
+
+def run_case(self, ep, contract, device, params):
+    outcome, message, details = OUTCOMES.get(contract.id, (Outcome.PASS, "", {}))
+    return outcome, message, details, 0.0
+
+
+plugin.ConformanceRun.run_case = run_case
+"""
+
+SELECTED = "session-inputs or nodes-on-ep or in-place or cpu-default-io or sync-stream"
+
+
+@pytest.fixture(scope="module")
+def faked(tmp_path_factory):
+    """A run whose checks return the outcomes above (a conftest patches ConformanceRun.run_case)."""
+    folder = tmp_path_factory.mktemp("faked")
+    (folder / "conftest.py").write_text(FAKE_OUTCOMES)
+    run = pytest_in(folder, "--ep=cpu", "--conformance-isolation=none", "-k", SELECTED, "--junitxml=junit.xml", "-rA")
+    return run, by_name(run.junit()), run.report
+
+
+def test_fail_is_a_junit_failure(faked):
+    _, cases, _ = faked
+    case = cases["memory-info.session-inputs[cpu-identity-float32]"]
+    assert kind(case) == "failure"
+    assert properties(case)["outcome"] == "fail"
+    text = case.find("failure").text
+    assert "expected: 0x01" in text and "actual:   0x02" in text and "print('repro')" in text
+
+
+@pytest.mark.parametrize("name, outcome", [
+    ("session.nodes-on-ep[cpu-identity-float32]", "crash"),
+    ("iobinding.in-place[cpu-identity-float32-7x13]", "timeout"),
+    ("memory-info.cpu-default-io[cpu-identity-float32]", "error"),
+])
+def test_crash_timeout_and_error_are_junit_errors(faked, name, outcome):
+    _, cases, _ = faked
+    case = cases[name]
+    assert kind(case) == "error"
+    assert properties(case)["outcome"] == outcome
+    assert f"[{outcome}]" in case.find("error").get("message")
+
+
+def test_not_run_is_a_junit_skip_with_its_reason(faked):
+    _, cases, _ = faked
+    case = cases["streams.sync-stream[cpu]"]
+    assert kind(case) == "skipped"
+    assert properties(case)["outcome"] == "not_run"
+    assert case.find("skipped").get("message") == "[not_run] no hardware"
+
+
+def test_every_faked_case_carries_its_properties(faked):
+    _, cases, _ = faked
+    assert len(cases) > 5
+    for case in cases.values():
+        assert {"contract", "ep", "device", "outcome", "severity", "subject", "spec"} <= set(properties(case))
+
+
+def test_after_a_crash_the_same_call_is_not_run_rather_than_repeated(faked):
+    _, cases, report = faked
+    later = cases["session.nodes-on-ep[cpu-identity-float16]"]
+    assert kind(later) == "skipped" and properties(later)["outcome"] == "not_run"
+    assert "ended in crash" in later.find("skipped").get("message")
+    assert sorted(l["outcome"] for l in report["run"]["lost"]) == ["crash", "timeout"]
+
+
+def test_faked_run_is_non_conformant_and_exits_one(faked):
+    run, _, report = faked
+    assert run.returncode == pytest.ExitCode.TESTS_FAILED, run.stdout[-3000:] + run.stderr
+    assert report["verdict"] == "non_conformant"
+    assert report["run"]["isolation"] == "none"
+    assert set(report["verdict_reasons"]) == {f"required contract broken: {c}" for c in
+                                              ("iobinding.in-place", "memory-info.session-inputs", "session.nodes-on-ep")}
+
+
+# --- (d), (e) usage errors -----------------------------------------------------------------
+
+
+def test_unknown_ep_is_a_usage_error_listing_what_is_available(pytester):
+    result = pytester.runpytest_subprocess(*BASE, "--ep=nosuch", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "unknown EP 'nosuch'" in output
+    assert "cpu (CPUExecutionProvider)" in output
+    assert "--ep-library PATH" in output
+    assert "Traceback" not in output
+
+
+def test_vendor_spec_with_a_misspelled_key_is_a_usage_error_with_file_and_line(pytester):
+    pytester.makefile(".yaml", bad=VENDOR_CONTRACTS.replace("    check:", "    chek:"))
+    result = pytester.runpytest_subprocess(*BASE, "bad.yaml", "--ep=cpu", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "bad.yaml:10:5: contracts[0].chek: unknown key 'chek' (did you mean 'check'?)" in output
+    assert "Traceback" not in output
+
+
+def test_malformed_ep_option_is_a_usage_error(pytester):
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "--ep-option=novalue", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--ep-option expects KEY=VALUE, got 'novalue'" in result.stderr.str()
+
+
+# --- (f) vendor contracts on the command line ------------------------------------------------
+
+
+def test_vendor_contract_file_adds_items_to_the_shipped_catalogue(pytester):
+    pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-v", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "*vendor.yaml::vendor.update-from-numpy[[]cpu-float32-3[]] PASSED*",
+        "*vendor.yaml::vendor.update-from-numpy[[]cpu-int64-3[]] PASSED*",
+    ])
+    report = json.loads((pytester.path / "reports" / "report.json").read_text())
+    vendor = [r for r in report["results"] if r["contract"] == "vendor.update-from-numpy"]
+    assert [r["spec"] for r in vendor] == ["vendor.yaml:4", "vendor.yaml:4"]
+    assert any(r["contract"].startswith("copy.") for r in report["results"])  # the shipped catalogue too
+
+
+def test_python_test_files_are_not_collected_with_ep(pytester):
+    pytester.makepyfile(test_plain="def test_one():\n    assert False\n")
+    pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor", timeout=TIMEOUT)
+    result.assert_outcomes(passed=2, deselected=result.parseoutcomes()["deselected"])
+    assert "test_plain" not in result.stdout.str()
+
+
+def test_report_dir_option_moves_the_report(pytester):
+    pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor",
+                                           "--conformance-report=out", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.OK
+    report = json.loads((pytester.path / "out" / "report.json").read_text())
+    assert len(report["results"]) == 2 and report["run"]["collected"] == 2
+    assert not (pytester.path / "reports").exists()
+
+
+# --- (g) pytest-xdist ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def xdist_run(tmp_path_factory) -> Run:
+    pytest.importorskip("xdist")
+    return pytest_in(tmp_path_factory.mktemp("xdist_run"), "--ep=cpu", "-n", "2", "--junitxml=junit.xml")
+
+
+def test_xdist_run_reports_the_same_results_as_a_serial_run(cpu_run, xdist_run):
+    assert xdist_run.returncode == 0, xdist_run.stdout[-3000:] + xdist_run.stderr
+    report, serial = xdist_run.report, cpu_run.report
+    assert report["verdict"] == "conformant"
+    assert len(report["results"]) == len(serial["results"])
+    assert sorted(r["nodeid"] for r in report["results"]) == sorted(r["nodeid"] for r in serial["results"])
+    assert report["summary"] == serial["summary"]
+    assert report["capabilities"] and len(report["findings"]) == len(serial["findings"])
+
+
+def test_xdist_run_writes_junit_properties_on_every_case(cpu_run, xdist_run):
+    cases = xdist_run.junit()
+    assert len(cases) == len(cpu_run.report["results"])
+    for case in cases:
+        assert {"contract", "ep", "device", "outcome"} <= set(properties(case)), case.get("name")
+
+
+def test_xdist_run_counts_the_collected_checks(cpu_run, xdist_run):
+    assert xdist_run.report["run"]["collected"] == len(cpu_run.report["results"])

@@ -1,0 +1,366 @@
+"""Spec loading and validation: every error is data with file:line:column and a clear message."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from conformance import data, spec, tensors
+from conformance.checks import known_checks
+from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+
+CONTRACT_FILE = """\
+family: vendor
+title: Vendor contracts
+contracts:
+  - id: vendor.thing
+    statement: The vendor thing MUST work as documented.
+    subject: ep
+    severity: required
+    sources:
+      - {kind: seed, ref: "a reference"}
+    applies_when: {default_memory: device}
+    check: update-inplace.from-numpy
+    isolated: false
+    params:
+      dtype: [float32]
+      shape: ["3"]
+"""
+
+EP_FILE = """\
+ep:
+  name: myep
+  provider: MyExecutionProvider
+  summary: a vendor's EP
+  packages: [onnxruntime-myep]
+  memory:
+    default: {device_type: npu, vendor_id: 4660, name: MyNpu}
+    host_accessible: null
+  copy_directions: [cpu>default, default>cpu]
+  not_applicable:
+    copy.host-accessible-alias: the NPU has no host-visible memory
+  waivers:
+    - contract: copy.device-to-device
+      reason: not implemented yet
+      url: https://example.com/issue/1
+      until: "9.0"
+  sources:
+    - {kind: measured, ref: "vendor lab"}
+"""
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    """Files written under the working directory are named relative to it in errors."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write(folder: Path, name: str, text: str) -> str:
+    (folder / name).write_text(text, encoding="utf-8")
+    return name
+
+
+def errors_of(paths, *, checks=None) -> list[spec.SpecError]:
+    with pytest.raises(SpecErrors) as info:
+        load_catalogue(paths, known_checks=known_checks() if checks is None else checks)
+    return info.value.errors
+
+
+def only_error(paths, **kwargs) -> spec.SpecError:
+    errors = errors_of(paths, **kwargs)
+    assert len(errors) == 1, [str(e) for e in errors]
+    return errors[0]
+
+
+def shipped() -> list[str]:
+    return [str(p) for p in shipped_spec_dirs()]
+
+
+def test_the_contract_template_is_valid(in_tmp):
+    catalogue = load_catalogue([write(in_tmp, "c.yaml", CONTRACT_FILE)], known_checks=known_checks())
+    assert [c.id for c in catalogue.contracts] == ["vendor.thing"]
+
+
+# --- one test per error kind -----------------------------------------------------------------
+
+
+def test_misspelled_key_is_reported_at_its_line_with_a_suggestion(in_tmp):
+    text = CONTRACT_FILE.replace("{default_memory: device}", "{defualt_memory: device}")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.path, error.line, error.column) == ("c.yaml", 10, 20)
+    assert error.message == "unknown key 'defualt_memory' (did you mean 'default_memory'?)"
+    assert str(error).startswith("c.yaml:10:20: ")
+
+
+def test_unknown_key_without_a_close_match_lists_the_allowed_keys(in_tmp):
+    text = CONTRACT_FILE.replace("    isolated: false\n", "    zzz: 1\n")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.line, error.column) == (12, 5)
+    assert error.message.startswith("unknown key 'zzz'; expected one of: ")
+    assert "statement" in error.message
+
+
+def test_unknown_non_string_key_is_reported_at_its_own_line(in_tmp):
+    text = CONTRACT_FILE.replace("    isolated: false\n", "    3: false\n")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert error.message.startswith("unknown key '3'")
+    assert (error.line, error.column) == (12, 5)
+
+
+def test_missing_required_key_is_reported_at_the_mapping_that_lacks_it(in_tmp):
+    text = CONTRACT_FILE.replace("    statement: The vendor thing MUST work as documented.\n", "")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.path, error.line, error.column) == ("c.yaml", 4, 5)
+    assert error.message == "missing key 'statement'"
+    assert error.key == "contracts[0]"
+
+
+def test_wrong_enum_value_lists_the_allowed_values(in_tmp):
+    text = CONTRACT_FILE.replace("severity: required", "severity: must")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.line, error.column) == (7, 15)
+    assert error.key == "contracts[0].severity"
+    assert error.message == "'must' is not allowed; expected one of: 'required', 'recommended', 'informational'"
+
+
+def test_wrong_type_names_expected_and_actual(in_tmp):
+    text = CONTRACT_FILE.replace("isolated: false", "isolated: sometimes")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.line, error.column) == (12, 15)
+    assert error.message == "expected boolean, got str 'sometimes'"
+
+
+def test_scalar_where_a_list_is_expected_is_a_type_error(in_tmp):
+    text = CONTRACT_FILE.replace("dtype: [float32]", "dtype: float32")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.line, error.column) == (14, 14)
+    assert error.message == "expected array, got str 'float32'"
+
+
+def test_bad_id_pattern_shows_the_expected_form(in_tmp):
+    text = CONTRACT_FILE.replace("id: vendor.thing", "id: Vendor.Thing")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.line, error.column) == (4, 9)
+    assert error.key == "contracts[0].id"
+    assert error.message.startswith("'Vendor.Thing' does not match the expected form ")
+
+
+def test_bad_shape_pattern_points_at_the_item(in_tmp):
+    text = CONTRACT_FILE.replace('shape: ["3"]', 'shape: ["3", "3 by 5"]')
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.line, error.column) == (15, 20)
+    assert error.key == "contracts[0].params.shape[1]"
+
+
+def test_duplicate_yaml_key_is_reported_at_the_second_occurrence(in_tmp):
+    text = CONTRACT_FILE.replace("title: Vendor contracts\n", "title: Vendor contracts\ntitle: again\n")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.path, error.line, error.column) == ("c.yaml", 3, 1)
+    assert error.message == "duplicate key 'title'"
+
+
+def test_invalid_yaml_is_reported_at_the_line_of_the_problem(in_tmp):
+    text = CONTRACT_FILE.replace("title: Vendor contracts", "title: Vendor: contracts")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.path, error.line) == ("c.yaml", 2)
+    assert error.message.startswith("not valid YAML: mapping values are not allowed here")
+
+
+def test_empty_file_is_an_error(in_tmp):
+    error = only_error([write(in_tmp, "c.yaml", "# nothing\n")])
+    assert (error.path, error.line, error.message) == ("c.yaml", 1, "the file is empty")
+
+
+def test_file_of_neither_kind_is_an_error(in_tmp):
+    error = only_error([write(in_tmp, "c.yaml", "something: else\n")])
+    assert error.path == "c.yaml"
+    assert "top-level key 'contracts'" in error.message and "top-level key 'ep'" in error.message
+
+
+def test_unreadable_file_is_an_error_not_an_exception(in_tmp):
+    error = only_error(["missing.yaml"])
+    assert error.path == "missing.yaml"
+    assert error.message.startswith("cannot read: ")
+
+
+def test_duplicate_contract_id_across_files_names_the_first_location(in_tmp):
+    first = write(in_tmp, "a.yaml", CONTRACT_FILE)
+    second = write(in_tmp, "b.yaml", "# a second file\n" + CONTRACT_FILE)
+    error = only_error([first, second])
+    assert (error.path, error.line) == ("b.yaml", 5)
+    assert error.message == "duplicate contract id 'vendor.thing' (first defined at a.yaml:4)"
+
+
+def test_duplicate_of_a_shipped_contract_id_names_the_shipped_file(in_tmp):
+    text = CONTRACT_FILE.replace("family: vendor", "family: copy").replace("id: vendor.thing", "id: copy.roundtrip-exact")
+    error = only_error([*shipped(), write(in_tmp, "c.yaml", text)])
+    assert error.path == "c.yaml"
+    assert "duplicate contract id 'copy.roundtrip-exact' (first defined at specs/contracts/copy.yaml:" in error.message
+
+
+def test_unknown_check_id_suggests_the_closest_registered_check(in_tmp):
+    text = CONTRACT_FILE.replace("check: update-inplace.from-numpy", "check: update-inplace.from-numpi")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.path, error.line) == ("c.yaml", 4)
+    assert error.key == "check"
+    assert error.message == "unknown check 'update-inplace.from-numpi' (did you mean 'update-inplace.from-numpy'?)"
+
+
+def test_check_ids_are_not_cross_checked_without_a_registry(in_tmp):
+    text = CONTRACT_FILE.replace("check: update-inplace.from-numpy", "check: nowhere.at-all")
+    catalogue = load_catalogue([write(in_tmp, "c.yaml", text)], known_checks=())
+    assert catalogue.contracts[0].check == "nowhere.at-all"
+
+
+def test_id_not_starting_with_the_family_is_an_error(in_tmp):
+    text = CONTRACT_FILE.replace("id: vendor.thing", "id: other.thing")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.path, error.line, error.column) == ("c.yaml", 4, 9)
+    assert error.message == "id must start with the family name 'vendor.'"
+
+
+def test_ep_waiver_for_an_unknown_contract_is_an_error_with_a_suggestion(in_tmp):
+    text = EP_FILE.replace("contract: copy.device-to-device", "contract: copy.device-to-devise")
+    error = only_error([*shipped(), write(in_tmp, "ep.yaml", text)])
+    assert error.path == "ep.yaml"
+    assert 2 <= error.line <= 13  # within the EP declaration (the kit reports the EP's line)
+    assert error.key == "waivers"
+    assert error.message == "unknown contract 'copy.device-to-devise' (did you mean 'copy.device-to-device'?)"
+
+
+def test_ep_not_applicable_entry_for_an_unknown_contract_is_an_error(in_tmp):
+    text = EP_FILE.replace("copy.host-accessible-alias:", "copy.host-accessible-alas:")
+    error = only_error([*shipped(), write(in_tmp, "ep.yaml", text)])
+    assert error.path == "ep.yaml"
+    assert error.key == "not_applicable"
+    assert error.message == "unknown contract 'copy.host-accessible-alas' (did you mean 'copy.host-accessible-alias'?)"
+
+
+def test_ep_name_already_declared_by_a_shipped_spec_is_an_error(in_tmp):
+    text = EP_FILE.replace("name: myep", "name: cpu").replace("name: MyNpu", "name: X")
+    error = only_error([*shipped(), write(in_tmp, "ep.yaml", text)])
+    assert error.path == "ep.yaml"
+    assert error.message.startswith("EP name or alias 'cpu' is already declared at specs/eps/cpu.yaml:")
+
+
+def test_ep_memory_with_a_misspelled_key_is_reported_inside_the_oneof(in_tmp):
+    text = EP_FILE.replace("{device_type: npu, vendor_id: 4660, name: MyNpu}", "{device_typ: npu}")
+    errors = errors_of([*shipped(), write(in_tmp, "ep.yaml", text)])
+    messages = [e.message for e in errors]
+    assert "unknown key 'device_typ' (did you mean 'device_type'?)" in messages
+    assert all(e.path == "ep.yaml" and e.line == 7 for e in errors), [str(e) for e in errors]
+
+
+def test_every_error_of_every_file_is_collected(in_tmp):
+    bad_contract = CONTRACT_FILE.replace("severity: required", "severity: must")
+    bad_ep = EP_FILE.replace("summary: a vendor's EP", "sumary: a vendor's EP")
+    errors = errors_of([write(in_tmp, "c.yaml", bad_contract), write(in_tmp, "ep.yaml", bad_ep)])
+    assert {e.path for e in errors} == {"c.yaml", "ep.yaml"}
+    assert "SpecErrors" not in str(SpecErrors(errors))
+    assert str(SpecErrors(errors)).count("\n") == len(errors) - 1
+
+
+# --- what does load ------------------------------------------------------------------------
+
+
+def test_a_valid_vendor_ep_file_loads_together_with_the_shipped_catalogue(in_tmp):
+    catalogue = load_catalogue([*shipped(), write(in_tmp, "ep.yaml", EP_FILE)], known_checks=known_checks())
+    ep = catalogue.ep_spec("MyExecutionProvider")
+    assert ep is not None and ep.name == "myep"
+    assert (ep.location.path, ep.location.line) == ("ep.yaml", 2)
+    assert ep.default_memory.device_type == "npu" and ep.default_memory.vendor_id == 4660
+    assert ep.copy_directions == (("cpu", "default"), ("default", "cpu"))
+    assert ep.waivers[0].contract == "copy.device-to-device" and ep.waivers[0].until == "9.0"
+    assert ep.waivers[0].location.line == 13
+    assert catalogue.ep_spec("cpu") is not None
+    assert len(catalogue.contracts) == len(load_catalogue(known_checks=known_checks()).contracts)
+
+
+def test_a_folder_is_read_for_yaml_files(in_tmp):
+    folder = in_tmp / "vendor"
+    folder.mkdir()
+    write(folder, "c.yaml", CONTRACT_FILE)
+    write(folder, "notes.txt", "not a spec")
+    catalogue = load_catalogue([str(folder)], known_checks=known_checks())
+    assert [c.id for c in catalogue.contracts] == ["vendor.thing"]
+    assert catalogue.contracts[0].location.path == "vendor/c.yaml"
+
+
+def test_contract_statement_is_folded_and_cases_follow_the_yaml_order(in_tmp):
+    text = CONTRACT_FILE.replace('shape: ["3"]', 'shape: ["3", scalar]').replace("dtype: [float32]", "dtype: [int8, float32]")
+    contract = load_catalogue([write(in_tmp, "c.yaml", text)], known_checks=known_checks()).contracts[0]
+    assert contract.cases() == [
+        {"dtype": "int8", "shape": "3"}, {"dtype": "int8", "shape": "scalar"},
+        {"dtype": "float32", "shape": "3"}, {"dtype": "float32", "shape": "scalar"},
+    ]
+    assert contract.file == str((in_tmp / "c.yaml").resolve())
+
+
+def test_shipped_catalogue_loads_with_the_registered_checks():
+    catalogue = load_catalogue(known_checks=known_checks())
+    assert len(catalogue.contracts) >= 15
+    assert catalogue.ep_spec("cpu").provider == "CPUExecutionProvider"
+    assert len(catalogue.digest) == 64
+
+
+def test_every_shipped_schema_is_a_valid_draft_2020_12_schema():
+    schemas = sorted(data.schemas_dir().glob("*.json"))
+    assert {p.name for p in schemas} >= {spec.CONTRACTS_SCHEMA, spec.EP_SCHEMA}
+    for path in schemas:
+        jsonschema.Draft202012Validator.check_schema(json.loads(path.read_text(encoding="utf-8")))
+
+
+def test_schema_dtype_enum_equals_the_tensor_dtypes():
+    schema = spec.load_schema(spec.CONTRACTS_SCHEMA)
+    assert sorted(schema["$defs"]["dtype"]["enum"]) == sorted(tensors.DTYPES)
+
+
+def test_every_shipped_contract_names_a_registered_check():
+    checks = known_checks()
+    for folder in shipped_spec_dirs():
+        for path in sorted(folder.glob("*.yaml")):
+            document = yaml.safe_load(path.read_text(encoding="utf-8"))
+            for contract in document.get("contracts", []):
+                assert contract["check"] in checks, f"{path.name}: {contract['id']} uses unknown check {contract['check']}"
+
+
+def test_every_shipped_contract_and_ep_spec_has_a_real_location():
+    catalogue = load_catalogue(known_checks=known_checks())
+    assert catalogue.contracts and catalogue.eps
+    for item in (*catalogue.contracts, *catalogue.eps):
+        assert item.location.line > 0
+        assert item.location.path.startswith("specs/")
+    for contract in catalogue.contracts:
+        lines = Path(contract.file).read_text(encoding="utf-8").splitlines()
+        assert lines[contract.location.line - 1].strip() == f"- id: {contract.id}"
+
+
+def test_shipped_yaml_points_editors_at_the_schemas():
+    for folder, schema in ((data.contracts_dir(), spec.CONTRACTS_SCHEMA), (data.eps_dir(), spec.EP_SCHEMA)):
+        for path in sorted(folder.glob("*.yaml")):
+            first = path.read_text(encoding="utf-8").splitlines()[0]
+            assert first.startswith("# yaml-language-server: $schema=") and first.endswith(schema), path.name
+
+
+def test_spec_error_str_is_path_line_column_key_message():
+    error = spec.SpecError("x.yaml", 3, 7, "ep.name", "bad")
+    assert str(error) == "x.yaml:3:7: ep.name: bad"
+    assert str(spec.SpecError("x.yaml", 1, 1, "", "bad")) == "x.yaml:1:1: bad"
+
+
+def test_parse_yaml_records_key_and_value_positions():
+    doc, errors = spec.parse_yaml(textwrap.dedent("""\
+        a:
+          b: [1, 2]
+        """), "t.yaml")
+    assert errors == []
+    assert doc.location(("a", "b", 1)).line == 2
+    assert doc.location(("a", "b", 1)).column == 10
+    assert doc.location(("a", "b"), key=True).column == 3
+    assert doc.location(("a", "nope")).line == 2  # falls back to the nearest known parent
