@@ -7,6 +7,7 @@ Sessions and models are built once per worker and shared by the checks.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +116,18 @@ class CheckContext:
         value = self.allocate(kind, dtype, storage.shape)
         self.copy([self.wrap_cpu(storage, dtype)], [value])
         return value
+
+    @contextlib.contextmanager
+    def precondition(self, what: str):
+        """A step that must work for the check to mean anything (e.g. placing valid values on
+        the device before a bad request is tried): if onnxruntime fails there, the contract
+        under test was not reached, so the case is not_run, not a failure of that contract."""
+        try:
+            yield
+        except (NotApplicable, NotRun):
+            raise
+        except Exception as exc:
+            raise NotRun(f"{what} failed, so the contract could not be tried: {type(exc).__name__}: {exc}") from None
 
     # --- sessions --------------------------------------------------------------------------
 

@@ -35,7 +35,8 @@ RESULT_KEY = pytest.StashKey[Result]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "ONNX Runtime EP conformance (ort-ep-conformance)")
     group.addoption("--ep", action="append", default=[], metavar="NAME",
-                    help="EP to check: an alias (cpu, cuda, openvino, webgpu, ...) or the provider's name; repeatable. "
+                    help="EP to check: an alias from the EP specs (cpu, webgpu, refdev, ...) or the provider's own name "
+                         "(e.g. CUDAExecutionProvider); repeatable. "
                          "Without --ep the plugin collects nothing.")
     group.addoption("--ep-library", metavar="PATH", help="register this plugin EP library first; --ep names the EP it provides")
     group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
@@ -57,6 +58,9 @@ class EpUnderTest:
     capabilities: list[dict[str, Any]] = field(default_factory=list)
     quarantine: dict[tuple, str] = field(default_factory=dict)
     lost: dict[int, int] = field(default_factory=dict)  # device index -> checks lost to crash/timeout
+    # A second worker for contracts marked `isolated` (bad requests that may corrupt memory),
+    # so that whatever they break cannot leak into the checks that follow in the main worker.
+    isolated_worker: Worker | None = None
 
     @property
     def label(self) -> str:
@@ -126,13 +130,20 @@ class ConformanceRun:
         if not ep.worker:
             reply = ep.runner.run(contract.id, device["index"], params)
         else:
+            worker = self._isolated_worker(ep) if contract.isolated else ep.worker
             try:
-                reply = ep.worker.request(request, what=f"{contract.id} on {device['label']}")["result"]
+                reply = worker.request(request, what=f"{contract.id} on {device['label']}")["result"]
             except WorkerLost as exc:
                 return Outcome(exc.outcome), str(exc), {}, 0.0
             except WorkerRefused as exc:
                 return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
         return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
+
+    def _isolated_worker(self, ep: EpUnderTest) -> Worker:
+        if ep.isolated_worker is None:
+            log = ep.worker.log.with_name(ep.worker.log.stem + "-isolated.log") if ep.worker.log else None
+            ep.isolated_worker = Worker(ep.worker.init, timeout=self.timeout, log=log)  # started on first request
+        return ep.isolated_worker
 
     # --- hooks of the run (registered as a plugin object, like pytest's LogXML) -------------
 
@@ -165,8 +176,9 @@ class ConformanceRun:
 
     def close(self) -> None:
         for ep in self.eps:
-            if ep.worker:
-                ep.worker.close()
+            for worker in (ep.worker, ep.isolated_worker):
+                if worker:
+                    worker.close()
 
 
 def _safe(name: str) -> str:

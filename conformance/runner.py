@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import eps
-from conformance.checks import CHECKS, NotApplicable, NotRun, load_all
+from conformance.checks import CHECKS, NotApplicable, NotRun, Violation, load_all
 from conformance.context import CheckContext
 from conformance.models import ModelCache
 from conformance.outcomes import Outcome
@@ -68,24 +68,28 @@ class Runner:
         return {"outcome": outcome.value, "message": message, "details": details, "duration": time.perf_counter() - started}
 
     def _run(self, function, ctx: CheckContext, params: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+        violations: list[Violation] = []
+        details: dict[str, Any] = {}
         try:
-            violations = list(function(ctx, **params))
-        except NotApplicable as exc:
-            return Outcome.NOT_APPLICABLE, str(exc), {}
-        except NotRun as exc:
-            return Outcome.NOT_RUN, str(exc), {}
+            for violation in function(ctx, **params):
+                violations.append(violation)
+        except (NotApplicable, NotRun) as exc:
+            if not violations:
+                outcome = Outcome.NOT_APPLICABLE if isinstance(exc, NotApplicable) else Outcome.NOT_RUN
+                return outcome, str(exc), {}
+            # What was already found stands; the check stopped early for the reason given.
+            violations.append(Violation(f"the check stopped after that: {exc}"))
         except Exception as exc:
-            if is_onnxruntime_error(exc):
-                text = f"onnxruntime raised {type(exc).__name__}: {exc}".strip()
-                details = {"violations": [{"message": text, "expected": "", "actual": "", "memory": {}, "reproducer": ""}]}
-                if raised_by_onnxruntime_python(exc):
-                    # Refused by onnxruntime's Python layer before the EP was asked: a finding
-                    # against onnxruntime, whoever's promise the contract is.
-                    details["subject"] = "runtime"
-                    text = f"onnxruntime's Python layer refused: {type(exc).__name__}: {exc}"
-                return Outcome.FAIL, text, details
-            return Outcome.ERROR, f"the kit failed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc(limit=-4)}
+            if not is_onnxruntime_error(exc):
+                return Outcome.ERROR, f"the kit failed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc(limit=-4)}
+            if raised_by_onnxruntime_python(exc):
+                # Refused by onnxruntime's Python layer before the EP was asked: a finding
+                # against onnxruntime, whoever's promise the contract is.
+                details["subject"] = "runtime"
+                violations.append(Violation(f"onnxruntime's Python layer refused: {type(exc).__name__}: {exc}"))
+            else:
+                violations.append(Violation(f"onnxruntime raised {type(exc).__name__}: {exc}".strip()))
         if not violations:
             return Outcome.PASS, "", {}
         message = violations[0].message + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
-        return Outcome.FAIL, message, {"violations": [asdict(v) for v in violations]}
+        return Outcome.FAIL, message, {**details, "violations": [asdict(v) for v in violations]}

@@ -406,3 +406,11 @@ def test_xdist_run_writes_junit_properties_on_every_case(cpu_run, xdist_run):
 
 def test_xdist_run_counts_the_collected_checks(cpu_run, xdist_run):
     assert xdist_run.report["run"]["collected"] == len(cpu_run.report["results"])
+
+
+def test_isolated_contracts_run_in_a_worker_of_their_own(cpu_run):
+    reports = cpu_run.path / "reports"
+    assert (reports / "worker-cpu.log").exists()
+    assert (reports / "worker-cpu-isolated.log").exists()  # started for copy.bad-requests and rejects-mismatch
+    isolated = [r for r in cpu_run.report["results"] if r["contract"] in ("copy.bad-requests", "update-inplace.rejects-mismatch")]
+    assert isolated and all(r["outcome"] in ("pass", "fail") for r in isolated)

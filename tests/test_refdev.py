@@ -20,14 +20,14 @@ LIBRARY = ROOT / "refdev" / "build" / "libort_refdev_ep.so"
 
 # fault mode -> (verdict, contracts that must be broken, outcome they must end in)
 FAULTS = {
-    "no-data-transfer": ("non_conformant", {"copy.required-directions", "copy.device-to-device"}, "fail"),
+    "no-data-transfer": ("non_conformant", {"copy.required-directions", "copy.device-to-device", "streams.sync-stream"}, "fail"),
     "corrupt": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions"}, "fail"),
     "short-copy": ("non_conformant", {"copy.roundtrip-exact", "copy.roundtrip-large"}, "fail"),
     "no-d2d": ("non_conformant", {"copy.device-to-device", "update-inplace.from-ortvalue"}, "fail"),
     "no-d2h": ("non_conformant", {"copy.required-directions"}, "fail"),
     "no-h2d": ("non_conformant", {"copy.required-directions"}, "fail"),
     "wrong-memory": ("non_conformant", {"memory-info.declaration"}, "fail"),
-    "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep"}, "fail"),
+    "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep", "iobinding.in-place"}, "fail"),
     "alloc-fail": ("non_conformant", {"memory-info.allocatable"}, "fail"),
     "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
     "abort": ("non_conformant", set(), "crash"),
@@ -78,6 +78,9 @@ def test_correct_reference_ep_is_conformant(refdev_library, tmp_path):
             "session.nodes-on-ep", "memory-info.declaration"} <= passed
     statuses = {(p["source"], p["destination"]): p["status"] for p in report["capabilities"][0]["pairs"]}
     assert statuses[("cpu", "default")] == statuses[("default", "cpu")] == statuses[("default", "default")] == "supported"
+    # onnxruntime's copy_tensors does not check element types: a real finding, reported apart.
+    findings = {(f["contract"], f["params"].get("request")) for f in report["findings"]}
+    assert ("copy.bad-requests", "type-mismatch") in findings
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
@@ -89,10 +92,35 @@ def test_fault_mode_is_caught_by_its_contract(refdev_library, tmp_path, fault):
     caught = broken(report, outcome)
     assert caught, f"no contract ended in {outcome}"
     assert contracts <= caught, f"expected {sorted(contracts)} among {sorted(caught)}"
+    # A broken EP does not produce findings against onnxruntime: runtime-subject checks whose
+    # valid set-up already fails on the EP are not_run, not blamed on the runtime.
+    assert {f["contract"] for f in report["findings"]} <= {"copy.bad-requests", "update-inplace.rejects-mismatch"}
     if outcome in ("crash", "timeout"):
         # The run survived: every collected check has a result, and the lost ones are listed.
         assert len(report["results"]) == report["run"]["collected"]
         assert report["run"]["lost"] and all(l["outcome"] == outcome for l in report["run"]["lost"])
+
+
+# fault mode -> the copy directions the probe must report with this status
+MATRIX = {
+    "no-d2d": {("default", "default"): "required_but_missing", ("cpu", "default"): "supported"},
+    "no-d2h": {("default", "cpu"): "required_but_missing"},
+    "corrupt": {("cpu", "default"): "broken"},
+}
+
+
+@pytest.mark.parametrize("fault", sorted(MATRIX))
+def test_copy_matrix_reports_what_the_fault_broke(refdev_library, tmp_path, fault):
+    from conformance.probe import probe_eps
+
+    os.environ["ORT_REFDEV_FAULT"] = fault
+    try:
+        matrix = probe_eps("refdev", library=str(refdev_library), timeout=30)
+    finally:
+        del os.environ["ORT_REFDEV_FAULT"]
+    statuses = {(p["source"], p["destination"]): p["status"] for p in matrix["eps"][0]["devices"][0]["pairs"]}
+    for pair, status in MATRIX[fault].items():
+        assert statuses[pair] == status, statuses
 
 
 def test_ep_claiming_no_node_is_incomplete_not_conformant(refdev_library, tmp_path):

@@ -73,6 +73,12 @@ def from_numpy(ctx, dtype: str, shape: str, memory: str = "default") -> Iterator
 
 @check("update-inplace.non-contiguous")
 def non_contiguous(ctx, dtype: str, shape: str, layout: str, memory: str = "default") -> Iterator[Violation]:
+    # Strides are onnxruntime's business; the copy itself is the EP's. Only where a contiguous
+    # array arrives intact can a wrong non-contiguous result be blamed on the strides.
+    with ctx.precondition("update_inplace of the same values, contiguous"):
+        contiguous = list(_from_numpy(ctx, dtype, shape, memory, "contiguous"))
+    if contiguous:
+        raise NotRun(f"update_inplace of the same values, contiguous, already fails: {contiguous[0].message}")
     yield from _from_numpy(ctx, dtype, shape, memory, layout)
 
 
@@ -114,8 +120,9 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
     src_dtype_name, src_shape = MISMATCHES[request]
     src_dtype = tensors.DTYPES[src_dtype_name]
     values = tensors.sample(src_dtype, src_shape, seed=3)
-    payload = ctx.place(values, memory, src_dtype) if source == "ortvalue" else values
-    destination = ctx.place(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), memory, float32)
+    with ctx.precondition(f"placing valid values in {memory} memory"):
+        payload = ctx.place(values, memory, src_dtype) if source == "ortvalue" else values
+        destination = ctx.place(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), memory, float32)
     before = destination.data_ptr()
     snippet = (f"{ctx.preamble()}\ndst = ort.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, memory_info={ctx.memory_expr(memory)})\n"
                f"src = np.zeros({src_shape}, np.{src_dtype.storage.name})" + ("\nsrc = ort.OrtValue.ortvalue_from_numpy(src)" if source == "ortvalue" else "")
@@ -129,7 +136,8 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
         yield Violation(f"update_inplace({source}) accepted a {src_dtype.name} source of shape {list(src_shape)} for a float32 [2, 3] destination",
                         expected="a clear error, destination untouched", actual="accepted",
                         memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
-    got = ctx.read(destination, memory, float32, (2, 3))
+    with ctx.precondition("reading the destination back"):
+        got = ctx.read(destination, memory, float32, (2, 3))
     if refused and tensors.compare(tensors.payload(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), float32), got):
         yield Violation("the refused update_inplace still wrote into the destination", expected="destination unchanged",
                         actual="destination bytes changed", reproducer=snippet)

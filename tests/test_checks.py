@@ -1,0 +1,211 @@
+"""Checks that the reference EP cannot break are made to fail here, on the CPU EP, by putting a
+misbehaving stand-in where onnxruntime's object would be: a session whose inputs claim
+HOST_ACCESSIBLE memory, a numpy() that copies, an update_inplace that ignores strides, ...
+Each test also shows the same check passing without the stand-in, so it is the stand-in, not
+the set-up, that makes it fail.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from conformance.checks import NotRun, Violation
+from conformance.context import SessionInfo
+from conformance.outcomes import Outcome
+from conformance.runner import Runner, raised_by_onnxruntime_python
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory):
+    return Runner("cpu", models_dir=str(tmp_path_factory.mktemp("models")))
+
+
+@pytest.fixture
+def ctx(runner, monkeypatch):
+    context = runner.context(0)
+    # Each test gets the shared context back unchanged: monkeypatch undoes its stand-ins.
+    monkeypatch.setattr(context, "_sessions", {})
+    return context
+
+
+def run(runner, contract: str, **params) -> tuple[Outcome, str]:
+    result = runner.run(contract, 0, params)
+    return Outcome(result["outcome"]), result["message"]
+
+
+def memory_info(name: str, device_memory) -> "ort.OrtMemoryInfo":
+    return ort.OrtMemoryInfo.create_v2(name, ort.OrtMemoryInfoDeviceType.GPU, 0xBEEF, 0, device_memory, 0,
+                                       ort.OrtAllocatorType.ORT_DEVICE_ALLOCATOR)
+
+
+class SessionClaiming:
+    """A real session whose memory-info queries answer `inputs` / `outputs` instead."""
+
+    def __init__(self, session, inputs=None, outputs=None):
+        self._session, self._inputs, self._outputs = session, inputs, outputs
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
+
+    def get_input_memory_infos(self):
+        return self._inputs or self._session.get_input_memory_infos()
+
+    def get_output_memory_infos(self):
+        return self._outputs or self._session.get_output_memory_infos()
+
+
+def claim_memory(monkeypatch, ctx, **claims):
+    real = ctx.session
+
+    def session(recipe, dtype, shape):
+        info = real(recipe, dtype, shape)
+        n_in, n_out = len(info.session.get_inputs()), len(info.session.get_outputs())
+        claimed = {k: [v] * (n_in if k == "inputs" else n_out) for k, v in claims.items()}
+        return SessionInfo(SessionClaiming(info.session, **claimed), info.model_path, info.recipe, info.assignment)
+
+    monkeypatch.setattr(ctx, "session", session)
+
+
+def test_session_inputs_in_host_accessible_memory_fail(runner, ctx, monkeypatch):
+    assert run(runner, "memory-info.session-inputs", recipe="add", dtype="float32")[0] is Outcome.PASS
+    claim_memory(monkeypatch, ctx, inputs=memory_info("FakePinned", ort.OrtDeviceMemoryType.HOST_ACCESSIBLE))
+    outcome, message = run(runner, "memory-info.session-inputs", recipe="add", dtype="float32")
+    assert outcome is Outcome.FAIL
+    assert "session input 'a' lives in FakePinned" in message and "host_accessible" in message
+
+
+def test_session_outputs_in_another_vendors_memory_fail(runner, ctx, monkeypatch):
+    assert run(runner, "memory-info.session-outputs", recipe="identity", dtype="float32")[0] is Outcome.PASS
+    claim_memory(monkeypatch, ctx, outputs=memory_info("Elsewhere", ort.OrtDeviceMemoryType.DEFAULT))
+    outcome, message = run(runner, "memory-info.session-outputs", recipe="identity", dtype="float32")
+    assert outcome is Outcome.FAIL
+    assert "session output 'y' lives in Elsewhere" in message
+
+
+def test_cpu_default_ep_with_device_resident_io_fails(runner, ctx, monkeypatch):
+    assert run(runner, "memory-info.cpu-default-io", recipe="identity", dtype="int32")[0] is Outcome.PASS
+    claim_memory(monkeypatch, ctx, inputs=memory_info("Device", ort.OrtDeviceMemoryType.DEFAULT))
+    outcome, message = run(runner, "memory-info.cpu-default-io", recipe="identity", dtype="int32")
+    assert outcome is Outcome.FAIL
+    assert "without DEFAULT memory lives in Device" in message
+
+
+class CopyingValue:
+    """A value whose numpy() hands out a fresh copy each time, as a non-aliasing memory would."""
+
+    def __init__(self, shape, dtype):
+        self._data = np.zeros(shape, dtype)
+
+    def data_ptr(self):
+        return self._data.ctypes.data
+
+    def numpy(self):
+        return self._data.copy()
+
+
+def test_host_accessible_memory_that_numpy_copies_fails(runner, ctx, monkeypatch):
+    facts = {"name": "FakeHost", "device_id": 0, "vendor_id": 0xBEEF, "device_mem_type": "host_accessible",
+             "allocator_type": "ort_device_allocator", "mem_type": "cpu_output", "device_type": "gpu"}
+    monkeypatch.setitem(ctx.facts["memory"], "host_accessible", facts)
+    # An aliasing value (a plain CPU one) passes ...
+    monkeypatch.setattr(ctx, "allocate", lambda kind, dt, shape: ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, dt.storage)))
+    assert run(runner, "copy.host-accessible-alias", dtype="float32")[0] is Outcome.PASS
+    # ... one whose numpy() copies does not.
+    monkeypatch.setattr(ctx, "allocate", lambda kind, dt, shape: CopyingValue(shape, dt.storage))
+    outcome, message = run(runner, "copy.host-accessible-alias", dtype="float32")
+    assert outcome is Outcome.FAIL
+    assert "numpy() of a HOST_ACCESSIBLE value does not alias its memory" in message
+
+
+class RawBufferUpdate:
+    """update_inplace that copies the source's memory from its first byte, ignoring strides."""
+
+    def __init__(self, value, storage):
+        self._value, self._storage = value, storage
+
+    def __getattr__(self, name):
+        return getattr(self._value, name)
+
+    def update_inplace(self, source):
+        raw = np.lib.stride_tricks.as_strided(source, shape=(source.size,), strides=(source.itemsize,))
+        self._storage.reshape(-1)[:] = raw
+
+
+def test_update_inplace_that_ignores_strides_fails(runner, ctx, monkeypatch):
+    params = dict(layout="strided", dtype="float32", shape="7x13")
+    assert run(runner, "update-inplace.non-contiguous", **params)[0] is Outcome.PASS
+    real_place = ctx.place
+    monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: RawBufferUpdate(real_place(storage, kind, dt), storage))
+    outcome, message = run(runner, "update-inplace.non-contiguous", **params)
+    assert outcome is Outcome.FAIL
+    assert message.startswith("strided numpy source: values differ after update_inplace")
+
+
+class StreamingDevice:
+    def __init__(self, device):
+        self._device = device
+
+    def __getattr__(self, name):
+        return getattr(self._device, name)
+
+    def create_sync_stream(self):
+        return object()
+
+
+def test_sync_stream_on_cpu_default_memory_fails(runner, ctx, monkeypatch):
+    assert run(runner, "streams.sync-stream")[0] is Outcome.PASS
+    monkeypatch.setattr(ctx, "device", StreamingDevice(ctx.device))
+    outcome, message = run(runner, "streams.sync-stream")
+    assert outcome is Outcome.FAIL
+    assert "succeeded for an EP device whose DEFAULT memory is CPU memory" in message
+
+
+def test_copy_that_accepts_a_bad_request_fails(runner, ctx, monkeypatch):
+    # On plain CPU memory onnxruntime refuses every copy, so the request is refused.
+    assert run(runner, "copy.bad-requests", request="size-mismatch", direction="cpu>default")[0] is Outcome.PASS
+    monkeypatch.setattr(ctx, "copy", lambda sources, destinations: None)
+    outcome, message = run(runner, "copy.bad-requests", request="size-mismatch", direction="cpu>default")
+    assert outcome is Outcome.FAIL
+    assert message == "copy_tensors accepted a bad request (size-mismatch)"
+
+
+def test_bad_request_is_not_run_when_valid_values_cannot_be_placed(runner, ctx, monkeypatch):
+    def broken_place(storage, kind, dt):
+        raise RuntimeError("the EP cannot copy at all")
+
+    monkeypatch.setattr(ctx, "place", broken_place)
+    outcome, message = run(runner, "copy.bad-requests", request="type-mismatch", direction="cpu>default")
+    assert outcome is Outcome.NOT_RUN
+    assert "placing valid values for cpu>default failed" in message
+
+
+def test_violations_found_before_a_check_stops_are_kept(runner, ctx):
+    def check(ctx):
+        yield Violation("first problem")
+        raise NotRun("could not go on")
+
+    outcome, message, details = runner._run(check, ctx, {})
+    assert outcome is Outcome.FAIL
+    assert [v["message"] for v in details["violations"]] == ["first problem", "the check stopped after that: could not go on"]
+
+
+def test_onnxruntime_python_layer_refusals_are_told_apart_from_c_errors():
+    namespace: dict = {}
+    fake_file = os.path.join(os.sep, "site-packages", "onnxruntime", "capi", "fake.py")
+    exec(compile("def refuse(kind):\n    raise kind('refused')\n", fake_file, "exec"), namespace)
+    caught = {}
+    for kind in (ValueError, RuntimeError):
+        try:
+            namespace["refuse"](kind)
+        except Exception as exc:
+            caught[kind] = exc
+    assert raised_by_onnxruntime_python(caught[ValueError])
+    assert not raised_by_onnxruntime_python(caught[RuntimeError])  # the C layer's errors come as RuntimeError
+    try:
+        raise ValueError("the kit's own")
+    except ValueError as exc:
+        assert not raised_by_onnxruntime_python(exc)
