@@ -84,7 +84,7 @@ def _validate(args) -> int:
 
 def _probe(args) -> int:
     from conformance.isolation import WorkerLost, WorkerRefused
-    from conformance.probe import probe_eps
+    from conformance.capabilities import probe_eps
 
     options = {}
     for pair in args.ep_option:

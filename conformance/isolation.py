@@ -45,9 +45,12 @@ class Worker:
         self.process: subprocess.Popen | None = None
         self.facts: dict[str, Any] | None = None
         self._buffer = b""
-        self.restarts = 0
+        self.restarts = 0  # replacements of a worker that crashed, hung or exited
+        self._started = False
 
     def start(self) -> dict[str, Any]:
+        self.restarts += self._started
+        self._started = True
         log = open(self.log, "ab") if self.log else subprocess.DEVNULL
         try:
             self.process = subprocess.Popen(
@@ -64,7 +67,6 @@ class Worker:
 
     def request(self, message: dict[str, Any], timeout: float | None = None, what: str = "the check") -> dict[str, Any]:
         if self.process is None or self.process.poll() is not None:
-            self.restarts += self.process is not None
             self.start()
         return self._exchange(message, timeout or self.timeout, what)
 
@@ -84,7 +86,12 @@ class Worker:
             self.process = None
             how = f"killed by {signal_name(code)}" if code < 0 else f"exited with status {code}"
             raise WorkerLost("crash", f"the process running {what} was {how}{self._log_tail()}")
-        reply = json.loads(line)
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            self._kill()
+            raise WorkerLost("crash", f"the process running {what} answered something that is not a reply "
+                                      f"({line[:80]!r}); it was killed and replaced") from None
         if not reply.get("ok"):
             raise WorkerRefused(reply.get("error", "unknown error"))
         return reply

@@ -96,6 +96,7 @@ class ConformanceRun:
                 try:
                     facts = worker.start()
                 except WorkerRefused as exc:
+                    worker.close()
                     raise pytest.UsageError(str(exc)) from None
                 except WorkerLost as exc:
                     raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
@@ -119,7 +120,7 @@ class ConformanceRun:
                 if ep.worker:
                     ep.capabilities.append(ep.worker.request(request, what="the copy probe")["capabilities"])
                 else:
-                    from conformance.probe import capability_matrix
+                    from conformance.capabilities import capability_matrix
 
                     ep.capabilities.append(capability_matrix(ep.runner.context(device["index"])))
             except (WorkerLost, WorkerRefused) as exc:
@@ -301,7 +302,8 @@ class ContractItem(pytest.Item):
         return (self.contract.check, self.device["index"], self.params.get("direction"))
 
     def setup(self) -> None:
-        skip = applicability.decide(self.contract, self.ep.facts, self.device, _spec_for(self.run.catalogue, self.ep))
+        spec = _spec_for(self.run.catalogue, self.ep)
+        skip = applicability.decide(self.contract, self.ep.facts, self.device, spec)
         if skip:
             result = self._result(skip.outcome, skip.reason)
         elif self._quarantined():
@@ -311,7 +313,7 @@ class ContractItem(pytest.Item):
             if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
                 self.ep.quarantine[self._crash_key()] = f"an earlier check making the same call ({self.name}) ended in {result.outcome.value}"
                 self.ep.lost[self.device["index"]] = self.ep.lost.get(self.device["index"], 0) + 1
-        result = waiver_rules.apply(result, _spec_for(self.run.catalogue, self.ep), self.ep.facts)
+        result = waiver_rules.apply(result, spec, self.ep.facts)
         self.stash[RESULT_KEY] = result
         self.user_properties.extend([
             ("contract", result.contract), ("ep", result.ep), ("device", result.device), ("outcome", result.outcome.value),

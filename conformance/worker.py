@@ -31,7 +31,7 @@ def serve(requests, replies) -> None:
             elif op == "run":
                 reply = {"ok": True, "result": runner.run(request["contract"], request["device"], request["params"])}
             elif op == "probe":
-                from conformance.probe import capability_matrix
+                from conformance.capabilities import capability_matrix
 
                 reply = {"ok": True, "capabilities": capability_matrix(runner.context(request["device"]), request.get("sizes"))}
             elif op == "exit":

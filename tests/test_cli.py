@@ -128,3 +128,12 @@ def test_probe_library_without_ep_is_a_usage_error(capsys):
 def test_probe_malformed_option_is_a_usage_error(capsys):
     assert cli.main(["probe", "--ep", "cpu", "--ep-option", "novalue"]) == 2
     assert "--ep-option expects KEY=VALUE, got 'novalue'" in capsys.readouterr().err
+
+
+def test_probe_library_call_returns_the_matrix_even_after_its_module_is_imported():
+    import conformance
+    import conformance.capabilities  # noqa: F401  (a submodule must not shadow the library call)
+
+    matrix = conformance.probe("cpu", timeout=60)
+    (device,) = matrix["eps"][0]["devices"]
+    assert [(p["source"], p["destination"], p["status"]) for p in device["pairs"]] == [("cpu", "cpu", "not_required")]

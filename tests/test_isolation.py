@@ -153,3 +153,12 @@ def test_worker_stdout_is_reserved_for_replies():
 def test_signal_name():
     assert signal_name(-signal.SIGSEGV) == "SIGSEGV"
     assert signal_name(-200) == "signal 200"
+
+
+def test_a_reply_that_is_not_json_loses_the_worker_not_the_run(tmp_path):
+    lost = Worker({"ep": "cpu"}, timeout=5)
+    lost.process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdout.write('hello from a vendor library\\n'); sys.stdout.flush(); sys.stdin.read()"],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    with pytest.raises(WorkerLost, match="not a reply") as caught:
+        lost._exchange({"op": "run"}, 5, "the check")
+    assert caught.value.outcome == "crash" and lost.process is None

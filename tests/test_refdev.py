@@ -111,11 +111,12 @@ MATRIX = {
 
 @pytest.mark.parametrize("fault", sorted(MATRIX))
 def test_copy_matrix_reports_what_the_fault_broke(refdev_library, tmp_path, fault):
-    from conformance.probe import probe_eps
+    import conformance
+    import conformance.capabilities  # noqa: F401  (the library call must survive its module's import)
 
     os.environ["ORT_REFDEV_FAULT"] = fault
     try:
-        matrix = probe_eps("refdev", library=str(refdev_library), timeout=30)
+        matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
     finally:
         del os.environ["ORT_REFDEV_FAULT"]
     statuses = {(p["source"], p["destination"]): p["status"] for p in matrix["eps"][0]["devices"][0]["pairs"]}
