@@ -17,7 +17,7 @@ import numpy as np
 
 from conformance import tensors
 from conformance.checks import NotApplicable, NotRun
-from conformance.eps import EpTarget, import_onnxruntime
+from conformance.eps import EpTarget, import_onnxruntime, memory_label
 from conformance.models import ModelCache, UnbuildableModel
 
 ASSIGNMENT_CONFIG = "session.record_ep_graph_assignment_info"
@@ -62,10 +62,7 @@ class CheckContext:
             raise NotApplicable("the EP device advertises no HOST_ACCESSIBLE memory")
 
     def describe_memory(self, kind: str) -> str:
-        facts = self.memory_facts(kind)
-        if facts is None:
-            return f"{kind}: plain CPU memory"
-        return f"{kind}: {facts['name']} ({facts['device_type']}, vendor 0x{facts['vendor_id']:04x}, device {facts['device_id']}, {facts['device_mem_type']})"
+        return f"{kind}: {memory_label(self.memory_facts(kind))}"
 
     # --- values ----------------------------------------------------------------------------
 

@@ -176,6 +176,13 @@ def unknown_ep_message(name: str, catalogue: Catalogue, ort, library: str | None
 # --- what the EP advertises -----------------------------------------------------------------
 
 
+def memory_label(facts: dict[str, Any] | None) -> str:
+    """How reports and messages name a memory: 'WebGPU_Buf (gpu, vendor 0x0000, device 0, default)'."""
+    if facts is None:
+        return "plain CPU memory"
+    return f"{facts['name']} ({facts['device_type']}, vendor 0x{facts['vendor_id']:04x}, device {facts['device_id']}, {facts['device_mem_type']})"
+
+
 def memory_facts(ort, info) -> dict[str, Any] | None:
     if info is None:
         return None

@@ -26,7 +26,7 @@ def expired(waiver: Waiver, onnxruntime_version: str) -> bool:
     return waiver.until is not None and _version(onnxruntime_version) >= _version(waiver.until)
 
 
-def matching(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Waiver | None:
+def matching(result: Result, spec: EpSpec | None) -> Waiver | None:
     if spec is None:
         return None
     for waiver in spec.waivers:
@@ -36,7 +36,7 @@ def matching(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Waiv
 
 
 def apply(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Result:
-    waiver = matching(result, spec, facts)
+    waiver = matching(result, spec)
     if waiver is None:
         return result
     version = facts["onnxruntime"]["version"]

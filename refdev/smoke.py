@@ -308,20 +308,7 @@ def device_value_checks(c, ort, np, dev, mi_default, mi_host, holder, shape):
 
     c.run("copy.size_mismatch_refused", mismatch)
 
-    def upd_numpy():
-        target = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, memory_info=mi_default)
-        p = target.data_ptr()
-        target.update_inplace(data)
-        back = cpu_value()
-        ort.copy_tensors([target], [back], None)
-        ok_ptr = target.data_ptr() == p
-        ok_val = bytes_of_cpu(back) == data.tobytes()
-        return ok_ptr and ok_val, f"data_ptr kept={ok_ptr} values exact={ok_val}"
-
-    c.run("update_inplace.numpy", upd_numpy)
-
-    def upd_ortvalue():
-        source = holder.get("dev2") or dv
+    def update_in_place(source, note=""):
         target = ort.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, memory_info=mi_default)
         p = target.data_ptr()
         target.update_inplace(source)
@@ -329,9 +316,10 @@ def device_value_checks(c, ort, np, dev, mi_default, mi_host, holder, shape):
         ort.copy_tensors([target], [back], None)
         ok_ptr = target.data_ptr() == p
         ok_val = bytes_of_cpu(back) == data.tobytes()
-        return ok_ptr and ok_val, f"data_ptr kept={ok_ptr} values exact={ok_val} (RefDev->RefDev)"
+        return ok_ptr and ok_val, f"data_ptr kept={ok_ptr} values exact={ok_val}{note}"
 
-    c.run("update_inplace.ortvalue", upd_ortvalue)
+    c.run("update_inplace.numpy", lambda: update_in_place(data))
+    c.run("update_inplace.ortvalue", lambda: update_in_place(holder.get("dev2") or dv, " (RefDev->RefDev)"))
 
     def stream():
         s = dev.create_sync_stream()

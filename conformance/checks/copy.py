@@ -57,7 +57,8 @@ def roundtrip(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     if diff:
         yield Violation(f"CPU → DEFAULT → CPU changed the bytes: {diff.describe()}", expected="byte-identical round trip",
                         actual=diff.describe(), memory={"default": ctx.memory_facts("default")},
-                        reproducer=_snippet(ctx, "cpu", "default", dt, shp) + "\nback = ort.OrtValue.ortvalue_from_shape_and_type(dst.shape(), dst.data_type() and " + str(dt.onnx_type) + ")\nort.copy_tensors([dst], [back], None)")
+                        reproducer=_snippet(ctx, "cpu", "default", dt, shp)
+                        + f"\nback = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type})\nort.copy_tensors([dst], [back], None)")
 
 
 @check("copy.host-accessible-alias")

@@ -6,7 +6,7 @@ from typing import Any, Iterator
 
 from conformance import tensors
 from conformance.checks import NotApplicable, Violation, check
-from conformance.eps import memory_facts
+from conformance.eps import memory_facts, memory_label
 
 SESSION_SHAPE = (2, 3)
 
@@ -14,10 +14,6 @@ SESSION_SHAPE = (2, 3)
 def _same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
     keys = ("name", "vendor_id", "device_id", "device_mem_type")
     return a is not None and b is not None and all(a[k] == b[k] for k in keys)
-
-
-def _where(facts: dict[str, Any]) -> str:
-    return f"{facts['name']} ({facts['device_type']}, vendor 0x{facts['vendor_id']:04x}, device {facts['device_id']}, {facts['device_mem_type']})"
 
 
 def _session_memory(ctx, recipe: str, dtype: str, which: str):
@@ -46,9 +42,9 @@ def session_inputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     for name, facts in inputs:
         if facts["device_mem_type"] == "host_accessible" or not (facts["device_type"] == "cpu" or _same_memory(facts, default)):
             yield Violation(
-                f"session input '{name}' lives in {_where(facts)}",
+                f"session input '{name}' lives in {memory_label(facts)}",
                 expected="plain CPU memory or " + ctx.describe_memory("default"),
-                actual=_where(facts),
+                actual=memory_label(facts),
                 memory={"input": facts, "default": default},
                 reproducer=_snippet(ctx, info, "input"),
             )
@@ -62,9 +58,9 @@ def session_outputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
         plain_cpu = facts["device_type"] == "cpu" and facts["device_mem_type"] == "default"
         if not (plain_cpu or any(_same_memory(facts, a) for a in allowed)):
             yield Violation(
-                f"session output '{name}' lives in {_where(facts)}",
+                f"session output '{name}' lives in {memory_label(facts)}",
                 expected="plain CPU memory, " + ctx.describe_memory("default") + " or " + ctx.describe_memory("host_accessible"),
-                actual=_where(facts),
+                actual=memory_label(facts),
                 memory={"output": facts, "default": allowed[0], "host_accessible": allowed[1]},
                 reproducer=_snippet(ctx, info, "output"),
             )
@@ -77,9 +73,9 @@ def cpu_default_io(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
         for name, facts in values:
             if facts["device_type"] != "cpu":
                 yield Violation(
-                    f"session {which} '{name}' of an EP device without DEFAULT memory lives in {_where(facts)}",
+                    f"session {which} '{name}' of an EP device without DEFAULT memory lives in {memory_label(facts)}",
                     expected="plain CPU memory",
-                    actual=_where(facts),
+                    actual=memory_label(facts),
                     memory={which: facts},
                     reproducer=_snippet(ctx, info, which),
                 )
@@ -136,7 +132,7 @@ def declaration(ctx) -> Iterator[Violation]:
             yield Violation(
                 f"{kind.upper()} memory: the declaration and the build disagree",
                 expected="none (plain CPU memory)" if declared is None else str(declared),
-                actual="none (memory_info is None)" if advertised is None else _where(advertised),
+                actual="none (memory_info is None)" if advertised is None else memory_label(advertised),
                 memory={kind: advertised}, reproducer=snippet,
             )
             continue

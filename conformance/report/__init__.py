@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import __version__
+from conformance.eps import memory_label
 from conformance.outcomes import BROKEN, Outcome, Result, counts, verdict
 
 SCHEMA = "ort-ep-conformance/report/1"
@@ -114,14 +115,8 @@ def describe_failure(result: Result, contract) -> str:
         if violation.get("actual"):
             lines.append(f"    actual:   {violation['actual']}")
         for role, memory in (violation.get("memory") or {}).items():
-            lines.append(f"    memory {role}: {_memory(memory)}")
+            lines.append(f"    memory {role}: {memory_label(memory)}")
         if violation.get("reproducer"):
             lines.append("    reproduce with:")
             lines.extend("      " + line for line in violation["reproducer"].splitlines())
     return "\n".join(lines)
-
-
-def _memory(memory: dict[str, Any] | None) -> str:
-    if memory is None:
-        return "plain CPU memory"
-    return f"{memory['name']} ({memory['device_type']}, vendor 0x{memory['vendor_id']:04x}, device {memory['device_id']}, {memory['device_mem_type']})"
