@@ -1,7 +1,12 @@
 """Checks run in a child process with a timeout; a crash or a hang costs one result.
 
 One persistent worker per EP keeps isolation cheap (no interpreter start or onnxruntime import
-per check); when it dies or stops answering it is replaced. Knows nothing of pytest or reports.
+per check); when it dies or stops answering it is replaced. Requests can be sent ahead in one
+batch (`submit`) and their replies taken as they arrive (`collect`), so the worker runs checks
+while the caller is busy with the results of earlier ones. The worker answers a batch in order,
+so the request running when it crashed or hung is known: that one is lost, the ones queued
+behind it are dropped and can be submitted again to its replacement. Knows nothing of pytest or
+reports.
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ class Worker:
         self._buffer = b""
         self.restarts = 0  # replacements of a worker that crashed, hung or exited
         self._started = False
+        self._pending: dict[str, str] = {}  # id -> what, in the order the worker runs them
+        self._answers: dict[str, dict[str, Any] | Exception] = {}
+        self._progress = 0.0  # when the worker last finished a request (or got work while idle)
 
     def start(self) -> dict[str, Any]:
         self.restarts += self._started
@@ -61,6 +69,7 @@ class Worker:
             if self.log:
                 log.close()
         self._buffer = b""
+        self._pending.clear()
         reply = self._exchange(self.init, max(self.timeout, 120.0), "starting the worker")
         self.facts = reply["facts"]
         return self.facts
@@ -71,13 +80,60 @@ class Worker:
         return self._exchange(message, timeout or self.timeout, what)
 
     def _exchange(self, message: dict[str, Any], timeout: float, what: str) -> dict[str, Any]:
-        assert self.process and self.process.stdin and self.process.stdout
+        self._send(message)
+        reply = self._receive(time.monotonic() + timeout, timeout, what)
+        if not reply.get("ok"):
+            raise WorkerRefused(reply.get("error", "unknown error"))
+        return reply
+
+    def submit(self, requests: list[tuple[str, dict[str, Any], str]]) -> None:
+        """Sends (id, request, what) ahead in one batch; the worker runs them in order."""
+        if self.process is None or self.process.poll() is not None:
+            self.start()
+        if not self._pending:
+            self._progress = time.monotonic()
+        self._pending.update((id_, what) for id_, _, what in requests)
+        self._send({"op": "batch", "requests": [dict(request, id=id_) for id_, request, _ in requests]})
+
+    def outstanding(self, id_: str) -> bool:
+        """Submitted and not yet collected (answered or still queued in the worker)."""
+        return id_ in self._pending or id_ in self._answers
+
+    def collect(self, id_: str) -> dict[str, Any] | None:
+        """The reply to a submitted request, waiting for it; None when it was dropped because
+        the worker was lost running an earlier one (submit it again). Raises WorkerLost when the
+        worker crashed or hung running this request, WorkerRefused when it refused it."""
+        while id_ not in self._answers and id_ in self._pending:
+            self._take_next_answer()
+        answer = self._answers.pop(id_, None)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    def _take_next_answer(self) -> None:
+        running, what = next(iter(self._pending.items()))
+        try:
+            reply = self._receive(self._progress + self.timeout, self.timeout, what)
+        except WorkerLost as lost:
+            self._pending.clear()
+            self._answers[running] = lost
+            return
+        self._progress = time.monotonic()
+        id_ = reply.pop("id", running)
+        self._pending.pop(id_, None)
+        self._answers[id_] = reply if reply.get("ok") else WorkerRefused(reply.get("error", "unknown error"))
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.process and self.process.stdin
         try:
             self.process.stdin.write((json.dumps(message) + "\n").encode())
             self.process.stdin.flush()
         except BrokenPipeError:
             pass  # the worker is gone; reading will say how it ended
-        line = self._read_line(timeout)
+
+    def _receive(self, deadline: float, timeout: float, what: str) -> dict[str, Any]:
+        """The next reply line, or WorkerLost when the worker ended or `deadline` passed."""
+        line = self._read_line(deadline)
         if line is None:
             self._kill()
             raise WorkerLost("timeout", f"{what} did not finish within {timeout:g} s; the worker was killed and replaced")
@@ -87,19 +143,15 @@ class Worker:
             how = f"killed by {signal_name(code)}" if code < 0 else f"exited with status {code}"
             raise WorkerLost("crash", f"the process running {what} was {how}{self._log_tail()}")
         try:
-            reply = json.loads(line)
+            return json.loads(line)
         except ValueError:
             self._kill()
             raise WorkerLost("crash", f"the process running {what} answered something that is not a reply "
                                       f"({line[:80]!r}); it was killed and replaced") from None
-        if not reply.get("ok"):
-            raise WorkerRefused(reply.get("error", "unknown error"))
-        return reply
 
-    def _read_line(self, timeout: float) -> bytes | None:
-        """One line from the worker; b'' at end of file; None when `timeout` ran out."""
+    def _read_line(self, deadline: float) -> bytes | None:
+        """One line from the worker; b'' at end of file; None when `deadline` passed."""
         assert self.process and self.process.stdout
-        deadline = time.monotonic() + timeout
         fd = self.process.stdout.fileno()
         with selectors.DefaultSelector() as selector:
             selector.register(fd, selectors.EVENT_READ)
@@ -121,12 +173,15 @@ class Worker:
         return ("; its last output: " + " | ".join(tail)) if tail else ""
 
     def _kill(self) -> None:
+        self._pending.clear()
         if self.process:
             self.process.kill()
             self.process.wait()
             self.process = None
 
     def close(self) -> None:
+        if self._pending:
+            self._kill()  # busy with requests nobody will collect
         if self.process and self.process.poll() is None:
             try:
                 self.process.stdin.write(b'{"op": "exit"}\n')

@@ -21,7 +21,6 @@ from conformance.checks import CHECKS, load_all
 from conformance.contracts import Catalogue, Contract
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
 from conformance.outcomes import Outcome, Result
-from conformance.runner import Runner
 from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
 from conformance import waivers as waiver_rules
 
@@ -54,7 +53,7 @@ class EpUnderTest:
     requested: str
     facts: dict[str, Any]
     worker: Worker | None
-    runner: Runner | None
+    runner: Any  # conformance.runner.Runner when isolation is off (imported only then: it imports onnx)
     capabilities: list[dict[str, Any]] = field(default_factory=list)
     quarantine: dict[tuple, str] = field(default_factory=dict)
     lost: dict[int, int] = field(default_factory=dict)  # device index -> checks lost to crash/timeout
@@ -85,6 +84,13 @@ class ConformanceRun:
         self.contract_files = {Path(f).resolve() for f in self.catalogue.files}
         self.written: list[Path] = []
         self.verdict = ""
+        # Requests each worker will be asked for, in run order (checks, then the copy probe):
+        # sent ahead in one batch so that the worker runs checks while pytest reports earlier
+        # ones. Only where this process runs the whole session in order (not an xdist worker,
+        # whose items arrive as the controller schedules them).
+        self.lookahead = self.isolated and self.primary
+        self.plans: dict[Worker, list[Planned]] = {}
+        self.plan_position: dict[tuple[Worker, str], int] = {}
 
     def start(self, names: list[str]) -> None:
         self.report_dir.mkdir(parents=True, exist_ok=True)
@@ -103,6 +109,7 @@ class ConformanceRun:
                 ep = EpUnderTest(name, facts, worker, None)
             else:
                 from conformance.eps import EpUnavailable
+                from conformance.runner import Runner
 
                 try:
                     runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=init["models_dir"])
@@ -110,15 +117,13 @@ class ConformanceRun:
                     raise pytest.UsageError(str(exc)) from None
                 ep = EpUnderTest(name, runner.facts, None, runner)
             self.eps.append(ep)
-            if self.primary:
-                self._probe(ep)
 
     def _probe(self, ep: EpUnderTest) -> None:
         for device in ep.facts["devices"]:
             request = {"op": "probe", "device": device["index"]}
             try:
                 if ep.worker:
-                    ep.capabilities.append(ep.worker.request(request, what="the copy probe")["capabilities"])
+                    ep.capabilities.append(self._collect(ep.worker, Planned(_probe_id(device), request, "the copy probe"))["capabilities"])
                 else:
                     from conformance.capabilities import capability_matrix
 
@@ -126,19 +131,20 @@ class ConformanceRun:
             except (WorkerLost, WorkerRefused) as exc:
                 ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
 
-    def run_case(self, ep: EpUnderTest, contract: Contract, device: dict[str, Any], params: dict[str, Any]) -> tuple[Outcome, str, dict, float]:
-        request = {"op": "run", "contract": contract.id, "device": device["index"], "params": params}
-        if not ep.worker:
-            reply = ep.runner.run(contract.id, device["index"], params)
+    def run_case(self, item: "ContractItem") -> tuple[Outcome, str, dict, float]:
+        if not item.ep.worker:
+            reply = item.ep.runner.run(item.contract.id, item.device["index"], item.params)
         else:
-            worker = self._isolated_worker(ep) if contract.isolated else ep.worker
             try:
-                reply = worker.request(request, what=f"{contract.id} on {device['label']}")["result"]
+                reply = self._collect(self._worker_for(item), item.planned())["result"]
             except WorkerLost as exc:
                 return Outcome(exc.outcome), str(exc), {}, 0.0
             except WorkerRefused as exc:
                 return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
         return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
+
+    def _worker_for(self, item: "ContractItem") -> Worker:
+        return self._isolated_worker(item.ep) if item.contract.isolated else item.ep.worker
 
     def _isolated_worker(self, ep: EpUnderTest) -> Worker:
         if ep.isolated_worker is None:
@@ -146,10 +152,40 @@ class ConformanceRun:
             ep.isolated_worker = Worker(ep.worker.init, timeout=self.timeout, log=log)  # started on first request
         return ep.isolated_worker
 
+    def _collect(self, worker: Worker, planned: "Planned") -> dict[str, Any]:
+        """The worker's reply to `planned`, sending it (and what follows it in the plan) first
+        when the worker does not have it queued, e.g. after a crash replaced the worker."""
+        while True:
+            if not worker.outstanding(planned.id):
+                worker.submit([(p.id, p.request, p.what) for p in self._ahead(worker, planned)])
+            reply = worker.collect(planned.id)
+            if reply is not None:
+                return reply
+
+    def _ahead(self, worker: Worker, planned: "Planned") -> list["Planned"]:
+        """`planned`, then the rest of the worker's plan that is still to run."""
+        position = self.plan_position.get((worker, planned.id))
+        if position is None:
+            return [planned]
+        rest = self.plans[worker][position + 1:]
+        return [planned] + [p for p in rest if not worker.outstanding(p.id) and not (p.item and p.item.quarantined())]
+
+    def _plan(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if isinstance(item, ContractItem) and item.ep.worker and item.decision() is None:
+                self.plans.setdefault(self._worker_for(item), []).append(item.planned())
+        for ep in self.eps:
+            if ep.worker:
+                for device in ep.facts["devices"]:
+                    self.plans.setdefault(ep.worker, []).append(Planned(_probe_id(device), {"op": "probe", "device": device["index"]}, "the copy probe"))
+        self.plan_position = {(worker, p.id): i for worker, plan in self.plans.items() for i, p in enumerate(plan)}
+
     # --- hooks of the run (registered as a plugin object, like pytest's LogXML) -------------
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
+        if self.lookahead:
+            self._plan(session.items)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "conformance_result", None)
@@ -162,6 +198,8 @@ class ConformanceRun:
         # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
         self.collected = max(self.collected, session.testscollected)
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
+        for ep in self.eps:
+            self._probe(ep)
         data = report.build(self, interrupted=interrupted)
         self.written = report.write_all(data, self.report_dir)
         self.verdict = data["verdict"]
@@ -180,6 +218,20 @@ class ConformanceRun:
             for worker in (ep.worker, ep.isolated_worker):
                 if worker:
                     worker.close()
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A request for a worker: its id (the item's node id), the request, and what to call it."""
+
+    id: str
+    request: dict[str, Any]
+    what: str
+    item: "ContractItem | None" = None
+
+
+def _probe_id(device: dict[str, Any]) -> str:
+    return f"probe:{device['index']}"
 
 
 def _safe(name: str) -> str:
@@ -281,6 +333,17 @@ class ContractItem(pytest.Item):
         self.params = params
         self.run: ConformanceRun = self.config.stash[RUN_KEY]
         self.add_marker(pytest.mark.conformance)
+        self._decision: tuple[applicability.Skip | None] | None = None
+
+    def decision(self) -> applicability.Skip | None:
+        """Whether the contract applies here (a pure function of the facts, so decided once)."""
+        if self._decision is None:
+            self._decision = (applicability.decide(self.contract, self.ep.facts, self.device, _spec_for(self.run.catalogue, self.ep)),)
+        return self._decision[0]
+
+    def planned(self) -> Planned:
+        request = {"op": "run", "contract": self.contract.id, "device": self.device["index"], "params": self.params}
+        return Planned(self.nodeid, request, f"{self.contract.id} on {self.device['label']}", self)
 
     def _result(self, outcome: Outcome, message: str, details: dict | None = None, duration: float = 0.0) -> Result:
         return Result(
@@ -289,7 +352,7 @@ class ContractItem(pytest.Item):
             subject=(details or {}).get("subject", self.contract.subject), nodeid=self.nodeid, duration=duration, details=details or {},
         )
 
-    def _quarantined(self) -> str:
+    def quarantined(self) -> str:
         if self._crash_key() in self.ep.quarantine:
             return self.ep.quarantine[self._crash_key()]
         lost = self.ep.lost.get(self.device["index"], 0)
@@ -303,13 +366,13 @@ class ContractItem(pytest.Item):
 
     def setup(self) -> None:
         spec = _spec_for(self.run.catalogue, self.ep)
-        skip = applicability.decide(self.contract, self.ep.facts, self.device, spec)
+        skip = self.decision()
         if skip:
             result = self._result(skip.outcome, skip.reason)
-        elif self._quarantined():
-            result = self._result(Outcome.NOT_RUN, f"not run: {self._quarantined()}")
+        elif self.quarantined():
+            result = self._result(Outcome.NOT_RUN, f"not run: {self.quarantined()}")
         else:
-            result = self._result(*self.run.run_case(self.ep, self.contract, self.device, self.params))
+            result = self._result(*self.run.run_case(self))
             if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
                 self.ep.quarantine[self._crash_key()] = f"an earlier check making the same call ({self.name}) ended in {result.outcome.value}"
                 self.ep.lost[self.device["index"]] = self.ep.lost.get(self.device["index"], 0) + 1

@@ -15,35 +15,54 @@ from typing import Any
 
 
 def serve(requests, replies) -> None:
-    from conformance.eps import EpUnavailable
-    from conformance.runner import Runner
-    from conformance.spec import SpecErrors
-
-    runner = None
+    worker = _Worker()
     for line in requests:
         request = json.loads(line)
-        op = request["op"]
-        try:
-            if op == "init":
-                runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
-                                options=request.get("options"), models_dir=request.get("models_dir"))
-                reply: dict[str, Any] = {"ok": True, "facts": runner.facts}
-            elif op == "run":
-                reply = {"ok": True, "result": runner.run(request["contract"], request["device"], request["params"])}
-            elif op == "probe":
-                from conformance.capabilities import capability_matrix
+        if request["op"] == "exit":
+            return
+        if request["op"] == "batch":
+            # Requests sent ahead: each is answered (with its id) as soon as it has run.
+            for item in request["requests"]:
+                _write(replies, dict(worker.handle(item), id=item["id"]))
+        else:
+            _write(replies, worker.handle(request))
 
-                reply = {"ok": True, "capabilities": capability_matrix(runner.context(request["device"]), request.get("sizes"))}
-            elif op == "exit":
-                return
-            else:
-                reply = {"ok": False, "error": f"unknown request {op!r}"}
+
+def _write(replies, reply: dict[str, Any]) -> None:
+    replies.write(json.dumps(reply, default=str) + "\n")
+    replies.flush()
+
+
+class _Worker:
+    def __init__(self):
+        self.runner = None
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        from conformance.eps import EpUnavailable
+        from conformance.spec import SpecErrors
+
+        try:
+            return self._handle(request)
         except (EpUnavailable, SpecErrors) as exc:
-            reply = {"ok": False, "error": str(exc), "kind": type(exc).__name__}
+            return {"ok": False, "error": str(exc), "kind": type(exc).__name__}
         except Exception as exc:
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": "internal", "traceback": traceback.format_exc()}
-        replies.write(json.dumps(reply, default=str) + "\n")
-        replies.flush()
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": "internal", "traceback": traceback.format_exc()}
+
+    def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request["op"]
+        if op == "init":
+            from conformance.runner import Runner
+
+            self.runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
+                                 options=request.get("options"), models_dir=request.get("models_dir"))
+            return {"ok": True, "facts": self.runner.facts}
+        if op == "run":
+            return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"])}
+        if op == "probe":
+            from conformance.capabilities import capability_matrix
+
+            return {"ok": True, "capabilities": capability_matrix(self.runner.context(request["device"]), request.get("sizes"))}
+        return {"ok": False, "error": f"unknown request {op!r}"}
 
 
 def main() -> None:
