@@ -9,6 +9,12 @@ with `copy_tensors` on real bytes into a sentinel-filled destination. Each pair 
 - `required_but_missing`: refused, though the contract requires it (non-CPU DEFAULT memory);
 - `not_required`: refused, and no copy is needed (both ends are CPU-visible memory);
 - `unsupported`: refused, and no contract requires it.
+
+Each pair also carries its throughput in GB/s per size class (`bandwidth.SIZE_CLASSES`), for
+`copy_tensors` where the pair is supported and for `update_inplace(OrtValue)` where onnxruntime
+does it, beside the host's memcpy of the same sizes (`host_memcpy`). The timing is short and
+bounded (`THROUGHPUT_BUDGET_SECONDS` per device); a size that would not fit in what is left of
+it is `null`. These figures inform; no contract is decided on them here.
 """
 
 from __future__ import annotations
@@ -19,11 +25,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import time
+
 import numpy as np
 
-from conformance import tensors
+from conformance import bandwidth, tensors
 
 PROBE_BYTES = 4096
+THROUGHPUT_BUDGET_SECONDS = 1.0
 STATUSES = ("supported", "broken", "required_but_missing", "not_required", "unsupported")
 
 
@@ -103,12 +112,39 @@ def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
             else:
                 status = "unsupported"
             pairs.append({"source": source, "destination": destination, "status": status, "required": required, "detail": detail})
+    sizes = bandwidth.SIZE_CLASSES if sizes is None else tuple(sizes)
+    _add_throughputs(ctx, {name: info for name, info, _ in endpoints}, pairs, sizes)
     return {
         "ep": ctx.target.provider,
         "device": ctx.facts["label"],
         "memories": {name: (ctx.memory_facts(name) if name in ("default", "host_accessible") else None) for name, _, _ in endpoints},
         "pairs": pairs,
+        "host_memcpy": {bandwidth.size_label(n): bandwidth.significant(bandwidth.host_memcpy(n, trials=3, budget=0.05)) for n in sizes},
     }
+
+
+def _add_throughputs(ctx, infos: dict[str, Any], pairs: list[dict[str, Any]], sizes: tuple[int, ...]) -> None:
+    """pair['throughput'][method][size label] = GB/s, within the time budget (None past it)."""
+    deadline = time.monotonic() + THROUGHPUT_BUDGET_SECONDS
+    for pair in pairs:
+        methods = ("copy_tensors", "update_inplace") if pair["status"] == "supported" else ("update_inplace",)
+        pair["throughput"] = {}
+        for method in methods:
+            figures: dict[str, float | None] = {}
+            for nbytes in sizes:
+                # A size is timed when its warm-up and one trial, at the speed seen so far, fit.
+                previous = [f for f in figures.values() if f]
+                expected = 2 * nbytes / (min(previous) * 1e9) if previous else 0.0
+                if time.monotonic() + expected > deadline:
+                    figures[bandwidth.size_label(nbytes)] = None
+                    continue
+                measured = bandwidth.throughput(ctx, infos[pair["source"]], infos[pair["destination"]], method, nbytes,
+                                                trials=3, budget=max(0.0, min(0.2, deadline - time.monotonic())))
+                if "error" in measured:
+                    break
+                figures[bandwidth.size_label(nbytes)] = measured["gbps"]
+            if figures:
+                pair["throughput"][method] = figures
 
 
 def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, str] | None = None, timeout: float = 60.0,

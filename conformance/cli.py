@@ -117,7 +117,15 @@ def _probe(args) -> int:
             for pair in device["pairs"]:
                 required = " (required)" if pair["required"] else ""
                 print(f"  {pair['source']:>{width}} -> {pair['destination']:<{width}}  {pair['status']}{required}: {pair['detail']}")
+                for method, figures in pair.get("throughput", {}).items():
+                    print(f"  {'':>{width}}    {method} GB/s: {_figures(figures)}")
+            if device.get("host_memcpy"):
+                print(f"  host memcpy GB/s: {_figures(device['host_memcpy'])}")
     return 0
+
+
+def _figures(figures: dict) -> str:
+    return ", ".join(f"{size} {'-' if gbps is None else gbps}" for size, gbps in figures.items())
 
 
 def _catalogue(args) -> int:

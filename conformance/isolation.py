@@ -57,6 +57,12 @@ class Worker:
         self._progress = 0.0  # when the worker last finished a request (or got work while idle)
 
     def start(self) -> dict[str, Any]:
+        self.launch()
+        return self.ready()
+
+    def launch(self) -> None:
+        """Starts the process and sends it the init request, without waiting for the answer:
+        the worker imports onnxruntime and loads the EP while the caller does other work."""
         self.restarts += self._started
         self._started = True
         log = open(self.log, "ab") if self.log else subprocess.DEVNULL
@@ -70,13 +76,26 @@ class Worker:
                 log.close()
         self._buffer = b""
         self._pending.clear()
-        reply = self._exchange(self.init, max(self.timeout, 120.0), "starting the worker")
+        self.facts = None
+        self._send(self.init)
+
+    def ready(self) -> dict[str, Any]:
+        """The facts the worker answered to init (waiting for them)."""
+        timeout = max(self.timeout, 120.0)
+        reply = self._receive(time.monotonic() + timeout, timeout, "starting the worker")
+        if not reply.get("ok"):
+            raise WorkerRefused(reply.get("error", "unknown error"))
         self.facts = reply["facts"]
         return self.facts
 
-    def request(self, message: dict[str, Any], timeout: float | None = None, what: str = "the check") -> dict[str, Any]:
+    def _ensure_running(self) -> None:
         if self.process is None or self.process.poll() is not None:
             self.start()
+        elif self.facts is None:
+            self.ready()
+
+    def request(self, message: dict[str, Any], timeout: float | None = None, what: str = "the check") -> dict[str, Any]:
+        self._ensure_running()
         return self._exchange(message, timeout or self.timeout, what)
 
     def _exchange(self, message: dict[str, Any], timeout: float, what: str) -> dict[str, Any]:
@@ -88,8 +107,7 @@ class Worker:
 
     def submit(self, requests: list[tuple[str, dict[str, Any], str]]) -> None:
         """Sends (id, request, what) ahead in one batch; the worker runs them in order."""
-        if self.process is None or self.process.poll() is not None:
-            self.start()
+        self._ensure_running()
         if not self._pending:
             self._progress = time.monotonic()
         self._pending.update((id_, what) for id_, _, what in requests)
@@ -180,13 +198,21 @@ class Worker:
             self.process = None
 
     def close(self) -> None:
+        self.ask_to_exit()
+        if self.process:
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._kill()
+        self.process = None
+
+    def ask_to_exit(self) -> None:
+        """Tells the worker to end, without waiting (several workers then end side by side)."""
         if self._pending:
             self._kill()  # busy with requests nobody will collect
-        if self.process and self.process.poll() is None:
+        if self.process and self.process.poll() is None and not self.process.stdin.closed:
             try:
                 self.process.stdin.write(b'{"op": "exit"}\n')
                 self.process.stdin.close()
-                self.process.wait(timeout=5)
-            except (BrokenPipeError, subprocess.TimeoutExpired, OSError):
+            except (BrokenPipeError, OSError):
                 self._kill()
-        self.process = None

@@ -99,14 +99,19 @@ class ConformanceRun:
                     "models_dir": str(self.report_dir / "models")}
             if self.isolated:
                 worker = Worker(init, timeout=self.timeout, log=self.report_dir / f"worker-{_safe(name)}.log")
+                worker.launch()
+                # The worker for isolated contracts starts side by side with the main one.
+                isolated = self._launch_isolated(worker) if any(c.isolated for c in self.catalogue.contracts) else None
                 try:
-                    facts = worker.start()
-                except WorkerRefused as exc:
-                    worker.close()
-                    raise pytest.UsageError(str(exc)) from None
-                except WorkerLost as exc:
+                    facts = worker.ready()
+                except (WorkerRefused, WorkerLost) as exc:
+                    for started in (worker, isolated):
+                        if started:
+                            started.close()
+                    if isinstance(exc, WorkerRefused):
+                        raise pytest.UsageError(str(exc)) from None
                     raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
-                ep = EpUnderTest(name, facts, worker, None)
+                ep = EpUnderTest(name, facts, worker, None, isolated_worker=isolated)
             else:
                 from conformance.eps import EpUnavailable
                 from conformance.runner import Runner
@@ -148,9 +153,14 @@ class ConformanceRun:
 
     def _isolated_worker(self, ep: EpUnderTest) -> Worker:
         if ep.isolated_worker is None:
-            log = ep.worker.log.with_name(ep.worker.log.stem + "-isolated.log") if ep.worker.log else None
-            ep.isolated_worker = Worker(ep.worker.init, timeout=self.timeout, log=log)  # started on first request
+            ep.isolated_worker = self._launch_isolated(ep.worker)
         return ep.isolated_worker
+
+    def _launch_isolated(self, main: Worker) -> Worker:
+        log = main.log.with_name(main.log.stem + "-isolated.log") if main.log else None
+        worker = Worker(main.init, timeout=self.timeout, log=log)
+        worker.launch()
+        return worker
 
     def _collect(self, worker: Worker, planned: "Planned") -> dict[str, Any]:
         """The worker's reply to `planned`, sending it (and what follows it in the plan) first
@@ -214,10 +224,11 @@ class ConformanceRun:
             terminalreporter.write_line(f"report: {path}")
 
     def close(self) -> None:
-        for ep in self.eps:
-            for worker in (ep.worker, ep.isolated_worker):
-                if worker:
-                    worker.close()
+        workers = [w for ep in self.eps for w in (ep.worker, ep.isolated_worker) if w]
+        for worker in workers:
+            worker.ask_to_exit()
+        for worker in workers:
+            worker.close()
 
 
 @dataclass(frozen=True)
@@ -397,6 +408,8 @@ class ContractItem(pytest.Item):
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ContractFailure):
             return report.describe_failure(excinfo.value.result, self.contract)
+        if isinstance(excinfo.value, pytest.xfail.Exception):
+            return str(excinfo.value)  # its reason says it all; a traceback of the plugin would not
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):

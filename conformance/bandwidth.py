@@ -1,0 +1,96 @@
+"""Copy throughput between memories of an EP device, beside the host's own memcpy.
+
+A figure is the best of several timed trials (each repeating the copy often enough to be
+measurable), in GB/s (10^9 bytes per second), so that noise from other processes can only make
+a figure lower, never higher. Used by the capability matrix (a few size classes, within a time
+budget) and by the benchmark (sizes up to 256 MiB). Knows nothing of contracts or reports.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+KIB = 1 << 10
+MIB = 1 << 20
+# The size classes of the capability matrix: latency-bound, cache-sized, bandwidth-bound.
+SIZE_CLASSES = (4 * KIB, MIB, 64 * MIB)
+MIN_TRIAL_SECONDS = 0.002  # a trial repeats a copy until it takes this long (timer resolution)
+
+
+def size_label(nbytes: int) -> str:
+    return f"{nbytes // MIB}MiB" if nbytes >= MIB else f"{nbytes // KIB}KiB"
+
+
+def best_seconds(operation: Callable[[], Any], *, trials: int = 5, budget: float = 1.0) -> float:
+    """Seconds one `operation()` takes: the best of `trials` timed trials, fewer when `budget`
+    seconds have passed (at least one trial always runs, after one untimed warm-up call)."""
+    operation()
+    started = time.perf_counter()
+    repeats, best = 1, float("inf")
+    for _ in range(trials):
+        begin = time.perf_counter()
+        for _ in range(repeats):
+            operation()
+        elapsed = time.perf_counter() - begin
+        best = min(best, elapsed / repeats)
+        if elapsed < MIN_TRIAL_SECONDS:
+            repeats = min(repeats * max(2, int(MIN_TRIAL_SECONDS / max(elapsed, 1e-9))), 1 << 16)
+        if time.perf_counter() - started > budget:
+            break
+    return best
+
+
+def gbps(nbytes: int, seconds: float) -> float:
+    return nbytes / seconds / 1e9 if seconds > 0 else float("inf")
+
+
+def host_memcpy(nbytes: int, *, trials: int = 5, budget: float = 1.0) -> float:
+    """GB/s of numpy copying `nbytes` between two host buffers: the limit a host copy can reach."""
+    source = np.ones(nbytes, dtype=np.uint8)
+    destination = np.zeros(nbytes, dtype=np.uint8)
+    return gbps(nbytes, best_seconds(lambda: np.copyto(destination, source), trials=trials, budget=budget))
+
+
+class Endpoints:
+    """A source and a destination value of `nbytes` in two memories of an EP device."""
+
+    def __init__(self, ctx, source_info, destination_info, nbytes: int):
+        self.ctx = ctx
+        self._storage = []  # numpy arrays backing CPU values, kept alive with them
+        self.source = self._value(source_info, nbytes, fill=0x3C)
+        self.destination = self._value(destination_info, nbytes, fill=0)
+
+    def _value(self, info, nbytes: int, fill: int):
+        storage = np.full(nbytes, fill, dtype=np.uint8)
+        self._storage.append(storage)
+        cpu = self.ctx.ort.OrtValue.ortvalue_from_numpy(storage)
+        if info is None:
+            return cpu
+        value = self.ctx.ort.OrtValue.ortvalue_from_shape_and_type([nbytes], np.uint8, memory_info=info)
+        self.ctx.ort.copy_tensors([cpu], [value], None)
+        return value
+
+    def operation(self, method: str) -> Callable[[], Any]:
+        if method == "copy_tensors":
+            return lambda: self.ctx.ort.copy_tensors([self.source], [self.destination], None)
+        if method == "update_inplace":
+            return lambda: self.destination.update_inplace(self.source)
+        raise ValueError(f"unknown copy method {method!r}")
+
+
+def throughput(ctx, source_info, destination_info, method: str, nbytes: int, *, trials: int = 5, budget: float = 1.0) -> dict[str, Any]:
+    """{'gbps': figure} for one copy, or {'error': why} when the copy is refused."""
+    try:
+        endpoints = Endpoints(ctx, source_info, destination_info, nbytes)
+        seconds = best_seconds(endpoints.operation(method), trials=trials, budget=budget)
+    except Exception as exc:
+        text = str(exc).strip()
+        return {"error": text.splitlines()[0][:200] if text else type(exc).__name__}
+    return {"gbps": significant(gbps(nbytes, seconds))}
+
+
+def significant(figure: float, digits: int = 4) -> float:
+    return float(f"{figure:.{digits}g}")
