@@ -78,6 +78,12 @@ def test_correct_reference_ep_is_conformant(refdev_library, tmp_path):
             "session.nodes-on-ep", "memory-info.declaration"} <= passed
     statuses = {(p["source"], p["destination"]): p["status"] for p in report["capabilities"][0]["pairs"]}
     assert statuses[("cpu", "default")] == statuses[("default", "cpu")] == statuses[("default", "default")] == "supported"
+    assert "update-inplace.no-host-staging" in passed
+    # Every supported direction carries its throughput per size class (figures, not asserted speeds).
+    for pair in report["capabilities"][0]["pairs"]:
+        if pair["status"] == "supported":
+            assert set(pair["throughput"]["copy_tensors"]) == {"4KiB", "1MiB", "64MiB"}
+            assert pair["throughput"]["copy_tensors"]["4KiB"] > 0
     # onnxruntime's copy_tensors does not check element types: a real finding, reported apart.
     findings = {(f["contract"], f["params"].get("request")) for f in report["findings"]}
     assert ("copy.bad-requests", "type-mismatch") in findings
@@ -122,6 +128,18 @@ def test_copy_matrix_reports_what_the_fault_broke(refdev_library, tmp_path, faul
     statuses = {(p["source"], p["destination"]): p["status"] for p in matrix["eps"][0]["devices"][0]["pairs"]}
     for pair, status in MATRIX[fault].items():
         assert statuses[pair] == status, statuses
+
+
+def test_device_copy_staged_through_the_host_is_caught_by_the_recommended_contract(refdev_library, tmp_path):
+    report = conformance_run(refdev_library, tmp_path, "slow-d2d")
+    assert "update-inplace.no-host-staging" in broken(report, "fail")
+    # Values stay right, so only the recommended contract fails: the verdict is not changed,
+    # the run still exits non-zero (a failed check), and the message gives both timings.
+    assert report["verdict"] == "conformant", report["verdict_reasons"]
+    assert report["_exit"] != 0
+    failed = [r for r in report["results"] if r["outcome"] == "fail" and r["subject"] == "ep"]
+    assert {r["contract"] for r in failed} == {"update-inplace.no-host-staging"}
+    assert "round trip" in failed[0]["message"]
 
 
 def test_ep_claiming_no_node_is_incomplete_not_conformant(refdev_library, tmp_path):

@@ -142,3 +142,54 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
         yield Violation("the refused update_inplace still wrote into the destination", expected="destination unchanged",
                         actual="destination bytes changed", reproducer=snippet)
     yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
+
+
+# A device-to-device update_inplace may be this much slower than the round trip through CPU
+# memory before it counts as slower: timing noise between two best-of-N figures stays well
+# inside it, while a copy that stages through the host costs about the round trip or more.
+STAGING_MARGIN = 1.25
+STAGING_SLACK_SECONDS = 50e-6  # timer and call overhead, which dominate tiny copies
+STAGING_TRIALS = 7
+
+
+@check("update-inplace.no-host-staging")
+def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
+    from conformance.bandwidth import best_seconds, gbps
+
+    if not ctx.target.facts["api"]["update_inplace_ortvalue"]:
+        raise NotRun(f"onnxruntime {ctx.ort.__version__} has no update_inplace(OrtValue) (added by PR #28256, onnxruntime >= 1.26)")
+    dt = tensors.DTYPES[dtype]
+    shp = tensors.parse_shape(shape, dt)
+    values = tensors.sample(dt, shp, seed=4)
+    with ctx.precondition("placing values in DEFAULT memory and copying them device to device once"):
+        source = ctx.place(values, "default", dt)
+        destination = ctx.allocate("default", dt, shp)
+        staging = ctx.allocate("cpu", dt, shp)
+        destination.update_inplace(source)
+    # The copy delivered the values: a fast copy that moves nothing proves nothing.
+    yield from _diff_violation(ctx, "default>default", tensors.payload(values, dt), ctx.read(destination, "default", dt, shp), "default", "")
+
+    def device_to_device():
+        destination.update_inplace(source)
+
+    def round_trip():
+        staging.update_inplace(source)
+        destination.update_inplace(staging)
+
+    direct = best_seconds(device_to_device, trials=STAGING_TRIALS, budget=2.0)
+    staged = best_seconds(round_trip, trials=STAGING_TRIALS, budget=2.0)
+    if direct > staged * STAGING_MARGIN + STAGING_SLACK_SECONDS:
+        nbytes = dt.nbytes(tensors.element_count(shp))
+        snippet = (f"{ctx.preamble()}\nimport time\nmem = {ctx.memory_expr('default')}\n"
+                   f"src = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info=mem)\n"
+                   f"dst = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info=mem)\n"
+                   f"cpu = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name})\n"
+                   "t = time.perf_counter(); dst.update_inplace(src); direct = time.perf_counter() - t\n"
+                   "t = time.perf_counter(); cpu.update_inplace(src); dst.update_inplace(cpu); staged = time.perf_counter() - t\n"
+                   "print(f'device to device {direct * 1e3:.2f} ms, through CPU {staged * 1e3:.2f} ms')")
+        yield Violation(
+            f"update_inplace(OrtValue) device to device took {direct * 1e3:.3g} ms for {nbytes} bytes ({gbps(nbytes, direct):.3g} GB/s), "
+            f"slower than a device→CPU→device round trip of the same size ({staged * 1e3:.3g} ms, {gbps(nbytes, staged):.3g} GB/s)",
+            expected=f"at most {STAGING_MARGIN:g} × the round trip (best of {STAGING_TRIALS} each)",
+            actual=f"{direct / staged:.3g} × the round trip",
+            memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
