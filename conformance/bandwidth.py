@@ -73,19 +73,25 @@ class Endpoints:
         self.ctx.ort.copy_tensors([cpu], [value], None)
         return value
 
-    def operation(self, method: str) -> Callable[[], Any]:
+    def operation(self, method: str, synchronize: Callable[[], Any] | None = None) -> Callable[[], Any]:
         if method == "copy_tensors":
-            return lambda: self.ctx.ort.copy_tensors([self.source], [self.destination], None)
-        if method == "update_inplace":
-            return lambda: self.destination.update_inplace(self.source)
-        raise ValueError(f"unknown copy method {method!r}")
+            copy = lambda: self.ctx.ort.copy_tensors([self.source], [self.destination], None)  # noqa: E731
+        elif method == "update_inplace":
+            copy = lambda: self.destination.update_inplace(self.source)  # noqa: E731
+        else:
+            raise ValueError(f"unknown copy method {method!r}")
+        if synchronize is None:
+            return copy
+        return lambda: (copy(), synchronize())
 
 
-def throughput(ctx, source_info, destination_info, method: str, nbytes: int, *, trials: int = 5, budget: float = 1.0) -> dict[str, Any]:
-    """{'gbps': figure} for one copy, or {'error': why} when the copy is refused."""
+def throughput(ctx, source_info, destination_info, method: str, nbytes: int, *, trials: int = 5, budget: float = 1.0,
+               synchronize: Callable[[], Any] | None = None) -> dict[str, Any]:
+    """{'gbps': figure} for one copy, or {'error': why} when the copy is refused. `synchronize`,
+    when given, runs after each copy (waiting for a device that copies asynchronously)."""
     try:
         endpoints = Endpoints(ctx, source_info, destination_info, nbytes)
-        seconds = best_seconds(endpoints.operation(method), trials=trials, budget=budget)
+        seconds = best_seconds(endpoints.operation(method, synchronize), trials=trials, budget=budget)
     except Exception as exc:
         text = str(exc).strip()
         return {"error": text.splitlines()[0][:200] if text else type(exc).__name__}

@@ -36,7 +36,7 @@ THROUGHPUT_BUDGET_SECONDS = 1.5
 STATUSES = ("supported", "broken", "required_but_missing", "not_required", "unsupported")
 
 
-def _endpoints(ctx) -> list[tuple[str, Any, bool]]:
+def memory_endpoints(ctx) -> list[tuple[str, Any, bool]]:
     """(name, memory info or None for plain CPU, CPU-visible) for every memory to try."""
     endpoints: list[tuple[str, Any, bool]] = [("cpu", None, True)]
     for kind in ("default", "host_accessible"):
@@ -95,7 +95,7 @@ def _try(ctx, source_info, destination_info) -> tuple[str, str]:
 
 
 def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
-    endpoints = _endpoints(ctx)
+    endpoints = memory_endpoints(ctx)
     pairs = []
     for source, source_info, source_visible in endpoints:
         for destination, destination_info, destination_visible in endpoints:

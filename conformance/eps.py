@@ -15,8 +15,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy
-
 from conformance.contracts import Catalogue, EpSpec
 
 ONNXRUNTIME_FLAVOURS = (
@@ -203,6 +201,8 @@ def memory_device_type(ort, info) -> str:
     allocates one byte from it and asks the value (`device_name()` says 'cuda' for any
     GPU-typed memory); when allocation fails it falls back to the name onnxruntime gives
     CPU memory."""
+    import numpy  # here, not at the top: the pytest process imports this module for reports
+
     try:
         value = ort.OrtValue.ortvalue_from_shape_and_type([1], numpy.uint8, memory_info=info)
         device = value.device_name().lower()

@@ -75,13 +75,14 @@ class ConformanceRun:
         self.library = config.getoption("ep_library")
         self.options = _parse_options(config.getoption("ep_option"))
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_args(config)
-        self.catalogue: Catalogue = _load(self.spec_paths)
+        self.catalogue: Catalogue | None = None  # loaded by start(), once the workers are launched
+        self.contract_files: set[Path] = set()
+        self.workers: list[Worker] = []  # every worker launched, to close them all
         self.eps: list[EpUnderTest] = []
         self.results: list[Result] = []
         self.collected = 0
         self.started = time.time()
         self.primary = not hasattr(config, "workerinput")  # the xdist controller, or a plain run
-        self.contract_files = {Path(f).resolve() for f in self.catalogue.files}
         self.written: list[Path] = []
         self.verdict = ""
         # Requests each worker will be asked for, in run order (checks, then the copy probe):
@@ -94,45 +95,57 @@ class ConformanceRun:
 
     def start(self, names: list[str]) -> None:
         self.report_dir.mkdir(parents=True, exist_ok=True)
+        # Workers import onnxruntime and load their EP while this process loads the catalogue.
+        launched = {name: self._launch(Worker(self._init(name), timeout=self.timeout, log=self.report_dir / f"worker-{_safe(name)}.log"))
+                    for name in names} if self.isolated else {}
+        self.catalogue = _load(self.spec_paths)
+        self.contract_files = {Path(f).resolve() for f in self.catalogue.files}
         for name in names:
-            init = {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
-                    "models_dir": str(self.report_dir / "models")}
             if self.isolated:
-                worker = Worker(init, timeout=self.timeout, log=self.report_dir / f"worker-{_safe(name)}.log")
-                worker.launch()
-                # The worker for isolated contracts starts side by side with the main one.
-                isolated = self._launch_isolated(worker) if any(c.isolated for c in self.catalogue.contracts) else None
-                try:
-                    facts = worker.ready()
-                except (WorkerRefused, WorkerLost) as exc:
-                    for started in (worker, isolated):
-                        if started:
-                            started.close()
-                    if isinstance(exc, WorkerRefused):
-                        raise pytest.UsageError(str(exc)) from None
-                    raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
-                ep = EpUnderTest(name, facts, worker, None, isolated_worker=isolated)
+                ep = self._ready(name, launched[name])
             else:
                 from conformance.eps import EpUnavailable
                 from conformance.runner import Runner
 
                 try:
-                    runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=init["models_dir"])
+                    runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=self._init(name)["models_dir"])
                 except EpUnavailable as exc:
                     raise pytest.UsageError(str(exc)) from None
                 ep = EpUnderTest(name, runner.facts, None, runner)
             self.eps.append(ep)
 
+    def _init(self, name: str) -> dict[str, Any]:
+        return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
+                "models_dir": str(self.report_dir / "models")}
+
+    def _launch(self, worker: Worker) -> Worker:
+        worker.launch()
+        self.workers.append(worker)
+        return worker
+
+    def _ready(self, name: str, worker: Worker) -> EpUnderTest:
+        # The worker for isolated contracts starts side by side with the main one.
+        isolated = self._launch_isolated(worker) if any(c.isolated for c in self.catalogue.contracts) else None
+        try:
+            facts = worker.ready()
+        except WorkerRefused as exc:
+            raise pytest.UsageError(str(exc)) from None
+        except WorkerLost as exc:
+            raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
+        return EpUnderTest(name, facts, worker, None, isolated_worker=isolated)
+
     def _probe(self, ep: EpUnderTest) -> None:
+        # Where no check runs (--collect-only), the directions are probed but not timed.
+        sizes = [] if self.config.option.collectonly else None
         for device in ep.facts["devices"]:
-            request = {"op": "probe", "device": device["index"]}
+            request = {"op": "probe", "device": device["index"], "sizes": sizes}
             try:
                 if ep.worker:
                     ep.capabilities.append(self._collect(ep.worker, Planned(_probe_id(device), request, "the copy probe"))["capabilities"])
                 else:
                     from conformance.capabilities import capability_matrix
 
-                    ep.capabilities.append(capability_matrix(ep.runner.context(device["index"])))
+                    ep.capabilities.append(capability_matrix(ep.runner.context(device["index"]), sizes))
             except (WorkerLost, WorkerRefused) as exc:
                 ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
 
@@ -158,9 +171,7 @@ class ConformanceRun:
 
     def _launch_isolated(self, main: Worker) -> Worker:
         log = main.log.with_name(main.log.stem + "-isolated.log") if main.log else None
-        worker = Worker(main.init, timeout=self.timeout, log=log)
-        worker.launch()
-        return worker
+        return self._launch(Worker(main.init, timeout=self.timeout, log=log))
 
     def _collect(self, worker: Worker, planned: "Planned") -> dict[str, Any]:
         """The worker's reply to `planned`, sending it (and what follows it in the plan) first
@@ -224,10 +235,9 @@ class ConformanceRun:
             terminalreporter.write_line(f"report: {path}")
 
     def close(self) -> None:
-        workers = [w for ep in self.eps for w in (ep.worker, ep.isolated_worker) if w]
-        for worker in workers:
+        for worker in self.workers:
             worker.ask_to_exit()
-        for worker in workers:
+        for worker in self.workers:
             worker.close()
 
 

@@ -16,10 +16,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-import jsonschema
-import referencing
 import yaml
 
 from conformance import data
@@ -32,6 +30,9 @@ from conformance.contracts import (
     Source,
     Waiver,
 )
+
+if TYPE_CHECKING:
+    import jsonschema
 
 JsonPath = tuple[Any, ...]
 
@@ -157,6 +158,11 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 def _validators() -> dict[str, jsonschema.protocols.Validator]:
+    # Imported here, when the first file is validated: a pytest run launches its workers
+    # before that, so they start while this process imports jsonschema.
+    import jsonschema
+    import referencing
+
     schemas = {name: load_schema(name) for name in (CONTRACTS_SCHEMA, EP_SCHEMA)}
     registry = referencing.Registry().with_resources(
         (schema["$id"], referencing.Resource.from_contents(schema)) for schema in schemas.values()

@@ -70,6 +70,10 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     serve(sys.stdin, replies)
+    # Every reply is written and flushed: end now, without the interpreter's teardown of
+    # onnxruntime and the EP library, which the parent would otherwise wait for.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,89 @@
+"""Copy throughput for every direction each EP device supports, beside the limits of the machine.
+
+Every memory pair of every EP device present (CPU memory, the device's DEFAULT and
+HOST_ACCESSIBLE memory, other EP devices' DEFAULT memory: the capability matrix's endpoints) is
+timed with `copy_tensors` and `update_inplace(OrtValue)` at each size. Each figure is compared
+with numpy copying the same number of bytes between host buffers, measured in the same run, and
+for CUDA device-to-device copies with the device's own memcpy (PyTorch or CuPy).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance import bandwidth
+from conformance.capabilities import memory_endpoints
+
+ROOT = Path(__file__).resolve().parents[1]
+REFDEV = ROOT / "refdev" / "build" / "libort_refdev_ep.so"
+SIZES = tuple(4 * bandwidth.KIB * 4**k for k in range(9))  # 4 KiB, 16 KiB, ... 256 MiB
+METHODS = ("copy_tensors", "update_inplace")
+
+
+@dataclass
+class Target:
+    """An EP to time: its alias, the plugin library to register, or why it is skipped."""
+
+    name: str
+    library: str | None = None
+    skipped: str = ""
+
+
+@dataclass
+class Row:
+    ep: str
+    device: str
+    method: str
+    source: str
+    destination: str
+    nbytes: int
+    gbps: float | None
+    error: str = ""
+    device_memcpy: float | None = None  # the device's own memcpy at this size, where it applies
+
+
+def targets(library: str | None, ep: str | None) -> list[Target]:
+    """The EP asked for, or every EP the kit knows how to time here; one that is not installed
+    is skipped with the kit's own message when it is loaded."""
+    if ep:
+        return [Target(ep, library)]
+    refdev = Target("refdev", str(REFDEV)) if REFDEV.exists() else Target("refdev", skipped=f"not built ({REFDEV}): make -C refdev")
+    return [Target("cpu"), refdev, Target("webgpu"), Target("CUDAExecutionProvider")]
+
+
+def host_limits(sizes: tuple[int, ...]) -> dict[int, float]:
+    """numpy's host-to-host copy at each size: the limit a host copy can reach."""
+    return {nbytes: bandwidth.host_memcpy(nbytes, trials=7, budget=2.0) for nbytes in sizes}
+
+
+def measure(target: Target, sizes: tuple[int, ...], device_memcpy) -> list[Row]:
+    from conformance.runner import Runner
+
+    runner = Runner(target.name, library=target.library)
+    cuda = runner.facts["provider"] == "CUDAExecutionProvider"
+    synchronize = device_memcpy.synchronize if cuda else None
+    rows = []
+    for device in runner.facts["devices"]:
+        ctx = runner.context(device["index"])
+        endpoints = memory_endpoints(ctx)
+        for source, source_info, _ in endpoints:
+            for destination, destination_info, _ in endpoints:
+                for method in METHODS:
+                    rows += _direction(ctx, (source, source_info), (destination, destination_info), method, sizes,
+                                       device_memcpy if cuda and source == destination == "default" else None, synchronize)
+    return rows
+
+
+def _direction(ctx, source, destination, method: str, sizes, device_memcpy, synchronize) -> list[Row]:
+    rows = []
+    for nbytes in sizes:
+        measured = bandwidth.throughput(ctx, source[1], destination[1], method, nbytes, trials=5, budget=1.0, synchronize=synchronize)
+        row = Row(ctx.target.provider, ctx.facts["label"], method, source[0], destination[0], nbytes,
+                  measured.get("gbps"), measured.get("error", ""))
+        if device_memcpy is not None and device_memcpy.gbps is not None:
+            row.device_memcpy = device_memcpy.gbps(nbytes)
+        rows.append(row)
+        if row.error:
+            break  # refused at one size: refused at all
+    return rows

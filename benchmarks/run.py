@@ -1,0 +1,132 @@
+"""The kit's benchmark: `python benchmarks/run.py` prints what a conformance run costs and how
+close each EP's copies come to the machine's limits, with the targets met or not.
+
+Figures are the best of several trials (noise from other processes only ever adds time). This
+is a script that prints figures, not a test: nothing here fails on a slow machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import copies  # noqa: E402
+import conformance_run  # noqa: E402
+from device_memcpy import DeviceMemcpy  # noqa: E402
+
+from conformance import bandwidth  # noqa: E402
+from conformance.eps import EpUnavailable  # noqa: E402
+
+# Targets on the CPU lane (the kit's own 2-core development machine).
+CHECKS_PER_SECOND = 1000
+COLLECTION_SECONDS_PER_1000 = 1.0
+ISOLATION_SHARE = 0.20
+HOST_COPY_RATIO_AT_256MIB = 0.9
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3, metavar="N", help="runs per timing; the best counts (default: 3)")
+    parser.add_argument("--max-size", default="256MiB", metavar="SIZE", help="largest copy, e.g. 16MiB (default: 256MiB)")
+    parser.add_argument("--ep", metavar="NAME", help="time the copies of this EP only (default: cpu, refdev, webgpu, cuda where present)")
+    parser.add_argument("--ep-library", metavar="PATH", help="plugin EP library providing --ep")
+    parser.add_argument("--skip-run", action="store_true", help="copies only, no conformance runs")
+    args = parser.parse_args(argv)
+    largest = _parse_size(args.max_size)
+    if largest is None:
+        print(f"benchmarks/run.py: --max-size expects a size such as 4KiB or 64MiB, got {args.max_size!r}", file=sys.stderr)
+        return 2
+    verdicts = []
+    if not args.skip_run:
+        verdicts += _conformance_section(args.repeat)
+    verdicts += _copy_section(tuple(n for n in copies.SIZES if n <= largest), args.ep, args.ep_library)
+    _print_table("targets (CPU lane)", ["target", "figure", "met"], verdicts)
+    return 0
+
+
+def _conformance_section(repeat: int) -> list[list[str]]:
+    isolated = conformance_run.conformance_run(["--ep=cpu"], [], repeat)
+    in_process = conformance_run.conformance_run(["--ep=cpu"], ["--conformance-isolation", "none"], repeat)
+    collected = conformance_run.collection(["--ep=cpu"], repeat)
+    rate = isolated.checks / isolated.wall
+    share = max(0.0, isolated.wall - in_process.wall) / isolated.wall
+    per_1000 = collected.seconds * 1000 / collected.items
+    _print_table("conformance run, CPU EP (best of %d, interpreter start included)" % repeat,
+                 ["run", "checks", "wall s", "checks/s", "pytest s", "exit"],
+                 [["isolated (worker)", isolated.checks, f"{isolated.wall:.2f}", f"{rate:.0f}", f"{isolated.pytest_seconds:.2f}", isolated.exit_code],
+                  ["in-process (--conformance-isolation none)", in_process.checks, f"{in_process.wall:.2f}",
+                   f"{in_process.checks / in_process.wall:.0f}", f"{in_process.pytest_seconds:.2f}", in_process.exit_code]])
+    _print_table("collection", ["items", "seconds", "seconds per 1000 items"],
+                 [[collected.items, f"{collected.seconds:.3f}", f"{per_1000:.3f}"]])
+    print(f"isolation: worker/in-process = {isolated.wall / in_process.wall:.2f}; share of the isolated run = {share:.0%}\n")
+    return [
+        [f"checks per second >= {CHECKS_PER_SECOND}", f"{rate:.0f}", _met(rate >= CHECKS_PER_SECOND)],
+        [f"collection of 1000 items < {COLLECTION_SECONDS_PER_1000:g} s", f"{per_1000:.3f} s", _met(per_1000 < COLLECTION_SECONDS_PER_1000)],
+        [f"isolation <= {ISOLATION_SHARE:.0%} of the run", f"{share:.0%}", _met(share <= ISOLATION_SHARE)],
+    ]
+
+
+def _copy_section(sizes: tuple[int, ...], ep: str | None, library: str | None) -> list[list[str]]:
+    host = copies.host_limits(sizes)
+    device = DeviceMemcpy()
+    rows, skipped = [], []
+    for target in copies.targets(library, ep):
+        if target.skipped:
+            skipped.append(f"{target.name}: {target.skipped}")
+            continue
+        try:
+            rows += copies.measure(target, sizes, device)
+        except EpUnavailable as exc:
+            skipped.append(f"{target.name}: {str(exc).splitlines()[0]}")
+    _print_table("host memcpy (numpy, host to host)", ["size", "GB/s"],
+                 [[bandwidth.size_label(n), f"{g:.2f}"] for n, g in host.items()])
+    table = []
+    for row in rows:
+        label = bandwidth.size_label(row.nbytes)
+        if row.error:
+            table.append([row.ep, row.device, row.method, f"{row.source}>{row.destination}", label, "refused", "", "", row.error[:60]])
+            continue
+        to_device = f"{row.gbps / row.device_memcpy:.2f}" if row.device_memcpy else ""
+        table.append([row.ep, row.device, row.method, f"{row.source}>{row.destination}", label, f"{row.gbps:.2f}",
+                      f"{row.gbps / host[row.nbytes]:.2f}", to_device, ""])
+    _print_table("copy throughput (best of 5 trials)", ["ep", "device", "method", "direction", "size", "GB/s", "x host memcpy", "x device memcpy", "note"], table)
+    print("device memcpy: " + (device.tool if device.gbps else f"not measured: {device.reason}"))
+    for line in skipped:
+        print(f"skipped: {line}")
+    print()
+    largest = max(sizes)
+    host_copies = [r for r in rows if r.source == r.destination == "cpu" and r.nbytes == largest and not r.error]
+    worst = min((r.gbps / host[largest] for r in host_copies), default=None)
+    figure = "no host copy measured" if worst is None else f"worst {worst:.2f} of {len(host_copies)} at {bandwidth.size_label(largest)}"
+    met = worst is not None and worst >= HOST_COPY_RATIO_AT_256MIB and largest == copies.SIZES[-1]
+    return [[f"host copies >= {HOST_COPY_RATIO_AT_256MIB:g} x memcpy at 256MiB", figure, _met(met)]]
+
+
+def _met(condition: bool) -> str:
+    return "yes" if condition else "NO"
+
+
+def _parse_size(text: str) -> int | None:
+    for unit, factor in (("KiB", bandwidth.KIB), ("MiB", bandwidth.MIB)):
+        if text.endswith(unit) and text[: -len(unit)].isdigit():
+            return int(text[: -len(unit)]) * factor
+    return None
+
+
+def _print_table(title: str, header: list[str], rows: list[list]) -> None:
+    cells = [header] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
+    print(f"## {title}")
+    for index, row in enumerate(cells):
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        if index == 0:
+            print("  ".join("-" * width for width in widths))
+    print()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
