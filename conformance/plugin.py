@@ -108,15 +108,16 @@ class ConformanceRun:
                 from conformance.runner import Runner
 
                 try:
-                    runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=self._init(name)["models_dir"])
+                    runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=self._init(name)["models_dir"], schema_checked=True)
                 except EpUnavailable as exc:
                     raise pytest.UsageError(str(exc)) from None
                 ep = EpUnderTest(name, runner.facts, None, runner)
             self.eps.append(ep)
 
     def _init(self, name: str) -> dict[str, Any]:
+        # This process validates the spec files against the schemas; its workers need not.
         return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
-                "models_dir": str(self.report_dir / "models")}
+                "models_dir": str(self.report_dir / "models"), "schema_checked": True}
 
     def _launch(self, worker: Worker) -> Worker:
         worker.launch()

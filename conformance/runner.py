@@ -44,9 +44,9 @@ def raised_by_onnxruntime_python(exc: BaseException) -> bool:
 
 class Runner:
     def __init__(self, ep: str, *, specs: list[str] | None = None, library: str | None = None,
-                 options: dict[str, str] | None = None, models_dir: str | None = None):
+                 options: dict[str, str] | None = None, models_dir: str | None = None, schema_checked: bool = False):
         load_all()
-        self.catalogue = load_catalogue(specs, known_checks=CHECKS)
+        self.catalogue = load_catalogue(specs, known_checks=CHECKS, schema_checked=schema_checked)
         self.target = eps.resolve(ep, self.catalogue, library=library, options=options)
         self.target.facts = eps.describe(self.target)
         self.models = ModelCache(Path(models_dir) if models_dir else None)

@@ -54,7 +54,8 @@ class _Worker:
             from conformance.runner import Runner
 
             self.runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
-                                 options=request.get("options"), models_dir=request.get("models_dir"))
+                                 options=request.get("options"), models_dir=request.get("models_dir"),
+                                 schema_checked=request.get("schema_checked", False))
             return {"ok": True, "facts": self.runner.facts}
         if op == "run":
             return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"])}
