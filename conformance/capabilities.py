@@ -128,6 +128,8 @@ def _add_throughputs(ctx, infos: dict[str, Any], pairs: list[dict[str, Any]], si
 
     Size by size, every pair and method at one size before the next size, so that a budget
     spent on a slow device leaves the large sizes unmeasured, not whole directions."""
+    if not sizes:
+        return
     deadline = time.monotonic() + THROUGHPUT_BUDGET_SECONDS
     for pair in pairs:
         methods = ("copy_tensors", "update_inplace") if pair["status"] == "supported" else ("update_inplace",)

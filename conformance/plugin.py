@@ -136,17 +136,15 @@ class ConformanceRun:
         return EpUnderTest(name, facts, worker, None, isolated_worker=isolated)
 
     def _probe(self, ep: EpUnderTest) -> None:
-        # Where no check runs (--collect-only), the directions are probed but not timed.
-        sizes = [] if self.config.option.collectonly else None
         for device in ep.facts["devices"]:
-            request = {"op": "probe", "device": device["index"], "sizes": sizes}
+            planned = self._planned_probe(device)
             try:
                 if ep.worker:
-                    ep.capabilities.append(self._collect(ep.worker, Planned(_probe_id(device), request, "the copy probe"))["capabilities"])
+                    ep.capabilities.append(self._collect(ep.worker, planned)["capabilities"])
                 else:
                     from conformance.capabilities import capability_matrix
 
-                    ep.capabilities.append(capability_matrix(ep.runner.context(device["index"]), sizes))
+                    ep.capabilities.append(capability_matrix(ep.runner.context(device["index"]), planned.request["sizes"]))
             except (WorkerLost, WorkerRefused) as exc:
                 ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
 
@@ -198,9 +196,13 @@ class ConformanceRun:
                 self.plans.setdefault(self._worker_for(item), []).append(item.planned())
         for ep in self.eps:
             if ep.worker:
-                for device in ep.facts["devices"]:
-                    self.plans.setdefault(ep.worker, []).append(Planned(_probe_id(device), {"op": "probe", "device": device["index"]}, "the copy probe"))
+                self.plans.setdefault(ep.worker, []).extend(self._planned_probe(device) for device in ep.facts["devices"])
         self.plan_position = {(worker, p.id): i for worker, plan in self.plans.items() for i, p in enumerate(plan)}
+
+    def _planned_probe(self, device: dict[str, Any]) -> "Planned":
+        # Where no check runs (--collect-only), the directions are probed but not timed.
+        request = {"op": "probe", "device": device["index"], "sizes": [] if self.config.option.collectonly else None}
+        return Planned(f"probe:{device['index']}", request, "the copy probe")
 
     # --- hooks of the run (registered as a plugin object, like pytest's LogXML) -------------
 
@@ -250,10 +252,6 @@ class Planned:
     request: dict[str, Any]
     what: str
     item: "ContractItem | None" = None
-
-
-def _probe_id(device: dict[str, Any]) -> str:
-    return f"probe:{device['index']}"
 
 
 def _safe(name: str) -> str:
