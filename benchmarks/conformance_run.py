@@ -88,6 +88,28 @@ def collection(ep_args: list[str], repeat: int, items_wanted: int = 1000) -> Col
     return best
 
 
+def floor(items: int, repeat: int) -> dict[str, float]:
+    """What no conformance run can go below here, in wall seconds (best of `repeat`): pytest
+    running `items` empty tests, and an interpreter importing onnxruntime (which a run needs in
+    at least one process before its first check)."""
+    with tempfile.TemporaryDirectory(prefix="ort-conformance-bench-") as tmp:
+        empty = Path(tmp) / "test_empty.py"
+        empty.write_text(f"import pytest\n\n\n@pytest.mark.parametrize('i', range({items}))\ndef test_item(i):\n    pass\n")
+        return {
+            f"pytest, {items} empty tests": _best_wall([*PYTEST, "-p", "no:xdist", str(empty)], tmp, repeat),
+            "python -c 'import onnxruntime'": _best_wall([sys.executable, "-c", "import onnxruntime"], tmp, repeat),
+        }
+
+
+def _best_wall(command: list[str], cwd: str, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run(command, cwd=cwd, capture_output=True, check=True)
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
 def _with_benchmarks_on_path() -> dict[str, str]:
     path = [str(Path(__file__).parent)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])
     return dict(os.environ, PYTHONPATH=os.pathsep.join(path))

@@ -60,6 +60,8 @@ def _conformance_section(repeat: int) -> list[list[str]]:
                  [["isolated (worker)", isolated.checks, f"{isolated.wall:.2f}", f"{rate:.0f}", f"{isolated.pytest_seconds:.2f}", isolated.exit_code],
                   ["in-process (--conformance-isolation none)", in_process.checks, f"{in_process.wall:.2f}",
                    f"{in_process.checks / in_process.wall:.0f}", f"{in_process.pytest_seconds:.2f}", in_process.exit_code]])
+    _print_table("floor: what any run of this many checks costs here (best of %d)" % repeat, ["command", "wall s", "checks/s at most"],
+                 [[what, f"{wall:.2f}", f"{isolated.checks / wall:.0f}"] for what, wall in conformance_run.floor(isolated.checks, repeat).items()])
     _print_table("collection", ["items", "seconds", "seconds per 1000 items"],
                  [[collected.items, f"{collected.seconds:.3f}", f"{per_1000:.3f}"]])
     print(f"isolation: worker/in-process = {isolated.wall / in_process.wall:.2f}; share of the isolated run = {share:.0%}\n")
