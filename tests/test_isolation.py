@@ -162,3 +162,64 @@ def test_a_reply_that_is_not_json_loses_the_worker_not_the_run(tmp_path):
     with pytest.raises(WorkerLost, match="not a reply") as caught:
         lost._exchange({"op": "run"}, 5, "the check")
     assert caught.value.outcome == "crash" and lost.process is None
+
+
+# --- requests sent ahead in one batch -----------------------------------------------------------
+
+ANSWER_FIRST_THEN = """\
+import json, os, sys, time
+batch = json.loads(sys.stdin.readline())
+first = batch["requests"][0]
+sys.stdout.write(json.dumps({{"ok": True, "id": first["id"], "n": 1}}) + "\\n")
+sys.stdout.flush()
+{then}
+"""
+
+
+def batch_of_three(w: Worker) -> None:
+    w.facts = {}  # a stand-in: already started
+    w.submit([(name, {"op": "run", "n": i}, f"check {name}") for i, name in enumerate("abc")])
+
+
+def test_a_batch_runs_ahead_and_each_reply_is_collected_by_its_id(worker):
+    worker.start()
+    other = dict(SESSION_INPUTS, params={"recipe": "add", "dtype": "float32"})
+    worker.submit([("first", SESSION_INPUTS, "first"), ("bogus", {"op": "bogus"}, "bogus"), ("second", other, "second")])
+    assert worker.outstanding("first") and worker.outstanding("second")
+    assert worker.collect("second")["result"]["outcome"] == "pass"  # out of order: the first is kept
+    assert worker.collect("first")["result"]["outcome"] == "pass"
+    with pytest.raises(WorkerRefused, match="unknown request 'bogus'"):
+        worker.collect("bogus")
+    assert not worker.outstanding("first") and worker.process.poll() is None
+
+
+def test_a_crash_in_a_batch_costs_the_running_request_and_drops_the_queued_ones():
+    w = fake_worker(ANSWER_FIRST_THEN.format(then="os.abort()"))
+    batch_of_three(w)
+    assert w.collect("a") == {"ok": True, "n": 1}
+    with pytest.raises(WorkerLost, match="^the process running check b was killed by SIGABRT") as lost:
+        w.collect("b")
+    assert lost.value.outcome == "crash"
+    assert not w.outstanding("c") and w.collect("c") is None  # to be submitted again
+    assert w.process is None
+
+
+def test_a_hang_in_a_batch_is_a_timeout_of_the_running_request_measured_from_the_one_before():
+    w = fake_worker(ANSWER_FIRST_THEN.format(then="time.sleep(60)"))
+    w.timeout = 0.5
+    batch_of_three(w)
+    assert w.collect("a")["n"] == 1
+    process = w.process
+    started = time.monotonic()
+    with pytest.raises(WorkerLost, match=r"^check b did not finish within 0\.5 s") as lost:
+        w.collect("b")
+    assert lost.value.outcome == "timeout" and time.monotonic() - started < 5
+    assert process.poll() == -signal.SIGKILL and w.collect("c") is None
+
+
+def test_close_kills_a_worker_still_busy_with_a_batch():
+    w = fake_worker(ANSWER_FIRST_THEN.format(then="time.sleep(60)"))
+    batch_of_three(w)
+    process = w.process
+    w.close()
+    assert process.poll() == -signal.SIGKILL and w.process is None
