@@ -31,7 +31,16 @@ class WorkerLost(Exception):
 
 
 class WorkerRefused(Exception):
-    """The worker answered with an error (e.g. the EP is unavailable)."""
+    """The worker answered with an error (e.g. the EP is unavailable); `kind` names it
+    (EpUnavailable, SpecErrors, internal) where the worker says."""
+
+    def __init__(self, message: str, kind: str = ""):
+        super().__init__(message)
+        self.kind = kind
+
+    @classmethod
+    def from_reply(cls, reply: dict[str, Any]) -> "WorkerRefused":
+        return cls(reply.get("error", "unknown error"), reply.get("kind", ""))
 
 
 def signal_name(returncode: int) -> str:
@@ -84,7 +93,7 @@ class Worker:
         timeout = max(self.timeout, 120.0)
         reply = self._receive(time.monotonic() + timeout, timeout, "starting the worker")
         if not reply.get("ok"):
-            raise WorkerRefused(reply.get("error", "unknown error"))
+            raise WorkerRefused.from_reply(reply)
         self.facts = reply["facts"]
         return self.facts
 
@@ -102,7 +111,7 @@ class Worker:
         self._send(message)
         reply = self._receive(time.monotonic() + timeout, timeout, what)
         if not reply.get("ok"):
-            raise WorkerRefused(reply.get("error", "unknown error"))
+            raise WorkerRefused.from_reply(reply)
         return reply
 
     def submit(self, requests: list[tuple[str, dict[str, Any], str]]) -> None:
@@ -139,7 +148,7 @@ class Worker:
         self._progress = time.monotonic()
         id_ = reply.pop("id", running)
         self._pending.pop(id_, None)
-        self._answers[id_] = reply if reply.get("ok") else WorkerRefused(reply.get("error", "unknown error"))
+        self._answers[id_] = reply if reply.get("ok") else WorkerRefused.from_reply(reply)
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.process and self.process.stdin
