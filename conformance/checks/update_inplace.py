@@ -166,8 +166,9 @@ def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
         destination = ctx.allocate("default", dt, shp)
         staging = ctx.allocate("cpu", dt, shp)
         destination.update_inplace(source)
+    snippet = _staging_snippet(ctx, dt, shp)
     # The copy delivered the values: a fast copy that moves nothing proves nothing.
-    yield from _diff_violation(ctx, "default>default", tensors.payload(values, dt), ctx.read(destination, "default", dt, shp), "default", "")
+    yield from _diff_violation(ctx, "default>default", tensors.payload(values, dt), ctx.read(destination, "default", dt, shp), "default", snippet)
 
     def device_to_device():
         destination.update_inplace(source)
@@ -180,16 +181,18 @@ def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     staged = best_seconds(round_trip, trials=STAGING_TRIALS, budget=2.0)
     if direct > staged * STAGING_MARGIN + STAGING_SLACK_SECONDS:
         nbytes = dt.nbytes(tensors.element_count(shp))
-        snippet = (f"{ctx.preamble()}\nimport time\nmem = {ctx.memory_expr('default')}\n"
-                   f"src = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info=mem)\n"
-                   f"dst = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info=mem)\n"
-                   f"cpu = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name})\n"
-                   "t = time.perf_counter(); dst.update_inplace(src); direct = time.perf_counter() - t\n"
-                   "t = time.perf_counter(); cpu.update_inplace(src); dst.update_inplace(cpu); staged = time.perf_counter() - t\n"
-                   "print(f'device to device {direct * 1e3:.2f} ms, through CPU {staged * 1e3:.2f} ms')")
         yield Violation(
             f"update_inplace(OrtValue) device to device took {direct * 1e3:.3g} ms for {nbytes} bytes ({gbps(nbytes, direct):.3g} GB/s), "
             f"slower than a device→CPU→device round trip of the same size ({staged * 1e3:.3g} ms, {gbps(nbytes, staged):.3g} GB/s)",
             expected=f"at most {STAGING_MARGIN:g} × the round trip (best of {STAGING_TRIALS} each)",
             actual=f"{direct / staged:.3g} × the round trip",
             memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
+
+
+def _staging_snippet(ctx, dt: tensors.DType, shp: tuple[int, ...]) -> str:
+    make = f"ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}"
+    return (f"{ctx.preamble()}\nimport time\nmem = {ctx.memory_expr('default')}\n"
+            f"src = {make}, memory_info=mem)\ndst = {make}, memory_info=mem)\ncpu = {make})\n"
+            "t = time.perf_counter(); dst.update_inplace(src); direct = time.perf_counter() - t\n"
+            "t = time.perf_counter(); cpu.update_inplace(src); dst.update_inplace(cpu); staged = time.perf_counter() - t\n"
+            "print(f'device to device {direct * 1e3:.2f} ms, through CPU {staged * 1e3:.2f} ms')")
