@@ -93,6 +93,7 @@ class Worker:
         timeout = max(self.timeout, 120.0)
         reply = self._receive(time.monotonic() + timeout, timeout, "starting the worker")
         if not reply.get("ok"):
+            self._kill()  # a worker without an EP serves nothing; a later request starts afresh
             raise WorkerRefused.from_reply(reply)
         self.facts = reply["facts"]
         return self.facts
