@@ -116,7 +116,11 @@ class Worker:
         return reply
 
     def submit(self, requests: list[tuple[str, dict[str, Any], str]]) -> None:
-        """Sends (id, request, what) ahead in one batch; the worker runs them in order."""
+        """Sends (id, request, what) ahead in one batch; the worker runs them in order.
+
+        The worker reads a batch only between batches, and a batch may be larger than a pipe's
+        buffer: submit to a worker that is idle or new (as the plugin does, once per worker and
+        after each replacement), not while it may be blocked writing replies nobody reads."""
         self._ensure_running()
         if not self._pending:
             self._progress = time.monotonic()

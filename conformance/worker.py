@@ -15,7 +15,7 @@ from typing import Any
 
 
 def serve(requests, replies) -> None:
-    worker = _Worker()
+    handler = Handler()
     for line in requests:
         request = json.loads(line)
         if request["op"] == "exit":
@@ -23,9 +23,9 @@ def serve(requests, replies) -> None:
         if request["op"] == "batch":
             # Requests sent ahead: each is answered (with its id) as soon as it has run.
             for item in request["requests"]:
-                _write(replies, dict(worker.handle(item), id=item["id"]))
+                _write(replies, dict(handler.handle(item), id=item["id"]))
         else:
-            _write(replies, worker.handle(request))
+            _write(replies, handler.handle(request))
 
 
 def _write(replies, reply: dict[str, Any]) -> None:
@@ -33,7 +33,9 @@ def _write(replies, reply: dict[str, Any]) -> None:
     replies.flush()
 
 
-class _Worker:
+class Handler:
+    """Answers one request at a time; holds the Runner once `init` has created it."""
+
     def __init__(self):
         self.runner = None
 
