@@ -182,10 +182,13 @@ class ConformanceRun:
         when the worker does not have it queued, e.g. after a crash replaced the worker."""
         while True:
             if not worker.outstanding(planned.id):
-                worker.submit([(p.id, p.request, p.what) for p in self._ahead(worker, planned)])
+                self._send_ahead(worker, planned)
             reply = worker.collect(planned.id)
             if reply is not None:
                 return reply
+
+    def _send_ahead(self, worker: Worker, planned: "Planned") -> None:
+        worker.submit([(p.id, p.request, p.what) for p in self._ahead(worker, planned)])
 
     def _ahead(self, worker: Worker, planned: "Planned") -> list["Planned"]:
         """`planned`, then the rest of the worker's plan that is still to run."""
@@ -215,6 +218,12 @@ class ConformanceRun:
         self.collected = len(session.items)
         if self.lookahead:
             self._plan(session.items)
+        if self.lookahead and not self.config.option.collectonly:
+            # The main workers are ready: they start on their plans now, not when pytest
+            # reaches the first item that needs them (which may be an isolated contract's).
+            for ep in self.eps:
+                if self.plans.get(ep.worker):
+                    self._send_ahead(ep.worker, self.plans[ep.worker][0])
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "conformance_result", None)
