@@ -22,10 +22,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
-
-import time
 
 import numpy as np
 
