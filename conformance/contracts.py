@@ -65,9 +65,12 @@ class Waiver:
     contract: str
     reason: str
     url: str
-    until: str | None = None
-    device: str | None = None
+    until: str | None = None  # onnxruntime version from which the waiver no longer holds
+    device: str | None = None  # device label selector
     location: Location | None = None
+    until_ep: str | None = None  # EP version from which the waiver no longer holds
+    onnxruntime: str | None = None  # version selector, e.g. ">=1.30, <1.33": applies only to those builds
+    ep_version: str | None = None  # version selector for the EP's own version
 
 
 @dataclass(frozen=True)

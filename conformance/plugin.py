@@ -23,6 +23,7 @@ from conformance.isolation import Worker, WorkerLost, WorkerRefused
 from conformance.outcomes import Outcome, Result
 from conformance.runner import Runner
 from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+from conformance import strict as strict_rules
 from conformance import waivers as waiver_rules
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
@@ -47,6 +48,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="time one check may take before its worker is killed and the check recorded as timeout (default: 60)")
     group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
                     help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements only)")
+    group.addoption("--conformance-strict", action="store_true", default=False,
+                    help="certification mode: a required contract that could not run (not_run, declared not applicable "
+                         "by the EP spec, incomplete run) fails the run; the report says it was a strict run")
 
 
 @dataclass
@@ -73,6 +77,7 @@ class ConformanceRun:
         self.report_dir = Path(config.getoption("conformance_report"))
         self.timeout = config.getoption("conformance_timeout")
         self.isolated = config.getoption("conformance_isolation") == "worker"
+        self.strict = config.getoption("conformance_strict")
         self.library = config.getoption("ep_library")
         self.options = _parse_options(config.getoption("ep_option"))
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_args(config)
@@ -165,13 +170,15 @@ class ConformanceRun:
         data = report.build(self, interrupted=interrupted)
         self.written = report.write_all(data, self.report_dir)
         self.verdict = data["verdict"]
+        if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a strict run is a yes/no answer
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.primary or not self.written:
             return
         terminalreporter.section("conformance")
         colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(self.verdict, {"yellow": True})
-        terminalreporter.write_line(f"verdict: {self.verdict}", bold=True, **colour)
+        terminalreporter.write_line(f"verdict: {self.verdict}" + (" (strict run)" if self.strict else ""), bold=True, **colour)
         for path in self.written:
             terminalreporter.write_line(f"report: {path}")
 
@@ -314,6 +321,8 @@ class ContractItem(pytest.Item):
                 self.ep.quarantine[self._crash_key()] = f"an earlier check making the same call ({self.name}) ended in {result.outcome.value}"
                 self.ep.lost[self.device["index"]] = self.ep.lost.get(self.device["index"], 0) + 1
         result = waiver_rules.apply(result, spec, self.ep.facts)
+        if self.run.strict:
+            result = strict_rules.mark(result, self.contract, spec)
         self.stash[RESULT_KEY] = result
         self.user_properties.extend([
             ("contract", result.contract), ("ep", result.ep), ("device", result.device), ("outcome", result.outcome.value),
@@ -321,11 +330,13 @@ class ContractItem(pytest.Item):
         ])
         if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR):
             pytest.fail(f"[{result.outcome.value}] {result.message}", pytrace=False)
-        if result.outcome not in (Outcome.PASS, Outcome.FAIL):
+        if result.outcome not in (Outcome.PASS, Outcome.FAIL) and not result.details.get("strict"):
             pytest.skip(f"[{result.outcome.value}] {result.message}")
 
     def runtest(self) -> None:
         result = self.stash[RESULT_KEY]
+        if result.details.get("strict"):
+            pytest.fail(f"[{result.outcome.value}] strict run: {result.details['strict']}", pytrace=False)
         if result.outcome is Outcome.FAIL:
             if result.subject == "runtime":
                 pytest.xfail(f"finding against onnxruntime, not the EP: {result.message}")

@@ -321,10 +321,19 @@ def _memory(raw: dict[str, Any] | None) -> MemoryDeclaration | None:
     return MemoryDeclaration(raw["device_type"], raw.get("vendor_id"), raw.get("name"))
 
 
+def _until(waiver: dict[str, Any], kind: str) -> str | None:
+    """`until: "1.33"` is an onnxruntime version; `until: {ep: "2.0"}` an EP version."""
+    until = waiver.get("until")
+    if isinstance(until, dict):
+        return until.get(kind)
+    return until if kind == "onnxruntime" else None
+
+
 def _ep_spec(doc: Document) -> EpSpec:
     raw = doc.data["ep"]
     waivers = tuple(
-        Waiver(w["contract"], w["reason"], w["url"], w.get("until"), w.get("device"), doc.location(("ep", "waivers", i)))
+        Waiver(w["contract"], w["reason"], w["url"], _until(w, "onnxruntime"), w.get("device"), doc.location(("ep", "waivers", i)),
+               until_ep=_until(w, "ep"), onnxruntime=w.get("onnxruntime"), ep_version=w.get("ep_version"))
         for i, w in enumerate(raw.get("waivers", []))
     )
     directions = raw.get("copy_directions")
