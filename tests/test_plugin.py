@@ -414,3 +414,12 @@ def test_isolated_contracts_run_in_a_worker_of_their_own(cpu_run):
     assert (reports / "worker-cpu-isolated.log").exists()  # started for copy.bad-requests and rejects-mismatch
     isolated = [r for r in cpu_run.report["results"] if r["contract"] in ("copy.bad-requests", "update-inplace.rejects-mismatch")]
     assert isolated and all(r["outcome"] in ("pass", "fail") for r in isolated)
+
+
+@pytest.mark.parametrize("which", ["serial", "xdist"])
+def test_junit_is_valid_for_ci_tools_with_properties_on_every_case(cpu_run, xdist_run, which):
+    from conformance import junit
+
+    run = {"serial": cpu_run, "xdist": xdist_run}[which]
+    assert junit.check_file(run.path / "junit.xml") == []
+    assert len(run.junit()) == run.report["run"]["collected"]
