@@ -43,7 +43,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
                     help="provider option for the EP (keys starting with 'session.' become session config entries); repeatable")
     group.addoption("--conformance-report", metavar="DIR", default="reports",
-                    help="folder for report.json, report.md and the models used (default: reports/)")
+                    help="folder for report.json, report.md, report.html and the models used (default: reports/)")
     group.addoption("--conformance-timeout", metavar="SECONDS", type=float, default=60.0,
                     help="time one check may take before its worker is killed and the check recorded as timeout (default: 60)")
     group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",

@@ -29,6 +29,13 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+def _padded(a: str, b: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Both versions as tuples of one length, so that 1.32 == 1.32.0."""
+    x, y = _version(a), _version(b)
+    width = max(len(x), len(y))
+    return x + (0,) * (width - len(x)), y + (0,) * (width - len(y))
+
+
 _COMPARE = {
     "==": lambda a, b: a == b, "!=": lambda a, b: a != b, ">=": lambda a, b: a >= b,
     "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
@@ -44,7 +51,7 @@ def selects(selector: str | None, version: str | None) -> bool:
         return False
     for clause in selector.split(","):
         match = re.fullmatch(r"\s*(==|!=|>=|<=|>|<)\s*(\S+)\s*", clause)
-        if match is None or not _COMPARE[match.group(1)](_version(version), _version(match.group(2))):
+        if match is None or not _COMPARE[match.group(1)](*_padded(version, match.group(2))):
             return False
     return True
 
@@ -55,9 +62,9 @@ def expired(waiver: Waiver, onnxruntime_version: str, ep_version: str | None = N
 
 def expiry(waiver: Waiver, onnxruntime_version: str, ep_version: str | None) -> str:
     """Why the waiver no longer holds, or '' while it does."""
-    if waiver.until is not None and _version(onnxruntime_version) >= _version(waiver.until):
+    if waiver.until is not None and _COMPARE[">="](*_padded(onnxruntime_version, waiver.until)):
         return f"held until onnxruntime {waiver.until}, this is {onnxruntime_version}"
-    if waiver.until_ep is not None and ep_version and _version(ep_version) >= _version(waiver.until_ep):
+    if waiver.until_ep is not None and ep_version and _COMPARE[">="](*_padded(ep_version, waiver.until_ep)):
         return f"held until EP version {waiver.until_ep}, this is {ep_version}"
     return ""
 
