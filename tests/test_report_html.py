@@ -93,6 +93,13 @@ def test_everything_from_the_run_is_escaped(cpu_report):
     assert hostile in dom.by_id("failures").parent.text()
 
 
+def test_every_copy_status_has_a_meaning_and_a_colour():
+    from conformance.capabilities import STATUSES
+
+    assert set(html.STATUS_LEGEND) == set(STATUSES)
+    assert all(f".cap-{status}" in html.CSS for status in STATUSES)
+
+
 # --- in Chromium --------------------------------------------------------------------------
 
 

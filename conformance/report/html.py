@@ -91,7 +91,9 @@ def _verdict(data: dict[str, Any]) -> list[str]:
     if data["verdict_reasons"]:
         out.append("<ul>" + "".join(f"<li>{_e(r)}</li>" for r in data["verdict_reasons"]) + "</ul>")
     summary = ", ".join(f'<span class="out-{_e(name)}">{count} {_e(name)}</span>' for name, count in data["summary"].items() if count)
-    out.append(f"<p>Results: {summary or 'none'}.</p>")
+    findings = len(data["findings"])
+    aside = f" ({findings} of the failures {'is a finding' if findings == 1 else 'are findings'} against onnxruntime, not the EP)" if findings else ""
+    out.append(f"<p>Results: {summary or 'none'}{aside}.</p>")
     return out
 
 
