@@ -82,10 +82,10 @@ def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = 
     that cites an upstream issue (the Vulkan CTS rule), so a run whose only failures are waived
     is `conformant` and its reasons list the waivers. A waived `not_run` proves nothing ran.
 
-    In a strict (certification) run nothing may be left unshown: whatever would make the run
-    `incomplete`, and every case marked `details["strict"]` by the plugin (a required case that
-    could not run, a required contract the vendor declared not applicable), makes it
-    `non_conformant`."""
+    In a strict (certification) run nothing required may be left unshown: whatever would make
+    the run `incomplete`, a required contract that could not run on one of the EP devices, and
+    every case marked `details["strict"]` by the plugin (a required contract the vendor declared
+    not applicable), make it `non_conformant`."""
     deciding = [r for r in results if r.severity == "required" and r.subject == "ep"]
     broken = sorted({r.contract for r in deciding if r.outcome in BROKEN})
     if broken:
@@ -105,14 +105,22 @@ def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = 
     elif not any(r.outcome is Outcome.PASS or _waived_failure(r) for r in deciding):
         reasons.append("no required contract passed on this EP")
     if strict:
-        marked = sorted({f"{r.contract}: {r.details['strict']}" for r in results if r.details.get("strict")})
-        reasons = [f"strict run: {reason}" for reason in dict.fromkeys(reasons + marked)]
+        reasons += _unshown_on_a_device(deciding, set(missing))
+        reasons += sorted({f"{r.contract}: {r.details['strict']}" for r in results if r.details.get("strict")})
+        reasons = [f"strict run: {reason}" for reason in dict.fromkeys(reasons)]
         if reasons:
             return Verdict.NON_CONFORMANT, reasons
     if reasons:
         return Verdict.INCOMPLETE, reasons
     waived = sorted({r.contract for r in deciding if r.outcome is Outcome.WAIVED})
     return Verdict.CONFORMANT, [f"conformant under a waiver: {c}" for c in waived]
+
+
+def _unshown_on_a_device(deciding: list[Result], already: set[str]) -> list[str]:
+    """Required contracts shown on some EP device but not on another (strict runs only)."""
+    shown = {(r.ep, r.device, r.contract) for r in deciding if r.outcome in (Outcome.PASS, Outcome.WAIVED)}
+    unshown = {(r.ep, r.device, r.contract) for r in deciding if r.outcome in COULD_NOT_RUN} - shown
+    return [f"required contract could not run on {ep} {device}: {contract}" for ep, device, contract in sorted(unshown) if contract not in already]
 
 
 def _waived_failure(result: Result) -> bool:

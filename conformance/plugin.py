@@ -49,8 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
                     help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements only)")
     group.addoption("--conformance-strict", action="store_true", default=False,
-                    help="certification mode: a required contract that could not run (not_run, declared not applicable "
-                         "by the EP spec, incomplete run) fails the run; the report says it was a strict run")
+                    help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
+                         "by the EP spec), or an incomplete run, fails the run; the report says it was a strict run")
 
 
 @dataclass

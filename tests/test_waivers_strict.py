@@ -4,6 +4,12 @@ spec would give them."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from test_plugin import BASE, by_name, kind, properties, pytest_in  # noqa: F401  (BASE documents the shared options)
@@ -79,7 +85,7 @@ def test_without_strict_a_required_case_that_cannot_run_is_a_skip(tmp_path):
     assert kind(case) == "skipped"
 
 
-def test_strict_run_fails_on_a_required_case_that_cannot_run_and_on_a_declared_exemption(tmp_path):
+def test_strict_run_fails_on_a_required_contract_that_could_not_run_and_on_a_declared_exemption(tmp_path):
     result = run(tmp_path, "--conformance-strict", outcomes='{"session.nodes-on-ep": ("not_run", "no hardware")}',
                  not_applicable='{"iobinding.in-place": "we bind nothing"}')
     assert result.returncode == pytest.ExitCode.TESTS_FAILED
@@ -87,15 +93,45 @@ def test_strict_run_fails_on_a_required_case_that_cannot_run_and_on_a_declared_e
     report = result.report
     assert report["strict"] is True and report["run"]["strict"] is True
     assert report["verdict"] == "non_conformant"
-    assert "strict run: session.nodes-on-ep: a required case could not run (no hardware)" in report["verdict_reasons"]
+    assert "strict run: required contract could not run: session.nodes-on-ep" in report["verdict_reasons"]
     assert any(r.startswith("strict run: iobinding.in-place: a required contract was declared not applicable by the EP spec")
                for r in report["verdict_reasons"])
     cases = by_name(result.junit())
-    case = cases["session.nodes-on-ep[cpu-identity-float32]"]
-    assert kind(case) == "failure" and properties(case)["outcome"] == "not_run"
-    assert "strict run" in case.find("failure").get("message")
+    exempted = cases["iobinding.in-place[cpu-identity-float32-7x13]"]
+    assert kind(exempted) == "failure" and properties(exempted)["outcome"] == "not_applicable"
+    assert "strict run" in exempted.find("failure").get("message")
     assert "Strict run (certification mode)" in (tmp_path / "reports" / "report.md").read_text(encoding="utf-8")
     assert 'id="strict"' in (tmp_path / "reports" / "report.html").read_text(encoding="utf-8")
+
+
+def test_the_same_run_without_strict_is_incomplete_and_exits_zero(tmp_path):
+    result = run(tmp_path, outcomes='{"session.nodes-on-ep": ("not_run", "no hardware")}',
+                 not_applicable='{"iobinding.in-place": "we bind nothing"}')
+    assert result.returncode == 0
+    assert result.report["verdict"] == "incomplete"
+
+
+def strict_case(outcome, device, contract="copy.x"):
+    from conformance.outcomes import Outcome, Result
+
+    return Result(contract=contract, ep="E", device=device, params={}, outcome=Outcome(outcome), message="m", spec="x:1",
+                  severity="required", subject="ep")
+
+
+def test_strict_verdict_accepts_unrun_cases_of_a_contract_shown_on_each_device():
+    from conformance.outcomes import Verdict, verdict
+
+    results = [strict_case("pass", "d0"), strict_case("not_run", "d0"), strict_case("pass", "d1"), strict_case("not_run", "d1")]
+    assert verdict(results, strict=True) == (Verdict.CONFORMANT, [])
+
+
+def test_strict_verdict_fails_a_contract_not_shown_on_one_device():
+    from conformance.outcomes import Verdict, verdict
+
+    results = [strict_case("pass", "d0"), strict_case("not_run", "d1")]
+    assert verdict(results) == (Verdict.CONFORMANT, [])
+    assert verdict(results, strict=True) == (Verdict.NON_CONFORMANT, ["strict run: required contract could not run on E d1: copy.x"])
+    assert verdict(results, strict=True, interrupted=True)[1][0] == "strict run: the run was interrupted before every check finished"
 
 
 # --- the waiver fields in a spec, and the pure rules -----------------------------------------
@@ -162,3 +198,18 @@ def test_a_waived_not_run_alone_shows_nothing_and_leaves_the_run_incomplete():
     assert verdict([waived])[0] is Verdict.INCOMPLETE
     shown = Result(**{**waived.__dict__, "details": {"waived_outcome": "fail"}})
     assert verdict([shown]) == (Verdict.CONFORMANT, ["conformant under a waiver: copy.x"])
+
+
+@pytest.mark.parametrize("fault, verdict, exit_code", [("", "conformant", 0), ("claim-nothing", "non_conformant", 1)])
+def test_strict_run_of_the_reference_ep(tmp_path, fault, verdict, exit_code):
+    """The correct reference EP, which does not take every model, is conformant in a strict run;
+    one that takes no node at all (incomplete in a normal run) fails it."""
+    library = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
+    if not library.exists():
+        pytest.skip("the reference EP is not built (see tests/test_refdev.py)")
+    completed = subprocess.run([sys.executable, "-m", "pytest", *BASE, "-q", "--ep-library", str(library), "--ep", "refdev",
+                                "--conformance-strict", "--conformance-report", str(tmp_path / "r")],
+                               cwd=tmp_path, env=dict(os.environ, ORT_REFDEV_FAULT=fault), capture_output=True, text=True, timeout=600)
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert (report["verdict"], completed.returncode) == (verdict, exit_code), report["verdict_reasons"]
+    assert report["strict"] is True
