@@ -143,6 +143,18 @@ def verify(bundle: Path, *, required_contracts: set[str] | None = None) -> list[
     return problems
 
 
+def check_library(bundle: Path, library: Path) -> list[Problem]:
+    """Whether `library` is the EP library the bundle's run loaded."""
+    try:
+        declared = json.loads(read(bundle)[MANIFEST])["ep"].get("library_sha256")
+        actual = sha256(library.read_bytes())
+    except (BundleError, KeyError, ValueError, OSError) as exc:
+        return [Problem(str(library), f"cannot compare with the bundle: {exc}")]
+    if declared != actual:
+        return [Problem(str(library), f"sha256 {actual} is not the bundle's EP library ({declared})")]
+    return []
+
+
 def _hashes(files: dict[str, bytes], data: dict[str, Any]) -> list[Problem]:
     listed = data.get("files", {})
     problems = [Problem(name, "required file missing from the bundle") for name in REQUIRED_FILES if name not in files]

@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     verify = commands.add_parser("verify", help="check a submission bundle; exit 1 with the list of problems")
     verify.add_argument("bundle", metavar="BUNDLE")
+    verify.add_argument("--library", metavar="PATH", help="also check that this EP library is the one the bundle was made with (sha256)")
 
     diff = commands.add_parser("diff", help="compare two runs (report.json, report folders or bundles); exit 1 on regressions")
     diff.add_argument("old", metavar="OLD")
@@ -186,6 +187,8 @@ def _verify(args) -> int:
     from conformance import bundle
 
     problems = bundle.verify(Path(args.bundle), required_contracts=_shipped_required_contracts(Path(args.bundle)))
+    if args.library:
+        problems += bundle.check_library(Path(args.bundle), Path(args.library))
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:

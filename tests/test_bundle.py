@@ -159,7 +159,10 @@ def test_diff_of_a_good_and_a_faulty_reference_ep_run_exits_one_naming_the_regre
     good = conformance_run(tmp_path / "good", *args, env={"ORT_REFDEV_FAULT": ""})
     bad = conformance_run(tmp_path / "bad", *args, env={"ORT_REFDEV_FAULT": "corrupt"})
     assert cli.main(["bundle", "--report-dir", str(bad), "-o", str(tmp_path / "bad.tar.gz")]) == 0
-    capsys.readouterr()
+    assert cli.main(["verify", str(tmp_path / "bad.tar.gz"), "--library", str(LIBRARY)]) == 0, "a failing run's bundle is still complete"
+    (tmp_path / "other.so").write_bytes(LIBRARY.read_bytes() + b"\0")
+    assert cli.main(["verify", str(tmp_path / "bad.tar.gz"), "--library", str(tmp_path / "other.so")]) == 1
+    assert "is not the bundle's EP library" in capsys.readouterr().err
     assert cli.main(["diff", str(good / "report.json"), str(tmp_path / "bad.tar.gz")]) == 1
     output = capsys.readouterr().out
     assert output.startswith("verdict: conformant -> non_conformant")
