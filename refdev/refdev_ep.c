@@ -65,6 +65,7 @@ typedef enum {
   FAULT_SLOW_D2D,
   FAULT_CLAIM_NOTHING,
   FAULT_WRONG_COMPUTE,
+  FAULT_UNREGISTER_CRASH,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -73,12 +74,13 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "no-d2d",     "no-d2h",           "no-h2d",     "wrong-memory",
     "cpu-default", "host-accessible-inputs", "alloc-fail", "abort",
     "hang",       "slow-d2d",         "claim-nothing", "wrong-compute",
+    "unregister-crash",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
-  "wrong-compute"
+  "wrong-compute, unregister-crash"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -1098,7 +1100,18 @@ REFDEV_EXPORT OrtStatus* CreateEpFactories(const char* registered_name, const Or
   return NULL;
 }
 
+/* Never mapped; volatile, so the compiler cannot see the write coming (fault unregister-crash). */
+static volatile uintptr_t g_dead_address = 16;
+
 REFDEV_EXPORT OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
+  refdev_fault fault = current_fault();
   factory_free((refdev_factory*)factory);
+  if (fault == FAULT_UNREGISTER_CRASH) {
+    /* What a library that touches memory it has already released does when it is unloaded:
+     * here made certain by writing through an address that is never mapped (SIGSEGV). */
+    fprintf(stderr, "refdev: fault 'unregister-crash': ReleaseEpFactory writes through a dead pointer\n");
+    fflush(stderr);
+    *(volatile int*)g_dead_address = 0;
+  }
   return NULL;
 }
