@@ -344,3 +344,27 @@ def test_lifecycle_needs_a_plugin_library(runner, ctx):
     # runs, and the check itself refuses too.
     outcome, message = run(runner, "lifecycle.plugin-library")
     assert outcome is Outcome.NOT_APPLICABLE and "not loaded from a plugin library" in message
+
+
+class OtherEpDevice:
+    """An EP device of another EP, advertising DEFAULT memory of its own."""
+
+    def __init__(self, ep_name, info):
+        self.ep_name, self._info = ep_name, info
+
+    def memory_info(self, kind):
+        return self._info if kind == ort.OrtDeviceMemoryType.DEFAULT else None
+
+
+def test_copy_matrix_pairs_every_other_ep_device_once(ctx, monkeypatch):
+    from conformance.capabilities import capability_matrix
+
+    other = memory_info("OtherGpu", ort.OrtDeviceMemoryType.DEFAULT)
+    devices = ort.get_ep_devices() + [OtherEpDevice("OtherExecutionProvider", other), OtherEpDevice("OtherExecutionProvider", other)]
+    monkeypatch.setattr(ctx.ort, "get_ep_devices", lambda: devices)
+    matrix = capability_matrix(ctx)
+    name = "OtherExecutionProvider:OtherGpu:0"
+    assert list(matrix["memories"]) == ["cpu", name]  # the CPU EP's own memory is plain CPU; the other device once
+    statuses = {(p["source"], p["destination"]): p["status"] for p in matrix["pairs"]}
+    # No allocator serves the stand-in's memory, so every copy touching it is refused, and none is required.
+    assert statuses == {("cpu", "cpu"): "not_required", ("cpu", name): "unsupported", (name, "cpu"): "unsupported", (name, name): "unsupported"}

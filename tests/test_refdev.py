@@ -148,3 +148,22 @@ def test_host_accessible_memory_is_checked_when_advertised(refdev_library, tmp_p
     assert outcomes[("memory-info.allocatable", "host_accessible")] == "pass"
     # refdev's spec declares no HOST_ACCESSIBLE memory, so the build now contradicts it.
     assert "memory-info.declaration" in broken(report, "fail")
+
+
+def test_copy_matrix_includes_the_other_devices_present(refdev_library):
+    """With two virtual devices, each device's matrix has the other's DEFAULT memory as an
+    endpoint (the two-GPU case), tried for real in both directions."""
+    import conformance
+
+    os.environ["ORT_REFDEV_DEVICES"] = "2"
+    try:
+        matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
+    finally:
+        del os.environ["ORT_REFDEV_DEVICES"]
+    first, second = matrix["eps"][0]["devices"]
+    other = "RefDevExecutionProvider:RefDev:1"
+    assert first["memories"][other]["device_id"] == 1 and first["memories"]["default"]["device_id"] == 0
+    statuses = {(p["source"], p["destination"]): p["status"] for p in first["pairs"]}
+    assert statuses[("default", other)] == statuses[(other, "default")] == statuses[("cpu", other)] == "supported"
+    assert len(first["pairs"]) == 3 * 3  # cpu, default, the other device
+    assert "RefDevExecutionProvider:RefDev:0" in second["memories"]
