@@ -368,3 +368,17 @@ def test_copy_matrix_pairs_every_other_ep_device_once(ctx, monkeypatch):
     statuses = {(p["source"], p["destination"]): p["status"] for p in matrix["pairs"]}
     # No allocator serves the stand-in's memory, so every copy touching it is refused, and none is required.
     assert statuses == {("cpu", "cpu"): "not_required", ("cpu", name): "unsupported", (name, "cpu"): "unsupported", (name, name): "unsupported"}
+
+
+def test_every_shipped_contract_has_a_test_that_makes_it_fail():
+    """Named in a test that breaks it: a refdev fault mode (test_refdev.py), a stand-in here, or
+    a finding against onnxruntime that the CPU run shows (test_plugin.py)."""
+    from pathlib import Path
+
+    from conformance.checks import known_checks
+    from conformance.spec import load_catalogue
+
+    tests = Path(__file__).parent
+    text = "".join((tests / name).read_text(encoding="utf-8") for name in ("test_refdev.py", "test_checks.py", "test_plugin.py"))
+    untested = [c.id for c in load_catalogue(known_checks=known_checks()).contracts if f'"{c.id}"' not in text]
+    assert not untested
