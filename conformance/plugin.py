@@ -61,6 +61,7 @@ class EpUnderTest:
     # A second worker for contracts marked `isolated` (bad requests that may corrupt memory),
     # so that whatever they break cannot leak into the checks that follow in the main worker.
     isolated_worker: Worker | None = None
+    init: dict[str, Any] = field(default_factory=dict)  # what starts a worker for this EP
 
     @property
     def label(self) -> str:
@@ -100,7 +101,7 @@ class ConformanceRun:
                     raise pytest.UsageError(str(exc)) from None
                 except WorkerLost as exc:
                     raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
-                ep = EpUnderTest(name, facts, worker, None)
+                ep = EpUnderTest(name, facts, worker, None, init=init)
             else:
                 from conformance.eps import EpUnavailable
 
@@ -108,7 +109,7 @@ class ConformanceRun:
                     runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=init["models_dir"])
                 except EpUnavailable as exc:
                     raise pytest.UsageError(str(exc)) from None
-                ep = EpUnderTest(name, runner.facts, None, runner)
+                ep = EpUnderTest(name, runner.facts, None, runner, init=init)
             self.eps.append(ep)
             if self.primary:
                 self._probe(ep)
@@ -128,9 +129,7 @@ class ConformanceRun:
 
     def run_case(self, ep: EpUnderTest, contract: Contract, device: dict[str, Any], params: dict[str, Any]) -> tuple[Outcome, str, dict, float]:
         request = {"op": "run", "contract": contract.id, "device": device["index"], "params": params}
-        if not ep.worker:
-            if contract.own_process:
-                return Outcome.NOT_RUN, "needs a process of its own: run with --conformance-isolation worker", {}, 0.0
+        if not ep.worker and not contract.own_process:
             reply = ep.runner.run(contract.id, device["index"], params)
         else:
             worker = self._own_worker(ep) if contract.own_process else self._isolated_worker(ep) if contract.isolated else ep.worker
@@ -146,9 +145,9 @@ class ConformanceRun:
         return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
 
     def _own_worker(self, ep: EpUnderTest) -> Worker:
-        """A worker for one case alone (closed after it), logging beside the EP's own."""
-        log = ep.worker.log.with_name(ep.worker.log.stem + "-own.log") if ep.worker.log else None
-        return Worker(ep.worker.init, timeout=self.timeout, log=log)  # started on first request
+        """A worker for one case alone (closed after it), even with --conformance-isolation none:
+        such a check changes the state of the process it runs in."""
+        return Worker(ep.init, timeout=self.timeout, log=self.report_dir / f"worker-{_safe(ep.requested)}-own.log")
 
     def _isolated_worker(self, ep: EpUnderTest) -> Worker:
         if ep.isolated_worker is None:

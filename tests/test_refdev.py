@@ -78,6 +78,7 @@ def test_correct_reference_ep_is_conformant(refdev_library, tmp_path):
     assert report["verdict"] == "conformant", report["verdict_reasons"]
     assert report["_exit"] == 0
     assert report["ep"]["library_sha256"] and len(report["ep"]["library_sha256"]) == 64
+    assert (tmp_path / "report" / "worker-refdev-own.log").exists()  # the lifecycle ran in a process of its own
     passed = {r["contract"] for r in report["results"] if r["outcome"] == "pass"}
     # The device contracts really ran on device memory, not only the CPU-side ones.
     assert {"copy.required-directions", "copy.device-to-device", "copy.roundtrip-exact", "update-inplace.from-ortvalue",
