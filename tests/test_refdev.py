@@ -27,7 +27,7 @@ FAULTS = {
     "no-d2h": ("non_conformant", {"copy.required-directions"}, "fail"),
     "no-h2d": ("non_conformant", {"copy.required-directions"}, "fail"),
     "wrong-memory": ("non_conformant", {"memory-info.declaration"}, "fail"),
-    "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep", "iobinding.in-place"}, "fail"),
+    "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep", "iobinding.in-place", "copy.cpu-default-optional"}, "fail"),
     "alloc-fail": ("non_conformant", {"memory-info.allocatable"}, "fail"),
     "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
     "abort": ("non_conformant", set(), "crash"),

@@ -92,6 +92,17 @@ def _run_valid(ctx, setup: BindingSetup, binding, output) -> str:
     return diff.describe() if diff else ""
 
 
+def _require_valid_run(ctx, setup: BindingSetup) -> None:
+    """These are onnxruntime's promises: where a valid IOBinding run already fails or gives
+    wrong values on the EP, a bad binding would prove nothing about them (not_run)."""
+    binding = setup.info.session.io_binding()
+    binding.bind_ortvalue_input(setup.input_name, setup.source)
+    with ctx.precondition("a valid IOBinding run of the same model"):
+        wrong = _run_valid(ctx, setup, binding, _valid_output(ctx, setup))
+    if wrong:
+        raise NotRun(f"a valid IOBinding run of the same model gives wrong values ({wrong})")
+
+
 def unreachable_device(ctx) -> str:
     """A device type (vendor 0, device 0) on which no EP device present advertises memory."""
     advertised = set()
@@ -151,12 +162,7 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
     """Shows a valid binding works, then binds a wrong output and expects run_with_iobinding to
     refuse it, leaving the bound memory untouched."""
     setup = _binding_setup(ctx, memory)
-    binding = setup.info.session.io_binding()
-    binding.bind_ortvalue_input(setup.input_name, setup.source)
-    with ctx.precondition("a valid IOBinding run of the same model"):
-        wrong = _run_valid(ctx, setup, binding, _valid_output(ctx, setup))
-    if wrong:
-        raise NotRun(f"a valid IOBinding run of the same model gives wrong values ({wrong}); a refusal would prove nothing")
+    _require_valid_run(ctx, setup)
     binding = setup.info.session.io_binding()
     binding.bind_ortvalue_input(setup.input_name, setup.source)
     snippet = _binding_snippet(ctx, setup, "output", request)
@@ -190,6 +196,7 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
     the same name again with a valid value, runs again: the second run must give the right
     values in the rebound output."""
     setup = _binding_setup(ctx, memory)
+    _require_valid_run(ctx, setup)
     io = setup.info.session.io_binding()
     if binding == "output":
         io.bind_ortvalue_input(setup.input_name, setup.source)
