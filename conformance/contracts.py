@@ -50,6 +50,7 @@ class Contract:
     family: str
     requires_api: tuple[str, ...] = ()
     isolated: bool = False
+    own_process: bool = False
     file: str = ""  # the absolute path of the file that defines it
 
     def cases(self) -> list[dict[str, Any]]:
