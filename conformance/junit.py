@@ -140,6 +140,9 @@ def _properties(case: ET.Element, path: str) -> list[Problem]:
     outcome = values["outcome"]
     if outcome == "pass" and kind != "passed":
         return [Problem(f"{path} ({case.get('name')})", f"outcome pass, but JUnit says {kind}")]
-    if outcome in ("crash", "timeout", "error") and kind != "error":
+    finding = values["subject"] == "runtime" and outcome in ("fail", "crash", "timeout")
+    if finding and kind != "skipped":
+        return [Problem(f"{path} ({case.get('name')})", f"a finding against onnxruntime ({outcome}) must be an expected failure (skipped), not {kind}")]
+    if outcome in ("crash", "timeout", "error") and not finding and kind != "error":
         return [Problem(f"{path} ({case.get('name')})", f"outcome {outcome} must be a JUnit error, not {kind}")]
     return []
