@@ -27,9 +27,11 @@ from conformance.contracts import (
     Catalogue,
     Contract,
     EpSpec,
+    KnownIssue,
     Location,
     MemoryDeclaration,
     Source,
+    Verification,
     Waiver,
 )
 
@@ -289,7 +291,7 @@ def _display_path(file: Path) -> str:
 
 
 def _sources(items: list[dict[str, str]]) -> tuple[Source, ...]:
-    return tuple(Source(s["kind"], s["ref"], s.get("note", "")) for s in items)
+    return tuple(Source(s["kind"], s["ref"], s.get("note", ""), tuple(s.get("claims", ()))) for s in items)
 
 
 def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[Contract]:
@@ -344,6 +346,10 @@ def _ep_spec(doc: Document) -> EpSpec:
         sources=_sources(raw.get("sources", [])),
         unverified=tuple(raw.get("unverified", ())),
         location=doc.location(("ep",)),
+        session_inputs=tuple(raw["session_memory"]["inputs"]) if "session_memory" in raw else None,
+        session_outputs=tuple(raw["session_memory"]["outputs"]) if "session_memory" in raw else None,
+        verification={claim: Verification(v["verified"], v["how"]) for claim, v in raw.get("verification", {}).items()},
+        known_issues=tuple(KnownIssue(k["contract"], k["url"], k["title"], k.get("match")) for k in raw.get("known_issues", ())),
     )
 
 
@@ -364,12 +370,20 @@ def _cross_check(contracts: list[Contract], eps: list[EpSpec], known_checks: set
     names: dict[str, EpSpec] = {}
     for ep in eps:
         for name in {n.lower() for n in ep.names}:
-            if name in names:
+            if name in names and not _same_ep_other_packaging(ep, names[name], name):
                 yield at(ep.location, "name", f"EP name or alias '{name}' is already declared at {names[name].location}")
             names[name] = ep
         referenced = [("not_applicable", cid) for cid in ep.not_applicable] + [("waivers", w.contract) for w in ep.waivers]
+        referenced += [("known_issues", k.contract) for k in ep.known_issues if not k.contract.startswith("copy:")]
         for key, contract_id in referenced:
             if first_seen and contract_id not in first_seen:
                 hint = difflib.get_close_matches(contract_id, sorted(first_seen), n=1)
                 suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
                 yield at(ep.location, key, f"unknown contract '{contract_id}'{suggestion}")
+
+
+def _same_ep_other_packaging(ep: EpSpec, other: EpSpec, name: str) -> bool:
+    """One provider name may be declared twice when one spec is the EP built into an
+    onnxruntime build and the other its plugin package (OpenVINO ships as both): their memory
+    models differ, so each gets its own spec, told apart by the spec name."""
+    return name == ep.provider.lower() == other.provider.lower() and (ep.plugin_module is None) != (other.plugin_module is None)
