@@ -36,6 +36,8 @@ def default_memory_kind(device: dict[str, Any]) -> str:
 
 
 def decide(contract: Contract, run: dict[str, Any], device: dict[str, Any], spec: EpSpec | None) -> Skip | None:
+    if run.get("unusable"):
+        return Skip(Outcome.NOT_RUN, run["unusable"])
     if spec and contract.id in spec.not_applicable:
         return Skip(Outcome.NOT_APPLICABLE, f"declared not applicable by {spec.location}: {spec.not_applicable[contract.id]}")
     for api in contract.requires_api:

@@ -95,6 +95,11 @@ def verdict(results: list[Result], *, interrupted: bool = False) -> tuple[Verdic
         reasons.append("no check ran")
     elif not any(r.outcome is Outcome.PASS for r in deciding):
         reasons.append("no required contract passed on this EP")
+        # One cause behind every check that did not run (an EP that is not functional here)
+        # is the reason that matters: it goes first.
+        causes = {r.message for r in results if r.outcome is Outcome.NOT_RUN}
+        if len(causes) == 1 and all(r.outcome in (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE) for r in results):
+            reasons.insert(0, f"no check could run: {causes.pop()}")
     if reasons:
         return Verdict.INCOMPLETE, reasons
     return Verdict.CONFORMANT, []
