@@ -21,6 +21,7 @@ examples:
   ort-conformance probe --ep cpu                which copy directions work, found by trying
   ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json
   ort-conformance catalogue -o docs/contracts.md
+  ort-conformance found reports/*/report.json -o docs/found.md
   pytest --ep cpu                               a conformance run (report in reports/)
 """
 
@@ -49,12 +50,16 @@ def main(argv: list[str] | None = None) -> int:
     catalogue.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     catalogue.add_argument("--check", action="store_true", help="exit 1 when FILE differs from what would be generated")
 
+    found = commands.add_parser("found", help="regenerate \"What we found\" (Markdown) from conformance reports")
+    found.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per lane (reports/<lane>/report.json)")
+    found.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     try:
-        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue}[args.command](args)
+        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "found": _found}[args.command](args)
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
@@ -142,6 +147,24 @@ def _catalogue(args) -> int:
         return 0
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _found(args) -> int:
+    from conformance.checks import known_checks
+    from conformance.found import ReportError, load_reports, render
+    from conformance.spec import SpecErrors, load_catalogue
+
+    try:
+        text = render(load_reports(args.reports), load_catalogue(known_checks=known_checks()))
+    except (ReportError, SpecErrors) as exc:
+        print(f"ort-conformance: {exc}", file=sys.stderr)
+        return 1
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output} from {len(args.reports)} reports")
     else:
         sys.stdout.write(text)
     return 0
