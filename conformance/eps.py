@@ -200,7 +200,7 @@ def unknown_ep_message(name: str, catalogue: Catalogue, ort, library: str | None
                  + install_hint(spec)]
     else:
         lines = [f"unknown EP '{name}'" + (f": library {library} provides no EP of that name" if library else "")]
-    lines.append(f"available here: " + ", ".join(available(catalogue, ort)))
+    lines.append(f"available here (onnxruntime {ort.__version__}): " + ", ".join(available(catalogue, ort)))
     if spec:
         lines.append(f"'{name}' is {spec.summary.rstrip('.')}")
     else:
