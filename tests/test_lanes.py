@@ -67,30 +67,37 @@ def test_one_provider_may_have_a_built_in_spec_and_a_plugin_spec():
     assert specs.ep_spec("openvino-plugin").plugin_module == "onnxruntime_ep_openvino"
 
 
-def test_a_second_built_in_spec_for_the_same_provider_is_still_an_error(tmp_path):
-    text = (REPO / "specs/eps/cuda.yaml").read_text().replace("name: cuda", "name: cuda2").replace("aliases: [CUDA]", "aliases: []")
-    (tmp_path / "cuda2.yaml").write_text(text)
+def errors_of_variant(tmp_path, shipped: str, *replacements: tuple[str, str]):
+    """The errors of a copy of a shipped EP spec with some text replaced, loaded beside the catalogue."""
+    text = (REPO / "specs/eps" / shipped).read_text()
+    for old, new in replacements:
+        assert old in text, old
+        text = text.replace(old, new)
+    (tmp_path / shipped).write_text(text)
     with pytest.raises(SpecErrors) as info:
-        catalogue(str(tmp_path / "cuda2.yaml"))
-    assert any("'cudaexecutionprovider' is already declared" in e.message for e in info.value.errors)
+        catalogue(str(tmp_path / shipped))
+    return info.value.errors
+
+
+CUDA_RENAMED = (("name: cuda", "name: cuda2"), ("aliases: [CUDA]", "aliases: []"))
+
+
+def test_a_second_built_in_spec_for_the_same_provider_is_still_an_error(tmp_path):
+    errors = errors_of_variant(tmp_path, "cuda.yaml", *CUDA_RENAMED)
+    assert any("'cudaexecutionprovider' is already declared" in e.message for e in errors)
 
 
 def test_a_known_issue_naming_an_unknown_contract_is_an_error(tmp_path):
-    text = (REPO / "specs/eps/cuda.yaml").read_text().replace("name: cuda", "name: cuda2").replace("aliases: [CUDA]", "aliases: []")
-    text = text.replace("provider: CUDAExecutionProvider", "provider: Cuda2").replace("contract: session.nodes-on-ep", "contract: session.nodes-on-eq")
-    (tmp_path / "cuda2.yaml").write_text(text)
-    with pytest.raises(SpecErrors) as info:
-        catalogue(str(tmp_path / "cuda2.yaml"))
-    assert [e.key for e in info.value.errors] == ["known_issues"]
+    errors = errors_of_variant(tmp_path, "cuda.yaml", *CUDA_RENAMED, ("provider: CUDAExecutionProvider", "provider: Cuda2"),
+                               ("contract: session.nodes-on-ep", "contract: session.nodes-on-eq"))
+    assert [e.key for e in errors] == ["known_issues"]
 
 
 def test_a_verification_without_how_is_rejected(tmp_path):
-    text = (REPO / "specs/eps/ggml.yaml").read_text().replace("name: ggml", "name: ggml2").replace("provider: ggml", "provider: ggml2")
-    text = text.replace("aliases: [onnxruntime-ggml]", "aliases: []").replace('device_type: {verified: true, how: "lane ggml: one EP device on the CPU hardware device"}', "device_type: {verified: true}")
-    (tmp_path / "g.yaml").write_text(text)
-    with pytest.raises(SpecErrors) as info:
-        catalogue(str(tmp_path / "g.yaml"))
-    assert any("how" in e.message for e in info.value.errors)
+    errors = errors_of_variant(tmp_path, "ggml.yaml", ("name: ggml", "name: ggml2"), ("provider: ggml", "provider: ggml2"),
+                               ("aliases: [onnxruntime-ggml]", "aliases: []"),
+                               ('device_type: {verified: true, how: "lane ggml: one EP device on the CPU hardware device"}', "device_type: {verified: true}"))
+    assert any("how" in e.message for e in errors)
 
 
 # --- loading EPs -----------------------------------------------------------------------------
