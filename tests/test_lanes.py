@@ -259,3 +259,14 @@ def test_a_lane_that_cannot_be_set_up_is_skipped_with_its_reason(tmp_path, monke
 def test_an_unknown_lane_is_one_message_and_exit_2(capsys):
     assert LANES.main(["nosuchlane"]) == 2
     assert capsys.readouterr().err.startswith("lanes/run: unknown lane nosuchlane; lanes: cpu, refdev, webgpu")
+
+
+def test_a_device_copy_contract_on_an_ep_with_cpu_memory_and_an_old_api_is_not_applicable_not_not_run():
+    contract = catalogue().contract("copy.device-to-device")  # applies to non-CPU DEFAULT memory, needs memory_info_alloc
+    run = {"api": {"memory_info_alloc": False, "copy_tensors": True}, "onnxruntime": {"version": "1.24.1"},
+           "ep_device": False, "library": None, "plugin_module": None, "declared": True}
+    cpu_memory = {"memory": {"default": None, "host_accessible": None}}
+    assert applicability.decide(contract, run, cpu_memory, None).outcome is Outcome.NOT_APPLICABLE
+    device_memory = {"memory": {"default": {"device_type": "gpu"}, "host_accessible": None}}
+    skip = applicability.decide(contract, run, device_memory, None)
+    assert skip.outcome is Outcome.NOT_RUN and skip.reason.startswith("needs memory_info_alloc (onnxruntime >= 1.30)")
