@@ -25,6 +25,7 @@ examples:
   ort-conformance bundle --vendor ACME -o acme.tar.gz   the submission bundle of that run
   ort-conformance verify acme.tar.gz            check a bundle: complete and consistent
   ort-conformance diff old/report.json new.tar.gz   what a new build broke (exit 1 on regressions)
+  ort-conformance found reports/*/report.json -o docs/found.md   "What we found" from lane reports
 """
 
 
@@ -66,13 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     diff.add_argument("old", metavar="OLD")
     diff.add_argument("new", metavar="NEW")
     diff.add_argument("--json", action="store_true", help="print JSON instead of text")
+    found = commands.add_parser("found", help="regenerate \"What we found\" (Markdown) from conformance reports")
+    found.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per lane (reports/<lane>/report.json)")
+    found.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     try:
-        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff}[args.command](args)
+        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff, "found": _found}[args.command](args)
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
@@ -233,6 +237,24 @@ def _diff(args) -> int:
         return 2
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.json else diff.render(result))
     return 1 if result.regressed else 0
+
+
+def _found(args) -> int:
+    from conformance.checks import known_checks
+    from conformance.found import ReportError, load_reports, render
+    from conformance.spec import SpecErrors, load_catalogue
+
+    try:
+        text = render(load_reports(args.reports), load_catalogue(known_checks=known_checks()))
+    except (ReportError, SpecErrors) as exc:
+        print(f"ort-conformance: {exc}", file=sys.stderr)
+        return 1
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output} from {len(args.reports)} reports")
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 if __name__ == "__main__":

@@ -31,9 +31,13 @@ class Source:
     kind: str  # seed | pr | onnxruntime-source | onnxruntime-docs | measured
     ref: str
     note: str = ""
+    claims: tuple[str, ...] = ()  # in EP specs: the claims this source backs
 
-    def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "ref": self.ref, "note": self.note}
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "ref": self.ref, "note": self.note}
+        if self.claims:
+            data["claims"] = list(self.claims)
+        return data
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,32 @@ class MemoryDeclaration:
 
 
 @dataclass(frozen=True)
+class Verification:
+    """Whether a run on the real EP confirmed one claim of an EP spec, and how (or why not)."""
+
+    verified: bool
+    how: str
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    """An upstream defect that a failure of this EP matches: by contract id (or
+    `copy:SOURCE>DESTINATION` for a pair of the copy matrix) and, optionally, message text."""
+
+    contract: str
+    url: str
+    title: str
+    match: str | None = None
+
+    def matches(self, contract: str, message: str) -> bool:
+        return self.contract == contract and (self.match is None or self.match.lower() in message.lower())
+
+
+# The claims an EP spec makes; each may carry a Verification.
+CLAIMS = ("device_type", "memory", "session_memory", "copy_directions", "packages")
+
+
+@dataclass(frozen=True)
 class EpSpec:
     name: str
     aliases: tuple[str, ...]
@@ -100,10 +130,21 @@ class EpSpec:
     sources: tuple[Source, ...]
     unverified: tuple[str, ...]
     location: Location
+    # Memory kinds (cpu, default, host_accessible) that session inputs and outputs use.
+    session_inputs: tuple[str, ...] | None = None
+    session_outputs: tuple[str, ...] | None = None
+    verification: Mapping[str, Verification] = field(default_factory=dict)
+    known_issues: tuple[KnownIssue, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
         return (self.name, self.provider, *self.aliases)
+
+    def verification_of(self, claim: str) -> Verification:
+        return self.verification.get(claim) or Verification(False, "not stated in the spec")
+
+    def known_issue(self, contract: str, message: str) -> KnownIssue | None:
+        return next((issue for issue in self.known_issues if issue.matches(contract, message)), None)
 
 
 @dataclass(frozen=True)
@@ -123,6 +164,8 @@ class Catalogue:
         """The EP declaration that answers to `name` (alias, spec name or provider name)."""
         wanted = name.lower()
         for ep in self.eps:
-            if wanted in (n.lower() for n in ep.names):
+            if wanted in (n.lower() for n in (ep.name, *ep.aliases)):
                 return ep
-        return None
+        # By provider name: an EP built into onnxruntime before its plugin package.
+        by_provider = [ep for ep in self.eps if ep.provider.lower() == wanted]
+        return min(by_provider, key=lambda ep: ep.plugin_module is not None, default=None)

@@ -104,6 +104,11 @@ def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = 
         reasons.append("no check ran")
     elif not any(r.outcome is Outcome.PASS or _waived_failure(r) for r in deciding):
         reasons.append("no required contract passed on this EP")
+        # One cause behind every check that did not run (an EP that is not functional here)
+        # is the reason that matters: it goes first.
+        causes = {r.message for r in results if r.outcome is Outcome.NOT_RUN}
+        if len(causes) == 1 and all(r.outcome in (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE) for r in results):
+            reasons.insert(0, f"no check could run: {causes.pop()}")
     if strict:
         reasons += _unshown_on_a_device(deciding, set(missing))
         reasons += sorted({f"{r.contract}: {r.details['strict']}" for r in results if r.details.get("strict")})

@@ -188,6 +188,9 @@ class ConformanceRun:
         terminalreporter.section("conformance")
         colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(self.verdict, {"yellow": True})
         terminalreporter.write_line(f"verdict: {self.verdict}" + (" (strict run)" if self.strict else ""), bold=True, **colour)
+        for ep in self.eps:
+            if ep.facts.get("unusable"):
+                terminalreporter.write_line(f"{ep.label}: nothing ran: {ep.facts['unusable']}", yellow=True)
         for path in self.written:
             terminalreporter.write_line(f"report: {path}")
 

@@ -27,9 +27,11 @@ from conformance.contracts import (
     Catalogue,
     Contract,
     EpSpec,
+    KnownIssue,
     Location,
     MemoryDeclaration,
     Source,
+    Verification,
     Waiver,
 )
 
@@ -293,7 +295,7 @@ def _display_path(file: Path) -> str:
 
 
 def _sources(items: list[dict[str, str]]) -> tuple[Source, ...]:
-    return tuple(Source(s["kind"], s["ref"], s.get("note", "")) for s in items)
+    return tuple(Source(s["kind"], s["ref"], s.get("note", ""), tuple(s.get("claims", ()))) for s in items)
 
 
 def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[tuple[int, Contract]]:
@@ -358,6 +360,10 @@ def _ep_spec(doc: Document) -> EpSpec:
         sources=_sources(raw.get("sources", [])),
         unverified=tuple(raw.get("unverified", ())),
         location=doc.location(("ep",)),
+        session_inputs=tuple(raw["session_memory"]["inputs"]) if "session_memory" in raw else None,
+        session_outputs=tuple(raw["session_memory"]["outputs"]) if "session_memory" in raw else None,
+        verification={claim: Verification(v["verified"], v["how"]) for claim, v in raw.get("verification", {}).items()},
+        known_issues=tuple(KnownIssue(k["contract"], k["url"], k["title"], k.get("match")) for k in raw.get("known_issues", ())),
     )
 
 
@@ -384,11 +390,12 @@ def _cross_check(contracts: list[Contract], eps: list[EpSpec], known_checks: set
     names: dict[str, EpSpec] = {}
     for ep in eps:
         for name in {n.lower() for n in ep.names}:
-            if name in names:
+            if name in names and not _same_ep_other_packaging(ep, names[name], name):
                 yield at(ep, _name_path(ep, name), f"EP name or alias '{name}' is already declared at {names[name].location}")
             names[name] = ep
         referenced = [(("not_applicable", cid), True, cid) for cid in ep.not_applicable]
         referenced += [(("waivers", i, "contract"), False, w.contract) for i, w in enumerate(ep.waivers)]
+        referenced += [(("known_issues", i, "contract"), False, k.contract) for i, k in enumerate(ep.known_issues) if not k.contract.startswith("copy:")]
         for path, is_key, contract_id in referenced:
             if first_seen and contract_id not in first_seen:
                 hint = difflib.get_close_matches(contract_id, sorted(first_seen), n=1)
@@ -403,3 +410,10 @@ def _name_path(ep: EpSpec, name: str) -> JsonPath:
     if ep.provider.lower() == name:
         return ("provider",)
     return ("aliases", [a.lower() for a in ep.aliases].index(name))
+
+
+def _same_ep_other_packaging(ep: EpSpec, other: EpSpec, name: str) -> bool:
+    """One provider name may be declared twice when one spec is the EP built into an
+    onnxruntime build and the other its plugin package (OpenVINO ships as both): their memory
+    models differ, so each gets its own spec, told apart by the spec name."""
+    return name == ep.provider.lower() == other.provider.lower() and (ep.plugin_module is None) != (other.plugin_module is None)
