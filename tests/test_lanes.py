@@ -90,7 +90,7 @@ def test_a_second_built_in_spec_for_the_same_provider_is_still_an_error(tmp_path
 def test_a_known_issue_naming_an_unknown_contract_is_an_error(tmp_path):
     errors = errors_of_variant(tmp_path, "cuda.yaml", *CUDA_RENAMED, ("provider: CUDAExecutionProvider", "provider: Cuda2"),
                                ("contract: session.nodes-on-ep", "contract: session.nodes-on-eq"))
-    assert [e.key for e in errors] == ["known_issues"]
+    assert [e.key for e in errors] == ["ep.known_issues[0].contract"]
 
 
 def test_a_verification_without_how_is_rejected(tmp_path):
