@@ -67,19 +67,19 @@ def measure(target: Target, sizes: tuple[int, ...], device_memcpy) -> list[Row]:
     for device in runner.facts["devices"]:
         ctx = runner.context(device["index"])
         endpoints = memory_endpoints(ctx)
-        for source, source_info, _ in endpoints:
-            for destination, destination_info, _ in endpoints:
+        for source in endpoints:
+            for destination in endpoints:
                 for method in METHODS:
-                    rows += _direction(ctx, (source, source_info), (destination, destination_info), method, sizes,
-                                       device_memcpy if cuda and source == destination == "default" else None, synchronize)
+                    rows += _direction(ctx, source, destination, method, sizes,
+                                       device_memcpy if cuda and source.name == destination.name == "default" else None, synchronize)
     return rows
 
 
 def _direction(ctx, source, destination, method: str, sizes, device_memcpy, synchronize) -> list[Row]:
     rows = []
     for nbytes in sizes:
-        measured = bandwidth.throughput(ctx, source[1], destination[1], method, nbytes, trials=5, budget=1.0, synchronize=synchronize)
-        row = Row(ctx.target.provider, ctx.facts["label"], method, source[0], destination[0], nbytes,
+        measured = bandwidth.throughput(ctx, source.info, destination.info, method, nbytes, trials=5, budget=1.0, synchronize=synchronize)
+        row = Row(ctx.target.provider, ctx.facts["label"], method, source.name, destination.name, nbytes,
                   measured.get("gbps"), measured.get("error", ""))
         if device_memcpy is not None and device_memcpy.gbps is not None:
             row.device_memcpy = device_memcpy.gbps(nbytes)

@@ -36,12 +36,10 @@ def default_memory_kind(device: dict[str, Any]) -> str:
 
 
 def decide(contract: Contract, run: dict[str, Any], device: dict[str, Any], spec: EpSpec | None) -> Skip | None:
+    if run.get("unusable"):
+        return Skip(Outcome.NOT_RUN, run["unusable"])
     if spec and contract.id in spec.not_applicable:
         return Skip(Outcome.NOT_APPLICABLE, f"declared not applicable by {spec.location}: {spec.not_applicable[contract.id]}")
-    for api in contract.requires_api:
-        if not run["api"].get(api, False):
-            version = run["onnxruntime"]["version"]
-            return Skip(Outcome.NOT_RUN, f"needs {api} (onnxruntime >= {API_VERSIONS[api]}); onnxruntime {version} lacks it")
     facts = {
         "default_memory": default_memory_kind(device),
         "host_accessible": device["memory"]["host_accessible"] is not None,
@@ -52,6 +50,12 @@ def decide(contract: Contract, run: dict[str, Any], device: dict[str, Any], spec
     for key, wanted in contract.applies_when.items():
         if facts[key] != wanted:
             return Skip(Outcome.NOT_APPLICABLE, _explain(key, wanted, facts[key]))
+    # A missing API matters only for a contract that applies: an EP with CPU DEFAULT memory on
+    # an older onnxruntime has device-copy contracts not_applicable, not not_run.
+    for api in contract.requires_api:
+        if not run["api"].get(api, False):
+            version = run["onnxruntime"]["version"]
+            return Skip(Outcome.NOT_RUN, f"needs {api} (onnxruntime >= {API_VERSIONS[api]}); onnxruntime {version} lacks it")
     return None
 
 

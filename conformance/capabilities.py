@@ -23,33 +23,59 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from conformance import bandwidth, tensors
+from conformance.eps import memory_facts
 
 PROBE_BYTES = 4096
 THROUGHPUT_BUDGET_SECONDS = 1.5
 STATUSES = ("supported", "broken", "required_but_missing", "not_required", "unsupported")
 
 
-def memory_endpoints(ctx) -> list[tuple[str, Any, bool]]:
-    """(name, memory info or None for plain CPU, CPU-visible) for every memory to try."""
-    endpoints: list[tuple[str, Any, bool]] = [("cpu", None, True)]
+@dataclass(frozen=True)
+class Endpoint:
+    """One memory to copy from and to: its name in the matrix, its memory info (None for plain
+    CPU memory), whether the CPU reads it directly, and its facts for the report."""
+
+    name: str
+    info: Any
+    cpu_visible: bool
+    facts: dict[str, Any] | None
+
+
+def memory_endpoints(ctx) -> list[Endpoint]:
+    endpoints = [Endpoint("cpu", None, True, None)]
     for kind in ("default", "host_accessible"):
         facts = ctx.memory_facts(kind)
         if facts is not None and not (kind == "default" and facts["device_type"] == "cpu"):
-            endpoints.append((kind, ctx.memory_info(kind), kind == "host_accessible"))
-    if ctx.device is not None:
-        for other in ctx.ort.get_ep_devices():
-            if other.ep_name == ctx.device.ep_name:
-                continue
-            info = other.memory_info(ctx.ort.OrtDeviceMemoryType.DEFAULT)
-            if info is not None:
-                endpoints.append((f"{other.ep_name}:default", info, False))
-    return endpoints
+            endpoints.append(Endpoint(kind, ctx.memory_info(kind), kind == "host_accessible", facts))
+    return endpoints + _other_devices(ctx)
+
+
+def _other_devices(ctx) -> list[Endpoint]:
+    """The DEFAULT memory of every other EP device present, of another EP or another device
+    of this one (a second GPU), each once; named `<EP>:<memory name>:<device id>`."""
+    seen = [_identity(f) for f in (ctx.memory_facts("default"), ctx.memory_facts("host_accessible")) if f]
+    others = []
+    for device in ctx.ort.get_ep_devices():
+        info = device.memory_info(ctx.ort.OrtDeviceMemoryType.DEFAULT)
+        if info is None:
+            continue
+        facts = memory_facts(ctx.ort, info)
+        if _identity(facts) in seen:
+            continue  # this device's own memory, or one already listed
+        seen.append(_identity(facts))
+        others.append(Endpoint(f"{device.ep_name}:{facts['name']}:{facts['device_id']}", info, facts["device_type"] == "cpu", facts))
+    return others
+
+
+def _identity(facts: dict[str, Any]) -> tuple:
+    return tuple(facts[k] for k in ("name", "device_type", "vendor_id", "device_id", "device_mem_type"))
 
 
 def _required(ctx, source: str, destination: str) -> bool:
@@ -96,27 +122,27 @@ def _try(ctx, source_info, destination_info) -> tuple[str, str]:
 def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
     endpoints = memory_endpoints(ctx)
     pairs = []
-    for source, source_info, source_visible in endpoints:
-        for destination, destination_info, destination_visible in endpoints:
-            result, detail = _try(ctx, source_info, destination_info)
-            required = _required(ctx, source, destination)
+    for source in endpoints:
+        for destination in endpoints:
+            result, detail = _try(ctx, source.info, destination.info)
+            required = _required(ctx, source.name, destination.name)
             if result == "copied":
                 status = "supported"
             elif result == "wrong_bytes":
                 status = "broken"
             elif required:
                 status = "required_but_missing"
-            elif source_visible and destination_visible:
+            elif source.cpu_visible and destination.cpu_visible:
                 status = "not_required"
             else:
                 status = "unsupported"
-            pairs.append({"source": source, "destination": destination, "status": status, "required": required, "detail": detail})
+            pairs.append({"source": source.name, "destination": destination.name, "status": status, "required": required, "detail": detail})
     sizes = bandwidth.SIZE_CLASSES if sizes is None else tuple(sizes)
-    _add_throughputs(ctx, {name: info for name, info, _ in endpoints}, pairs, sizes)
+    _add_throughputs(ctx, {e.name: e.info for e in endpoints}, pairs, sizes)
     return {
         "ep": ctx.target.provider,
         "device": ctx.facts["label"],
-        "memories": {name: (ctx.memory_facts(name) if name in ("default", "host_accessible") else None) for name, _, _ in endpoints},
+        "memories": {e.name: e.facts for e in endpoints},
         "pairs": pairs,
         "host_memcpy": {bandwidth.size_label(n): bandwidth.significant(bandwidth.host_memcpy(n, trials=3, budget=0.05)) for n in sizes},
     }

@@ -21,7 +21,11 @@ examples:
   ort-conformance probe --ep cpu                which copy directions work, found by trying
   ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json
   ort-conformance catalogue -o docs/contracts.md
-  pytest --ep cpu                               a conformance run (report in reports/)
+  pytest --ep cpu --junitxml reports/junit.xml  a conformance run (report in reports/)
+  ort-conformance bundle --vendor ACME -o acme.tar.gz   the submission bundle of that run
+  ort-conformance verify acme.tar.gz            check a bundle: complete and consistent
+  ort-conformance diff old/report.json new.tar.gz   what a new build broke (exit 1 on regressions)
+  ort-conformance found reports/*/report.json -o docs/found.md   "What we found" from lane reports
 """
 
 
@@ -49,12 +53,30 @@ def main(argv: list[str] | None = None) -> int:
     catalogue.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     catalogue.add_argument("--check", action="store_true", help="exit 1 when FILE differs from what would be generated")
 
+    bundle = commands.add_parser("bundle", help="write the submission archive of a conformance run")
+    bundle.add_argument("--report-dir", default="reports", metavar="DIR", help="the run's report folder (default: reports/)")
+    bundle.add_argument("--junit", metavar="FILE", help="the run's JUnit file (default: DIR/junit.xml)")
+    bundle.add_argument("-o", "--output", metavar="FILE", help="the archive to write (default: conformance-<EP>.tar.gz)")
+    bundle.add_argument("--vendor", metavar="NAME", help="who submits the bundle")
+
+    verify = commands.add_parser("verify", help="check a submission bundle; exit 1 with the list of problems")
+    verify.add_argument("bundle", metavar="BUNDLE")
+    verify.add_argument("--library", metavar="PATH", help="also check that this EP library is the one the bundle was made with (sha256)")
+
+    diff = commands.add_parser("diff", help="compare two runs (report.json, report folders or bundles); exit 1 on regressions")
+    diff.add_argument("old", metavar="OLD")
+    diff.add_argument("new", metavar="NEW")
+    diff.add_argument("--json", action="store_true", help="print JSON instead of text")
+    found = commands.add_parser("found", help="regenerate \"What we found\" (Markdown) from conformance reports")
+    found.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per lane (reports/<lane>/report.json)")
+    found.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     try:
-        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue}[args.command](args)
+        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff, "found": _found}[args.command](args)
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
@@ -150,6 +172,94 @@ def _catalogue(args) -> int:
         return 0
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _bundle(args) -> int:
+    from conformance import bundle
+
+    report_dir = Path(args.report_dir)
+    try:
+        name = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))["ep"].get("label") or "ep"
+    except (OSError, ValueError, KeyError):
+        name = "ep"
+    output = Path(args.output or f"conformance-{name}.tar.gz")
+    try:
+        data = bundle.write(report_dir, output, junit_file=Path(args.junit) if args.junit else None, vendor=args.vendor)
+    except bundle.BundleError as exc:
+        print(f"ort-conformance: {exc}", file=sys.stderr)
+        return 2
+    print(f"{output}: {len(data['files'])} files, EP {data['ep']['name']}, verdict {data['verdict']}")
+    return 0
+
+
+def _verify(args) -> int:
+    from conformance import bundle
+
+    problems = bundle.verify(Path(args.bundle), required_contracts=_shipped_required_contracts(Path(args.bundle)))
+    if args.library:
+        problems += bundle.check_library(Path(args.bundle), Path(args.library))
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if problems:
+        print(f"{args.bundle}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", file=sys.stderr)
+        return 1
+    print(f"{args.bundle}: complete and consistent")
+    return 0
+
+
+def _shipped_required_contracts(path: Path) -> set[str]:
+    """The required contracts of this kit's catalogue, when the bundle was made with this kit
+    version: a bundle may add contracts, never drop shipped ones."""
+    from conformance import bundle
+    from conformance.checks import known_checks
+    from conformance.spec import SpecErrors, load_catalogue
+
+    try:
+        report = json.loads(bundle.read(path)["report.json"])
+    except (bundle.BundleError, KeyError, ValueError):
+        return set()
+    if report.get("kit_version") != __version__:
+        return set()
+    try:
+        catalogue = load_catalogue(known_checks=known_checks())
+    except SpecErrors:
+        return set()
+    return {c.id for c in catalogue.contracts if c.severity == "required"}
+
+
+def _diff(args) -> int:
+    from conformance import diff
+    from conformance.bundle import BundleError
+
+    try:
+        old, new = diff.load(Path(args.old)), diff.load(Path(args.new))
+        result = diff.compare(old, new)
+    except BundleError as exc:
+        print(f"ort-conformance: {exc}", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError) as exc:
+        print(f"ort-conformance: not a conformance report: missing {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.json else diff.render(result))
+    return 1 if result.regressed else 0
+
+
+def _found(args) -> int:
+    from conformance.checks import known_checks
+    from conformance.found import ReportError, load_reports, render
+    from conformance.spec import SpecErrors, load_catalogue
+
+    try:
+        text = render(load_reports(args.reports), load_catalogue(known_checks=known_checks()))
+    except (ReportError, SpecErrors) as exc:
+        print(f"ort-conformance: {exc}", file=sys.stderr)
+        return 1
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output} from {len(args.reports)} reports")
     else:
         sys.stdout.write(text)
     return 0

@@ -31,9 +31,13 @@ class Source:
     kind: str  # seed | pr | onnxruntime-source | onnxruntime-docs | measured
     ref: str
     note: str = ""
+    claims: tuple[str, ...] = ()  # in EP specs: the claims this source backs
 
-    def to_dict(self) -> dict[str, str]:
-        return {"kind": self.kind, "ref": self.ref, "note": self.note}
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"kind": self.kind, "ref": self.ref, "note": self.note}
+        if self.claims:
+            data["claims"] = list(self.claims)
+        return data
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class Contract:
     family: str
     requires_api: tuple[str, ...] = ()
     isolated: bool = False
+    own_process: bool = False
     file: str = ""  # the absolute path of the file that defines it
 
     def cases(self) -> list[dict[str, Any]]:
@@ -65,9 +70,12 @@ class Waiver:
     contract: str
     reason: str
     url: str
-    until: str | None = None
-    device: str | None = None
+    until: str | None = None  # onnxruntime version from which the waiver no longer holds
+    device: str | None = None  # device label selector
     location: Location | None = None
+    until_ep: str | None = None  # EP version from which the waiver no longer holds
+    onnxruntime: str | None = None  # version selector, e.g. ">=1.30, <1.33": applies only to those builds
+    ep_version: str | None = None  # version selector for the EP's own version
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,32 @@ class MemoryDeclaration:
     device_type: str  # cpu | gpu | npu | fpga
     vendor_id: int | None = None
     name: str | None = None
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Whether a run on the real EP confirmed one claim of an EP spec, and how (or why not)."""
+
+    verified: bool
+    how: str
+
+
+@dataclass(frozen=True)
+class KnownIssue:
+    """An upstream defect that a failure of this EP matches: by contract id (or
+    `copy:SOURCE>DESTINATION` for a pair of the copy matrix) and, optionally, message text."""
+
+    contract: str
+    url: str
+    title: str
+    match: str | None = None
+
+    def matches(self, contract: str, message: str) -> bool:
+        return self.contract == contract and (self.match is None or self.match.lower() in message.lower())
+
+
+# The claims an EP spec makes; each may carry a Verification.
+CLAIMS = ("device_type", "memory", "session_memory", "copy_directions", "packages")
 
 
 @dataclass(frozen=True)
@@ -96,10 +130,21 @@ class EpSpec:
     sources: tuple[Source, ...]
     unverified: tuple[str, ...]
     location: Location
+    # Memory kinds (cpu, default, host_accessible) that session inputs and outputs use.
+    session_inputs: tuple[str, ...] | None = None
+    session_outputs: tuple[str, ...] | None = None
+    verification: Mapping[str, Verification] = field(default_factory=dict)
+    known_issues: tuple[KnownIssue, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
         return (self.name, self.provider, *self.aliases)
+
+    def verification_of(self, claim: str) -> Verification:
+        return self.verification.get(claim) or Verification(False, "not stated in the spec")
+
+    def known_issue(self, contract: str, message: str) -> KnownIssue | None:
+        return next((issue for issue in self.known_issues if issue.matches(contract, message)), None)
 
 
 @dataclass(frozen=True)
@@ -119,6 +164,8 @@ class Catalogue:
         """The EP declaration that answers to `name` (alias, spec name or provider name)."""
         wanted = name.lower()
         for ep in self.eps:
-            if wanted in (n.lower() for n in ep.names):
+            if wanted in (n.lower() for n in (ep.name, *ep.aliases)):
                 return ep
-        return None
+        # By provider name: an EP built into onnxruntime before its plugin package.
+        by_provider = [ep for ep in self.eps if ep.provider.lower() == wanted]
+        return min(by_provider, key=lambda ep: ep.plugin_module is not None, default=None)

@@ -63,6 +63,7 @@ class EpTarget:
     registration: str | None = None
     plugin_module: str | None = None
     facts: dict[str, Any] = field(default_factory=dict)
+    unusable: str | None = None  # why the EP cannot run here although the build lists it
 
     @property
     def label(self) -> str:
@@ -89,8 +90,12 @@ def installed_plugin_modules() -> list[str]:
 
 
 def _plugin(module_name: str) -> tuple[str, str]:
+    """(library path, EP name) of a plugin EP package. onnxruntime's own packages expose
+    get_library_path()/get_ep_name(); onnxruntime-ggml exposes library_path() and EP_NAME."""
     module = importlib.import_module(module_name)
-    return module.get_library_path(), module.get_ep_name()
+    if hasattr(module, "get_library_path"):
+        return module.get_library_path(), module.get_ep_name()
+    return module.library_path(), module.EP_NAME
 
 
 def resolve(name: str, catalogue: Catalogue, *, library: str | None = None, options: dict[str, str] | None = None) -> EpTarget:
@@ -104,9 +109,7 @@ def resolve(name: str, catalogue: Catalogue, *, library: str | None = None, opti
         try:
             path, ep_name = _plugin(spec.plugin_module)
         except ImportError:
-            raise EpUnavailable(
-                f"EP '{name}' comes from a plugin package that is not installed: pip install {' '.join(spec.packages)}"
-            ) from None
+            raise EpUnavailable(f"EP '{name}' comes from a plugin package that is not installed: {install_hint(spec)}") from None
         target.plugin_module = spec.plugin_module
         target.provider = ep_name
         _register_library(ort, target, path, registration=ep_name)
@@ -123,7 +126,37 @@ def resolve(name: str, catalogue: Catalogue, *, library: str | None = None, opti
     target.devices = [d for d in ort.get_ep_devices() if d.ep_name == target.provider]
     if not target.devices and target.provider not in ort.get_available_providers():
         raise EpUnavailable(unknown_ep_message(name, catalogue, ort, library))
+    if not target.devices:
+        target.unusable = fallback_reason(ort, target)
     return target
+
+
+def fallback_reason(ort, target: EpTarget) -> str | None:
+    """Why a built-in provider that the build lists cannot run here, or None when it can.
+
+    onnxruntime-gpu lists CUDAExecutionProvider on a machine without a GPU or CUDA libraries;
+    a session asked for it logs an error and silently runs on the CPU EP (microsoft/onnxruntime
+    issue 23372). The session's own provider list is what tells: a provider missing from it
+    was never created."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    options = ort.SessionOptions()
+    options.log_severity_level = 4  # the kit reports the fallback itself
+    provider_options = {k: v for k, v in target.options.items() if not k.startswith("session.")}
+    try:
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=[(target.provider, provider_options)])
+    except Exception as exc:
+        return f"a session for {target.provider} could not be created: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+    if target.provider not in session.get_providers():
+        package = package_name(ort)
+        return (f"{target.provider} is listed by {package} {ort.__version__} but is not functional here: a session "
+                f"created for it silently fell back to {', '.join(session.get_providers())} (its hardware or libraries are missing)")
+    return None
 
 
 def _listed(ort, provider: str) -> bool:
@@ -159,16 +192,29 @@ def available(catalogue: Catalogue, ort=None) -> list[str]:
 
 
 def unknown_ep_message(name: str, catalogue: Catalogue, ort, library: str | None) -> str:
-    lines = [f"unknown EP '{name}'" + (f": library {library} provides no EP of that name" if library else "")]
-    lines.append(f"available here (onnxruntime {ort.__version__}): " + ", ".join(available(catalogue, ort)))
     spec = catalogue.ep_spec(name)
+    if spec and not library:
+        lines = [f"EP '{name}' ({spec.provider}) is not in this onnxruntime build ({package_name(ort)} {ort.__version__}): "
+                 + install_hint(spec)]
+    else:
+        lines = [f"unknown EP '{name}'" + (f": library {library} provides no EP of that name" if library else "")]
+    lines.append(f"available here (onnxruntime {ort.__version__}): " + ", ".join(available(catalogue, ort)))
     if spec:
-        lines.append(f"'{name}' is {spec.summary.rstrip('.')}; it comes with: {', '.join(spec.packages)}")
+        lines.append(f"'{name}' is {spec.summary.rstrip('.')}")
     else:
         hints = [f"{ep.name}: {', '.join(ep.packages)}" for ep in catalogue.eps if ep.packages]
         lines.append("EPs the kit knows and the packages that provide them:\n  " + "\n  ".join(hints))
     lines.append("a plugin EP library of your own: --ep-library PATH --ep EP_NAME")
     return "\n".join(lines)
+
+
+def install_hint(spec: EpSpec) -> str:
+    if not spec.packages:
+        return "no PyPI package provides it; see its spec: " + spec.summary
+    if spec.plugin_module:
+        return f"pip install {' '.join(p for p in spec.packages if p != 'onnxruntime')} (a plugin package, beside onnxruntime)"
+    return (f"pip install {' or '.join(spec.packages)}, in a virtual environment of its own "
+            "(onnxruntime builds overwrite each other's `onnxruntime` package)")
 
 
 # --- what the EP advertises -----------------------------------------------------------------
@@ -255,6 +301,7 @@ def describe(target: EpTarget) -> dict[str, Any]:
         "library_sha256": target.library_sha256,
         "plugin_module": target.plugin_module,
         "ep_device": bool(target.devices),
+        "unusable": target.unusable,
         "options": target.options,
         "devices": devices,
         "onnxruntime": {"version": ort.__version__, "package": package_name(ort), "build": ort.get_build_info()},

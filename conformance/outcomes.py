@@ -72,11 +72,20 @@ def counts(results: Iterable[Result]) -> dict[str, int]:
     return summary
 
 
-def verdict(results: list[Result], *, interrupted: bool = False) -> tuple[Verdict, list[str]]:
+def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = False) -> tuple[Verdict, list[str]]:
     """The verdict and the reasons for it.
 
     Only required, EP-subject contracts decide: a runtime-subject failure is a finding against
-    onnxruntime, and recommended or informational contracts inform without deciding."""
+    onnxruntime, and recommended or informational contracts inform without deciding.
+
+    A waived failure counts as shown: the check ran, and its failure is covered by a waiver
+    that cites an upstream issue (the Vulkan CTS rule), so a run whose only failures are waived
+    is `conformant` and its reasons list the waivers. A waived `not_run` proves nothing ran.
+
+    In a strict (certification) run nothing required may be left unshown: whatever would make
+    the run `incomplete`, a required contract that could not run on one of the EP devices, and
+    every case marked `details["strict"]` by the plugin (a required contract the vendor declared
+    not applicable), make it `non_conformant`."""
     deciding = [r for r in results if r.severity == "required" and r.subject == "ep"]
     broken = sorted({r.contract for r in deciding if r.outcome in BROKEN})
     if broken:
@@ -93,8 +102,31 @@ def verdict(results: list[Result], *, interrupted: bool = False) -> tuple[Verdic
     reasons += [f"the kit failed to run: {c}" for c in errors]
     if not results:
         reasons.append("no check ran")
-    elif not any(r.outcome is Outcome.PASS for r in deciding):
+    elif not any(r.outcome is Outcome.PASS or _waived_failure(r) for r in deciding):
         reasons.append("no required contract passed on this EP")
+        # One cause behind every check that did not run (an EP that is not functional here)
+        # is the reason that matters: it goes first.
+        causes = {r.message for r in results if r.outcome is Outcome.NOT_RUN}
+        if len(causes) == 1 and all(r.outcome in (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE) for r in results):
+            reasons.insert(0, f"no check could run: {causes.pop()}")
+    if strict:
+        reasons += _unshown_on_a_device(deciding, set(missing))
+        reasons += sorted({f"{r.contract}: {r.details['strict']}" for r in results if r.details.get("strict")})
+        reasons = [f"strict run: {reason}" for reason in dict.fromkeys(reasons)]
+        if reasons:
+            return Verdict.NON_CONFORMANT, reasons
     if reasons:
         return Verdict.INCOMPLETE, reasons
-    return Verdict.CONFORMANT, []
+    waived = sorted({r.contract for r in deciding if r.outcome is Outcome.WAIVED})
+    return Verdict.CONFORMANT, [f"conformant under a waiver: {c}" for c in waived]
+
+
+def _unshown_on_a_device(deciding: list[Result], already: set[str]) -> list[str]:
+    """Required contracts shown on some EP device but not on another (strict runs only)."""
+    shown = {(r.ep, r.device, r.contract) for r in deciding if r.outcome in (Outcome.PASS, Outcome.WAIVED)}
+    unshown = {(r.ep, r.device, r.contract) for r in deciding if r.outcome in COULD_NOT_RUN} - shown
+    return [f"required contract could not run on {ep} {device}: {contract}" for ep, device, contract in sorted(unshown) if contract not in already]
+
+
+def _waived_failure(result: Result) -> bool:
+    return result.outcome is Outcome.WAIVED and result.details.get("waived_outcome") in {o.value for o in BROKEN}

@@ -22,6 +22,7 @@ from conformance.contracts import Catalogue, Contract
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
 from conformance.outcomes import Outcome, Result
 from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+from conformance import strict as strict_rules
 from conformance import waivers as waiver_rules
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
@@ -41,11 +42,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
                     help="provider option for the EP (keys starting with 'session.' become session config entries); repeatable")
     group.addoption("--conformance-report", metavar="DIR", default="reports",
-                    help="folder for report.json, report.md and the models used (default: reports/)")
+                    help="folder for report.json, report.md, report.html and the models used (default: reports/)")
     group.addoption("--conformance-timeout", metavar="SECONDS", type=float, default=60.0,
                     help="time one check may take before its worker is killed and the check recorded as timeout (default: 60)")
     group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
                     help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements only)")
+    group.addoption("--conformance-strict", action="store_true", default=False,
+                    help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
+                         "by the EP spec), or an incomplete run, fails the run; the report says it was a strict run")
 
 
 @dataclass
@@ -60,6 +64,7 @@ class EpUnderTest:
     # A second worker for contracts marked `isolated` (bad requests that may corrupt memory),
     # so that whatever they break cannot leak into the checks that follow in the main worker.
     isolated_worker: Worker | None = None
+    init: dict[str, Any] = field(default_factory=dict)  # what starts a worker for this EP
 
     @property
     def label(self) -> str:
@@ -72,6 +77,7 @@ class ConformanceRun:
         self.report_dir = Path(config.getoption("conformance_report"))
         self.timeout = config.getoption("conformance_timeout")
         self.isolated = config.getoption("conformance_isolation") == "worker"
+        self.strict = config.getoption("conformance_strict")
         self.library = config.getoption("ep_library")
         self.options = _parse_options(config.getoption("ep_option"))
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_args(config)
@@ -113,7 +119,7 @@ class ConformanceRun:
                     runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=self._init(name)["models_dir"], schema_checked=True)
                 except EpUnavailable as exc:
                     raise pytest.UsageError(str(exc)) from None
-                ep = EpUnderTest(name, runner.facts, None, runner)
+                ep = EpUnderTest(name, runner.facts, None, runner, init=self._init(name))
             self.eps.append(ep)
 
     def _init(self, name: str) -> dict[str, Any]:
@@ -138,7 +144,7 @@ class ConformanceRun:
         # The worker for isolated contracts starts once the main one is ready (two starting
         # side by side slow each other down on a small machine), while pytest collects.
         isolated = self._launch_isolated(worker) if any(c.isolated for c in self.catalogue.contracts) else None
-        return EpUnderTest(name, facts, worker, None, isolated_worker=isolated)
+        return EpUnderTest(name, facts, worker, None, init=self._init(name), isolated_worker=isolated)
 
     def _probe(self, ep: EpUnderTest) -> None:
         for device in ep.facts["devices"]:
@@ -154,19 +160,23 @@ class ConformanceRun:
                 ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
 
     def run_case(self, item: "ContractItem") -> tuple[Outcome, str, dict, float]:
-        if not item.ep.worker:
-            reply = item.ep.runner.run(item.contract.id, item.device["index"], item.params)
-        else:
+        if item.contract.own_process:
+            worker = self._own_worker(item.ep)
             try:
-                reply = self._collect(self._worker_for(item), item.planned())["result"]
-            except WorkerLost as exc:
-                return Outcome(exc.outcome), str(exc), {}, 0.0
-            except WorkerRefused as exc:
-                return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
-        return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
+                return _outcome_of(lambda: worker.request(item.planned().request, what=item.planned().what)["result"])
+            finally:
+                worker.close()
+        if not item.ep.worker:
+            return _outcome_of(lambda: item.ep.runner.run(item.contract.id, item.device["index"], item.params))
+        return _outcome_of(lambda: self._collect(self._worker_for(item), item.planned())["result"])
 
     def _worker_for(self, item: "ContractItem") -> Worker:
         return self._isolated_worker(item.ep) if item.contract.isolated else item.ep.worker
+
+    def _own_worker(self, ep: EpUnderTest) -> Worker:
+        """A worker for one case alone (closed after it), even with --conformance-isolation none:
+        such a check changes the state of the process it runs in."""
+        return Worker(ep.init, timeout=self.timeout, log=self.report_dir / f"worker-{_safe(ep.requested)}-own.log")
 
     def _isolated_worker(self, ep: EpUnderTest) -> Worker:
         if ep.isolated_worker is None:
@@ -200,7 +210,8 @@ class ConformanceRun:
 
     def _plan(self, items: list[pytest.Item]) -> None:
         for item in items:
-            if isinstance(item, ContractItem) and item.ep.worker and item.decision() is None:
+            # Contracts run in a process of their own (own_process) are not sent ahead.
+            if isinstance(item, ContractItem) and item.ep.worker and not item.contract.own_process and item.decision() is None:
                 self.plans.setdefault(self._worker_for(item), []).append(item.planned())
         for ep in self.eps:
             if ep.worker:
@@ -241,13 +252,18 @@ class ConformanceRun:
         data = report.build(self, interrupted=interrupted)
         self.written = report.write_all(data, self.report_dir)
         self.verdict = data["verdict"]
+        if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a strict run is a yes/no answer
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.primary or not self.written:
             return
         terminalreporter.section("conformance")
         colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(self.verdict, {"yellow": True})
-        terminalreporter.write_line(f"verdict: {self.verdict}", bold=True, **colour)
+        terminalreporter.write_line(f"verdict: {self.verdict}" + (" (strict run)" if self.strict else ""), bold=True, **colour)
+        for ep in self.eps:
+            if ep.facts.get("unusable"):
+                terminalreporter.write_line(f"{ep.label}: nothing ran: {ep.facts['unusable']}", yellow=True)
         for path in self.written:
             terminalreporter.write_line(f"report: {path}")
 
@@ -256,6 +272,17 @@ class ConformanceRun:
             worker.ask_to_exit()
         for worker in self.workers:
             worker.close()
+
+
+def _outcome_of(reply_of) -> tuple[Outcome, str, dict, float]:
+    """The outcome of a check from its reply (`reply_of()`), or from how its worker was lost."""
+    try:
+        reply = reply_of()
+    except WorkerLost as exc:
+        return Outcome(exc.outcome), str(exc), {}, 0.0
+    except WorkerRefused as exc:
+        return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
+    return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
 
 
 @dataclass(frozen=True)
@@ -416,23 +443,31 @@ class ContractItem(pytest.Item):
             result = self._result(*self.run.run_case(self))
             if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
                 self.ep.quarantine[self._crash_key()] = f"an earlier check making the same call ({self.name}) ended in {result.outcome.value}"
-                self.ep.lost[self.device["index"]] = self.ep.lost.get(self.device["index"], 0) + 1
+                if result.subject == "ep":  # onnxruntime's own crash says nothing about the EP device
+                    self.ep.lost[self.device["index"]] = self.ep.lost.get(self.device["index"], 0) + 1
         result = waiver_rules.apply(result, spec, self.ep.facts)
+        if self.run.strict:
+            result = strict_rules.mark(result, self.contract, spec)
         self.stash[RESULT_KEY] = result
         self.user_properties.extend([
             ("contract", result.contract), ("ep", result.ep), ("device", result.device), ("outcome", result.outcome.value),
             ("severity", result.severity), ("subject", result.subject), ("spec", result.spec),
         ])
+        if result.is_finding:
+            return  # a fail, crash or timeout of onnxruntime's own promise: xfail in runtest
         if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR):
             pytest.fail(f"[{result.outcome.value}] {result.message}", pytrace=False)
-        if result.outcome not in (Outcome.PASS, Outcome.FAIL):
+        if result.outcome not in (Outcome.PASS, Outcome.FAIL) and not result.details.get("strict"):
             pytest.skip(f"[{result.outcome.value}] {result.message}")
 
     def runtest(self) -> None:
         result = self.stash[RESULT_KEY]
+        if result.details.get("strict"):
+            pytest.fail(f"[{result.outcome.value}] strict run: {result.details['strict']}", pytrace=False)
+        if result.is_finding:
+            prefix = "" if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] "
+            pytest.xfail(f"finding against onnxruntime, not the EP: {prefix}{result.message}")
         if result.outcome is Outcome.FAIL:
-            if result.subject == "runtime":
-                pytest.xfail(f"finding against onnxruntime, not the EP: {result.message}")
             raise ContractFailure(result, self.contract)
 
     def repr_failure(self, excinfo, style=None):

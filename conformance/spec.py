@@ -25,9 +25,11 @@ from conformance.contracts import (
     Catalogue,
     Contract,
     EpSpec,
+    KnownIssue,
     Location,
     MemoryDeclaration,
     Source,
+    Verification,
     Waiver,
 )
 
@@ -264,6 +266,7 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
     errors: list[SpecError] = []
     contracts: list[Contract] = []
     eps: list[EpSpec] = []
+    where: Where = {}
     digest = hashlib.sha256()
     for file in files:
         display = _display_path(file)
@@ -286,10 +289,13 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
         if found or parse_errors:
             continue
         if schema == CONTRACTS_SCHEMA:
-            contracts.extend(_contracts(doc, errors, str(file.resolve())))
+            for index, contract in _contracts(doc, errors, str(file.resolve())):
+                contracts.append(contract)
+                where[id(contract)] = (doc, ("contracts", index))
         else:
             eps.append(_ep_spec(doc))
-    errors.extend(_cross_check(contracts, eps, set(known_checks)))
+            where[id(eps[-1])] = (doc, ("ep",))
+    errors.extend(_cross_check(contracts, eps, set(known_checks), where))
     if errors:
         raise SpecErrors(errors)
     return Catalogue(tuple(contracts), tuple(eps), tuple(str(f.resolve()) for f in files), digest.hexdigest())
@@ -309,16 +315,16 @@ def _display_path(file: Path) -> str:
 
 
 def _sources(items: list[dict[str, str]]) -> tuple[Source, ...]:
-    return tuple(Source(s["kind"], s["ref"], s.get("note", "")) for s in items)
+    return tuple(Source(s["kind"], s["ref"], s.get("note", ""), tuple(s.get("claims", ()))) for s in items)
 
 
-def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[Contract]:
+def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[tuple[int, Contract]]:
     family = doc.data["family"]
     for index, raw in enumerate(doc.data["contracts"]):
         if not raw["id"].startswith(family + "."):
             errors.append(doc.error(("contracts", index, "id"), f"id must start with the family name '{family}.'"))
             continue
-        yield Contract(
+        yield index, Contract(
             id=raw["id"],
             statement=" ".join(raw["statement"].split()),
             subject=raw["subject"],
@@ -331,6 +337,7 @@ def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[Co
             family=family,
             requires_api=tuple(raw.get("requires_api", ())),
             isolated=bool(raw.get("isolated", False)),
+            own_process=bool(raw.get("own_process", False)),
             file=file,
         )
 
@@ -341,10 +348,19 @@ def _memory(raw: dict[str, Any] | None) -> MemoryDeclaration | None:
     return MemoryDeclaration(raw["device_type"], raw.get("vendor_id"), raw.get("name"))
 
 
+def _until(waiver: dict[str, Any], kind: str) -> str | None:
+    """`until: "1.33"` is an onnxruntime version; `until: {ep: "2.0"}` an EP version."""
+    until = waiver.get("until")
+    if isinstance(until, dict):
+        return until.get(kind)
+    return until if kind == "onnxruntime" else None
+
+
 def _ep_spec(doc: Document) -> EpSpec:
     raw = doc.data["ep"]
     waivers = tuple(
-        Waiver(w["contract"], w["reason"], w["url"], w.get("until"), w.get("device"), doc.location(("ep", "waivers", i)))
+        Waiver(w["contract"], w["reason"], w["url"], _until(w, "onnxruntime"), w.get("device"), doc.location(("ep", "waivers", i)),
+               until_ep=_until(w, "ep"), onnxruntime=w.get("onnxruntime"), ep_version=w.get("ep_version"))
         for i, w in enumerate(raw.get("waivers", []))
     )
     directions = raw.get("copy_directions")
@@ -364,32 +380,60 @@ def _ep_spec(doc: Document) -> EpSpec:
         sources=_sources(raw.get("sources", [])),
         unverified=tuple(raw.get("unverified", ())),
         location=doc.location(("ep",)),
+        session_inputs=tuple(raw["session_memory"]["inputs"]) if "session_memory" in raw else None,
+        session_outputs=tuple(raw["session_memory"]["outputs"]) if "session_memory" in raw else None,
+        verification={claim: Verification(v["verified"], v["how"]) for claim, v in raw.get("verification", {}).items()},
+        known_issues=tuple(KnownIssue(k["contract"], k["url"], k["title"], k.get("match")) for k in raw.get("known_issues", ())),
     )
 
 
-def _cross_check(contracts: list[Contract], eps: list[EpSpec], known_checks: set[str]) -> Iterator[SpecError]:
-    def at(location: Location, key: str, message: str) -> SpecError:
-        return SpecError(location.path, location.line, location.column, key, message)
+# Where each built contract and EP spec came from: id(object) -> its document and JSON path,
+# so that a cross-check error points at the offending key or value, not at the block.
+Where = dict[int, tuple[Document, JsonPath]]
+
+
+def _cross_check(contracts: list[Contract], eps: list[EpSpec], known_checks: set[str], where: Where) -> Iterator[SpecError]:
+    def at(item: Contract | EpSpec, path: JsonPath, message: str, *, key: bool = False) -> SpecError:
+        doc, base = where[id(item)]
+        return doc.error((*base, *path), message, key=key)
 
     first_seen: dict[str, Contract] = {}
     for contract in contracts:
         if contract.id in first_seen:
-            yield at(contract.location, "id", f"duplicate contract id '{contract.id}' (first defined at {first_seen[contract.id].location})")
+            yield at(contract, ("id",), f"duplicate contract id '{contract.id}' (first defined at {first_seen[contract.id].location})")
         else:
             first_seen[contract.id] = contract
         if known_checks and contract.check not in known_checks:
             hint = difflib.get_close_matches(contract.check, sorted(known_checks), n=1)
             suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
-            yield at(contract.location, "check", f"unknown check '{contract.check}'{suggestion}")
+            yield at(contract, ("check",), f"unknown check '{contract.check}'{suggestion}")
     names: dict[str, EpSpec] = {}
     for ep in eps:
         for name in {n.lower() for n in ep.names}:
-            if name in names:
-                yield at(ep.location, "name", f"EP name or alias '{name}' is already declared at {names[name].location}")
+            if name in names and not _same_ep_other_packaging(ep, names[name], name):
+                yield at(ep, _name_path(ep, name), f"EP name or alias '{name}' is already declared at {names[name].location}")
             names[name] = ep
-        referenced = [("not_applicable", cid) for cid in ep.not_applicable] + [("waivers", w.contract) for w in ep.waivers]
-        for key, contract_id in referenced:
+        referenced = [(("not_applicable", cid), True, cid) for cid in ep.not_applicable]
+        referenced += [(("waivers", i, "contract"), False, w.contract) for i, w in enumerate(ep.waivers)]
+        referenced += [(("known_issues", i, "contract"), False, k.contract) for i, k in enumerate(ep.known_issues) if not k.contract.startswith("copy:")]
+        for path, is_key, contract_id in referenced:
             if first_seen and contract_id not in first_seen:
                 hint = difflib.get_close_matches(contract_id, sorted(first_seen), n=1)
                 suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
-                yield at(ep.location, key, f"unknown contract '{contract_id}'{suggestion}")
+                yield at(ep, path, f"unknown contract '{contract_id}'{suggestion}", key=is_key)
+
+
+def _name_path(ep: EpSpec, name: str) -> JsonPath:
+    """Where an EP's name or alias `name` (lower case) is written."""
+    if ep.name.lower() == name:
+        return ("name",)
+    if ep.provider.lower() == name:
+        return ("provider",)
+    return ("aliases", [a.lower() for a in ep.aliases].index(name))
+
+
+def _same_ep_other_packaging(ep: EpSpec, other: EpSpec, name: str) -> bool:
+    """One provider name may be declared twice when one spec is the EP built into an
+    onnxruntime build and the other its plugin package (OpenVINO ships as both): their memory
+    models differ, so each gets its own spec, told apart by the spec name."""
+    return name == ep.provider.lower() == other.provider.lower() and (ep.plugin_module is None) != (other.plugin_module is None)

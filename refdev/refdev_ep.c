@@ -33,6 +33,7 @@
 #define REFDEV_VENDOR_ID 0xC0DEu
 #define REFDEV_WRONG_VENDOR_ID 0xBAD0u
 #define REFDEV_DEVICE_ID 0
+#define REFDEV_MAX_DEVICES 4
 #define REFDEV_KEY 0x5Au
 #define REFDEV_ALIGN 64u
 #define REFDEV_DEFAULT_NAME "RefDev"
@@ -65,6 +66,7 @@ typedef enum {
   FAULT_SLOW_D2D,
   FAULT_CLAIM_NOTHING,
   FAULT_WRONG_COMPUTE,
+  FAULT_UNREGISTER_CRASH,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -73,12 +75,13 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "no-d2d",     "no-d2h",           "no-h2d",     "wrong-memory",
     "cpu-default", "host-accessible-inputs", "alloc-fail", "abort",
     "hang",       "slow-d2d",         "claim-nothing", "wrong-compute",
+    "unregister-crash",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
-  "wrong-compute"
+  "wrong-compute, unregister-crash"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -210,9 +213,10 @@ typedef struct refdev_factory {
   char registered_name[128];
   refdev_fault fault;                 /* at registration */
   bool host_enabled;                  /* a HOST_ACCESSIBLE memory info is advertised */
-  OrtMemoryInfo* default_info;        /* "RefDev" DEFAULT */
+  size_t num_devices;                 /* virtual devices, ORT_REFDEV_DEVICES (default 1) */
+  OrtMemoryInfo* default_infos[REFDEV_MAX_DEVICES]; /* "RefDev" DEFAULT, device id = index */
   OrtMemoryInfo* host_info;           /* "RefDevHost" HOST_ACCESSIBLE, or NULL */
-  uint32_t default_vendor;            /* vendor id in default_info */
+  uint32_t default_vendor;            /* vendor id in default_infos */
   OrtMemoryInfoDeviceType default_type;
 } refdev_factory;
 
@@ -228,7 +232,7 @@ static mem_kind classify_device(const refdev_factory* f, const OrtMemoryDevice* 
   uint32_t dev_id = g_ep->MemoryDevice_GetDeviceId(d);
 
   if (mtype == OrtDeviceMemoryType_DEFAULT && type == f->default_type && vendor == f->default_vendor &&
-      dev_id == REFDEV_DEVICE_ID) {
+      dev_id < f->num_devices) {
     return MEM_DEVICE;
   }
   if (f->host_enabled && mtype == OrtDeviceMemoryType_HOST_ACCESSIBLE && vendor == REFDEV_VENDOR_ID &&
@@ -346,7 +350,7 @@ static OrtStatus* ORT_API_CALL factory_create_allocator(OrtEpFactory* this_ptr, 
   mem_kind kind = classify_device(f, g_ep->MemoryInfo_GetMemoryDevice(memory_info));
   const OrtMemoryInfo* own_info = NULL;
   if (kind == MEM_DEVICE) {
-    own_info = f->default_info;
+    own_info = f->default_infos[g_ep->MemoryDevice_GetDeviceId(g_ep->MemoryInfo_GetMemoryDevice(memory_info))];
     /* host-accessible-inputs: the DEFAULT allocator describes itself with the HOST_ACCESSIBLE
      * memory info, so values it allocates (session inputs among them) report that memory. */
     if (f->fault == FAULT_HOST_ACCESSIBLE_INPUTS && f->host_info != NULL) own_info = f->host_info;
@@ -974,25 +978,30 @@ static OrtStatus* ORT_API_CALL factory_get_supported_devices(OrtEpFactory* this_
   if (max_ep_devices == 0) return NULL;
   for (size_t i = 0; i < num_devices; ++i) {
     if (g_ort->HardwareDevice_Type(devices[i]) != OrtHardwareDeviceType_CPU) continue;
-
-    OrtKeyValuePairs* meta = NULL;
-    g_ort->CreateKeyValuePairs(&meta);
-    g_ort->AddKeyValuePair(meta, "refdev.version", REFDEV_VERSION);
-    g_ort->AddKeyValuePair(meta, "refdev.fault", k_fault_names[f->fault]);
-    g_ort->AddKeyValuePair(meta, "refdev.host_accessible", f->host_enabled ? "1" : "0");
-    OrtEpDevice* epd = NULL;
-    OrtStatus* st = g_ep->CreateEpDevice(&f->base, devices[i], meta, NULL, &epd);
-    g_ort->ReleaseKeyValuePairs(meta);
-    if (st != NULL) return st;
-    st = g_ep->EpDevice_AddAllocatorInfo(epd, f->default_info);
-    if (st == NULL && f->host_info != NULL) st = g_ep->EpDevice_AddAllocatorInfo(epd, f->host_info);
-    if (st != NULL) {
-      g_ep->ReleaseEpDevice(epd);
-      return st;
+    /* the virtual devices, all attached to the (first) CPU; HOST_ACCESSIBLE memory on device 0 */
+    for (size_t d = 0; d < f->num_devices && d < max_ep_devices; ++d) {
+      char device_id[8];
+      snprintf(device_id, sizeof device_id, "%zu", d);
+      OrtKeyValuePairs* meta = NULL;
+      g_ort->CreateKeyValuePairs(&meta);
+      g_ort->AddKeyValuePair(meta, "refdev.version", REFDEV_VERSION);
+      g_ort->AddKeyValuePair(meta, "refdev.fault", k_fault_names[f->fault]);
+      g_ort->AddKeyValuePair(meta, "refdev.host_accessible", f->host_enabled && d == 0 ? "1" : "0");
+      g_ort->AddKeyValuePair(meta, "refdev.device_id", device_id);
+      OrtEpDevice* epd = NULL;
+      OrtStatus* st = g_ep->CreateEpDevice(&f->base, devices[i], meta, NULL, &epd);
+      g_ort->ReleaseKeyValuePairs(meta);
+      if (st != NULL) return st;
+      st = g_ep->EpDevice_AddAllocatorInfo(epd, f->default_infos[d]);
+      if (st == NULL && f->host_info != NULL && d == 0) st = g_ep->EpDevice_AddAllocatorInfo(epd, f->host_info);
+      if (st != NULL) {
+        g_ep->ReleaseEpDevice(epd);
+        return st;
+      }
+      ep_devices[d] = epd;
+      *num_ep_devices = d + 1;
     }
-    ep_devices[0] = epd;
-    *num_ep_devices = 1;
-    break; /* one virtual device, attached to the (first) CPU */
+    break;
   }
   return NULL;
 }
@@ -1032,7 +1041,9 @@ static void ORT_API_CALL factory_release_ep(OrtEpFactory* this_ptr, OrtEp* ep) {
 
 static void factory_free(refdev_factory* f) {
   if (f == NULL) return;
-  if (f->default_info != NULL) g_ort->ReleaseMemoryInfo(f->default_info);
+  for (size_t d = 0; d < REFDEV_MAX_DEVICES; ++d) {
+    if (f->default_infos[d] != NULL) g_ort->ReleaseMemoryInfo(f->default_infos[d]);
+  }
   if (f->host_info != NULL) g_ort->ReleaseMemoryInfo(f->host_info);
   free(f);
 }
@@ -1082,9 +1093,18 @@ REFDEV_EXPORT OrtStatus* CreateEpFactories(const char* registered_name, const Or
   f->default_vendor = fault == FAULT_WRONG_MEMORY ? REFDEV_WRONG_VENDOR_ID : REFDEV_VENDOR_ID;
   f->default_type = fault == FAULT_CPU_DEFAULT ? OrtMemoryInfoDeviceType_CPU : OrtMemoryInfoDeviceType_GPU;
 
-  OrtStatus* st = api->CreateMemoryInfo_V2(REFDEV_DEFAULT_NAME, f->default_type, f->default_vendor,
-                                           REFDEV_DEVICE_ID, OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator,
-                                           &f->default_info);
+  const char* devices_env = getenv("ORT_REFDEV_DEVICES");
+  f->num_devices = devices_env != NULL && devices_env[0] != '\0' ? (size_t)strtoul(devices_env, NULL, 10) : 1;
+  if (f->num_devices < 1 || f->num_devices > REFDEV_MAX_DEVICES) {
+    factory_free(f);
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev: ORT_REFDEV_DEVICES must be 1 to %d, got '%s'", REFDEV_MAX_DEVICES,
+                       devices_env);
+  }
+  OrtStatus* st = NULL;
+  for (size_t d = 0; d < f->num_devices && st == NULL; ++d) {
+    st = api->CreateMemoryInfo_V2(REFDEV_DEFAULT_NAME, f->default_type, f->default_vendor, (int)d,
+                                  OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator, &f->default_infos[d]);
+  }
   if (st == NULL && f->host_enabled) {
     st = api->CreateMemoryInfo_V2(REFDEV_HOST_NAME, OrtMemoryInfoDeviceType_GPU, REFDEV_VENDOR_ID, REFDEV_DEVICE_ID,
                                   OrtDeviceMemoryType_HOST_ACCESSIBLE, 0, OrtDeviceAllocator, &f->host_info);
@@ -1098,7 +1118,18 @@ REFDEV_EXPORT OrtStatus* CreateEpFactories(const char* registered_name, const Or
   return NULL;
 }
 
+/* Never mapped; volatile, so the compiler cannot see the write coming (fault unregister-crash). */
+static volatile uintptr_t g_dead_address = 16;
+
 REFDEV_EXPORT OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
+  refdev_fault fault = current_fault();
   factory_free((refdev_factory*)factory);
+  if (fault == FAULT_UNREGISTER_CRASH) {
+    /* What a library that touches memory it has already released does when it is unloaded:
+     * here made certain by writing through an address that is never mapped (SIGSEGV). */
+    fprintf(stderr, "refdev: fault 'unregister-crash': ReleaseEpFactory writes through a dead pointer\n");
+    fflush(stderr);
+    *(volatile int*)g_dead_address = 0;
+  }
   return NULL;
 }

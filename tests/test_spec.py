@@ -207,8 +207,8 @@ def test_duplicate_of_a_shipped_contract_id_names_the_shipped_file(in_tmp):
 def test_unknown_check_id_suggests_the_closest_registered_check(in_tmp):
     text = CONTRACT_FILE.replace("check: update-inplace.from-numpy", "check: update-inplace.from-numpi")
     error = only_error([write(in_tmp, "c.yaml", text)])
-    assert (error.path, error.line) == ("c.yaml", 4)
-    assert error.key == "check"
+    assert (error.path, error.line, error.column) == ("c.yaml", 11, 12)  # the value of `check:`
+    assert error.key == "contracts[0].check"
     assert error.message == "unknown check 'update-inplace.from-numpi' (did you mean 'update-inplace.from-numpy'?)"
 
 
@@ -229,16 +229,16 @@ def test_ep_waiver_for_an_unknown_contract_is_an_error_with_a_suggestion(in_tmp)
     text = EP_FILE.replace("contract: copy.device-to-device", "contract: copy.device-to-devise")
     error = only_error([*shipped(), write(in_tmp, "ep.yaml", text)])
     assert error.path == "ep.yaml"
-    assert 2 <= error.line <= 13  # within the EP declaration (the kit reports the EP's line)
-    assert error.key == "waivers"
+    assert (error.line, error.column) == (13, 17)  # the value of the waiver's `contract:`
+    assert error.key == "ep.waivers[0].contract"
     assert error.message == "unknown contract 'copy.device-to-devise' (did you mean 'copy.device-to-device'?)"
 
 
 def test_ep_not_applicable_entry_for_an_unknown_contract_is_an_error(in_tmp):
     text = EP_FILE.replace("copy.host-accessible-alias:", "copy.host-accessible-alas:")
     error = only_error([*shipped(), write(in_tmp, "ep.yaml", text)])
-    assert error.path == "ep.yaml"
-    assert error.key == "not_applicable"
+    assert (error.path, error.line, error.column) == ("ep.yaml", 11, 5)  # the key itself
+    assert error.key == "ep.not_applicable.copy.host-accessible-alas"
     assert error.message == "unknown contract 'copy.host-accessible-alas' (did you mean 'copy.host-accessible-alias'?)"
 
 
@@ -247,6 +247,7 @@ def test_ep_name_already_declared_by_a_shipped_spec_is_an_error(in_tmp):
     error = only_error([*shipped(), write(in_tmp, "ep.yaml", text)])
     assert error.path == "ep.yaml"
     assert error.message.startswith("EP name or alias 'cpu' is already declared at specs/eps/cpu.yaml:")
+    assert (error.line, error.column, error.key) == (2, 9, "ep.name")
 
 
 def test_ep_memory_with_a_misspelled_key_is_reported_inside_the_oneof(in_tmp):

@@ -17,7 +17,7 @@ def _snippet(ctx, source_kind: str, destination_kind: str, dt: tensors.DType, sh
             "ort.copy_tensors([src], [dst], None)")
 
 
-def _copy(ctx, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
+def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = False) -> Iterator[Violation]:
     source_kind, destination_kind = direction.split(">")
     for kind in (source_kind, destination_kind):
         ctx.require_memory(kind)
@@ -31,6 +31,8 @@ def _copy(ctx, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
     try:
         ctx.copy([source], [destination])
     except Exception as exc:
+        if may_refuse:
+            return
         yield Violation(f"copy_tensors {direction} failed: {exc}", expected="the copy", actual=f"{type(exc).__name__}: {exc}", memory=memory, reproducer=snippet)
         return
     diff = tensors.compare(tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp))
@@ -42,6 +44,13 @@ def _copy(ctx, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
 @check("copy.direction")
 def direction(ctx, direction: str, dtype: str = "float32", shape: str = "3x5") -> Iterator[Violation]:
     yield from _copy(ctx, direction, dtype, shape)
+
+
+@check("copy.optional-direction")
+def optional_direction(ctx, direction: str, dtype: str = "float32", shape: str = "3x5") -> Iterator[Violation]:
+    """A copy the EP need not offer: a refusal passes (the copy matrix records it as
+    not_required); a copy that is done must deliver the bytes."""
+    yield from _copy(ctx, direction, dtype, shape, may_refuse=True)
 
 
 @check("copy.roundtrip")
@@ -83,27 +92,66 @@ def host_accessible_alias(ctx, dtype: str = "float32") -> Iterator[Violation]:
         yield Violation(f"a write through numpy() did not reach the HOST_ACCESSIBLE value: {diff.describe()}", memory=memory, reproducer=snippet)
 
 
+# Each bad request: the sources and destinations it passes to copy_tensors, as
+# (memory end, element type, shape). "src" and "dst" stand for the two ends of the case's
+# direction. `valid` is the same call made right (what must work for the refusal to mean
+# anything); `request` is the bad call; `watched` are the destination indexes of `request` that
+# must come out of the refusal unchanged.
+_F32, _I32 = "float32", "int32"
+BAD_REQUESTS = {
+    "size-mismatch": {"sources": [("src", _F32, (7,))], "destinations": [("dst", _F32, (2, 3))]},
+    "type-mismatch": {"sources": [("src", _I32, (2, 3))], "destinations": [("dst", _F32, (2, 3))]},
+    # pair 0 goes src→dst, pair 1 dst→src: one call, two memory infos on each side
+    "mixed-memory": {"sources": [("src", _F32, (2, 3)), ("dst", _F32, (2, 3))], "destinations": [("dst", _F32, (2, 3)), ("src", _F32, (2, 3))]},
+    "unequal-lists": {"sources": [("src", _F32, (2, 3)), ("src", _F32, (2, 3))], "destinations": [("dst", _F32, (2, 3))]},
+    "empty-lists": {"sources": [], "destinations": []},
+}
+
+
+def _ends(spec: list[tuple[str, str, tuple[int, ...]]], source_kind: str, destination_kind: str):
+    return [({"src": source_kind, "dst": destination_kind}[end], tensors.DTYPES[dtype], shape) for end, dtype, shape in spec]
+
+
+def _describe(ends) -> list[str]:
+    return [f"{kind} {dt.name} {list(shape)}" for kind, dt, shape in ends]
+
+
+def _valid_copy(ctx, source_kind: str, destination_kind: str) -> None:
+    """The same direction, asked right: if this fails, a refused bad request proves nothing."""
+    float32 = tensors.DTYPES["float32"]
+    with ctx.precondition(f"a valid copy_tensors {source_kind}>{destination_kind} of the same values"):
+        source = ctx.place(tensors.sample(float32, (2, 3), seed=8), source_kind, float32)
+        destination = ctx.place(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), destination_kind, float32)
+        ctx.copy([source], [destination])
+
+
 @check("copy.bad-requests")
 def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
+    """Tries one bad request for real, after showing the same direction works when asked
+    right; the destinations are sentinel-filled, so a partial copy shows."""
     source_kind, destination_kind = direction.split(">")
-    float32, int32 = tensors.DTYPES["float32"], tensors.DTYPES["int32"]
-    sources = {
-        "size-mismatch": [(float32, (7,))],
-        "type-mismatch": [(int32, (2, 3))],
-        "unequal-lists": [(float32, (2, 3)), (float32, (2, 3))],
-    }[request]
-    untouched = tensors.payload(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), float32)
+    if request == "mixed-memory" and ctx.memory_facts(source_kind) == ctx.memory_facts(destination_kind):
+        raise NotApplicable(f"{source_kind} and {destination_kind} are the same memory on this EP device; nothing to mix")
+    sources = _ends(BAD_REQUESTS[request]["sources"], source_kind, destination_kind)
+    destinations = _ends(BAD_REQUESTS[request]["destinations"], source_kind, destination_kind)
+    for pair in sorted({(s[0], d[0]) for s, d in zip(sources, destinations)} or {(source_kind, destination_kind)}):
+        _valid_copy(ctx, *pair)
     with ctx.precondition(f"placing valid values for {direction}"):
-        src_values = [ctx.place(tensors.sample(dt, shp, seed=8), source_kind, dt) for dt, shp in sources]
-        destination = ctx.place(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), destination_kind, float32)
-    snippet = f"{ctx.preamble()}\n# {request}: sources {[(d.name, s) for d, s in sources]}, destination float32 (2, 3)\nort.copy_tensors(srcs, [dst], None)  # expected: an error"
+        src_values = [ctx.place(tensors.sample(dt, shp, seed=8), kind, dt) for kind, dt, shp in sources]
+        dst_values = [ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), kind, dt) for kind, dt, shp in destinations]
+    snippet = (f"{ctx.preamble()}\n# {request}: sources {_describe(sources)}, destinations {_describe(destinations)}\n"
+               "ort.copy_tensors(srcs, dsts, None)  # expected: an error")
     try:
-        ctx.copy(src_values, [destination])
-    except Exception:
-        pass
+        ctx.copy(src_values, dst_values)
+    except Exception as exc:
+        if not str(exc).strip():
+            yield Violation(f"copy_tensors refused a bad request ({request}) without saying why", expected="an error message",
+                            actual=repr(exc), reproducer=snippet)
     else:
         yield Violation(f"copy_tensors accepted a bad request ({request})", expected="a clear error", actual="accepted", reproducer=snippet)
-    with ctx.precondition("reading the destination back"):
-        got = ctx.read(destination, destination_kind, float32, (2, 3))
-    if tensors.compare(untouched, got):
-        yield Violation(f"the bad request ({request}) wrote into the destination", expected="destination unchanged", actual="bytes changed", reproducer=snippet)
+    for index, ((kind, dt, shp), value) in enumerate(zip(destinations, dst_values)):
+        with ctx.precondition("reading the destination back"):
+            got = ctx.read(value, kind, dt, shp)
+        if tensors.compare(tensors.payload(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), dt), got):
+            yield Violation(f"the bad request ({request}) wrote into destination {index} ({kind} memory)",
+                            expected="destination unchanged", actual="bytes changed", reproducer=snippet)

@@ -1,12 +1,14 @@
-"""IOBinding: bound device values are used in place."""
+"""IOBinding: bound device values are used in place; bad bindings are refused, and rebinding after one works."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from dataclasses import dataclass
+from typing import Any, Iterator
 
 from conformance import tensors
-from conformance.checks import Violation, check
+from conformance.checks import NotApplicable, NotRun, Violation, check
 from conformance.checks.session import reference, small_integers
+from conformance.eps import memory_device_type
 
 OUTPUT_SENTINEL = 0x5A
 
@@ -41,3 +43,190 @@ def in_place(ctx, recipe: str, dtype: str, shape: str, memory: str = "default") 
     if diff:
         yield Violation(f"the preallocated output does not hold the result: {diff.describe()}", expected=f"numpy's {recipe} of the input",
                         actual=diff.describe(), memory={memory: ctx.memory_facts(memory)}, reproducer=snippet)
+
+
+# --- bad bindings (refused clearly) and rebinds after them --------------------------------
+
+BINDING_RECIPE, BINDING_SHAPE = "relu", (2, 3)
+# A device no EP device present advertises memory on: device types that Python's
+# IOBinding.bind_output can name, tried in order (vendor id 0, device 0).
+UNREACHABLE_CANDIDATES = ("npu", "gpu")
+
+
+@dataclass
+class BindingSetup:
+    """A session of the relu model on the EP, valid input and output values in `memory`, and
+    what the output must hold."""
+
+    info: Any
+    input_name: str
+    output_name: str
+    source: Any
+    expected: bytes
+    dt: tensors.DType
+    memory: str
+
+
+def _binding_setup(ctx, memory: str) -> BindingSetup:
+    ctx.require_memory(memory)
+    dt = tensors.DTYPES["float32"]
+    info = ctx.session(BINDING_RECIPE, dt, BINDING_SHAPE)
+    ctx.require_nodes_on_ep(info)
+    (values,) = small_integers(("x",), dt, BINDING_SHAPE).values()
+    expected = tensors.payload(reference(BINDING_RECIPE, {"x": values}).astype(dt.storage), dt)
+    with ctx.precondition(f"placing the input in {memory} memory"):
+        source = ctx.place(values, memory, dt)
+    (input_name,), (output_name,) = [i.name for i in info.session.get_inputs()], [o.name for o in info.session.get_outputs()]
+    return BindingSetup(info, input_name, output_name, source, expected, dt, memory)
+
+
+def _valid_output(ctx, setup: BindingSetup):
+    return ctx.place(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL), setup.memory, setup.dt)
+
+
+def _run_valid(ctx, setup: BindingSetup, binding, output) -> str:
+    """Runs `binding` with `output` bound and returns what is wrong with the result ('' when right)."""
+    binding.bind_ortvalue_output(setup.output_name, output)
+    setup.info.session.run_with_iobinding(binding)
+    diff = tensors.compare(setup.expected, ctx.read(output, setup.memory, setup.dt, BINDING_SHAPE))
+    return diff.describe() if diff else ""
+
+
+def _require_valid_run(ctx, setup: BindingSetup) -> None:
+    """These are onnxruntime's promises: where a valid IOBinding run already fails or gives
+    wrong values on the EP, a bad binding would prove nothing about them (not_run)."""
+    binding = setup.info.session.io_binding()
+    binding.bind_ortvalue_input(setup.input_name, setup.source)
+    with ctx.precondition("a valid IOBinding run of the same model"):
+        wrong = _run_valid(ctx, setup, binding, _valid_output(ctx, setup))
+    if wrong:
+        raise NotRun(f"a valid IOBinding run of the same model gives wrong values ({wrong})")
+
+
+def unreachable_device(ctx) -> str:
+    """A device type (vendor 0, device 0) on which no EP device present advertises memory."""
+    advertised = set()
+    for device in ctx.ort.get_ep_devices():
+        for kind in (ctx.ort.OrtDeviceMemoryType.DEFAULT, ctx.ort.OrtDeviceMemoryType.HOST_ACCESSIBLE):
+            info = device.memory_info(kind)
+            if info is not None:
+                advertised.add((memory_device_type(ctx.ort, info), int(info.device_vendor_id), int(info.device_id)))
+    for candidate in UNREACHABLE_CANDIDATES:
+        if (candidate, 0, 0) not in advertised:
+            return candidate
+    raise NotRun(f"every device type IOBinding can name ({', '.join(UNREACHABLE_CANDIDATES)}, vendor 0) has an EP device here")
+
+
+@dataclass
+class BadBinding:
+    """What a bad binding bound: a host buffer or a value that must stay untouched, and in words."""
+
+    bound: str = ""
+    buffer: Any = None
+    value: Any = None
+    value_type: tuple | None = None
+
+
+def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> BadBinding:
+    """Binds something wrong to the input or output."""
+    name = setup.input_name if which == "input" else setup.output_name
+    if request in ("wrong-shape", "wrong-rank", "wrong-element-type"):
+        dt, shape = {"wrong-shape": (setup.dt, (BINDING_SHAPE[0] + 1, BINDING_SHAPE[1])),
+                     "wrong-rank": (setup.dt, (BINDING_SHAPE[0] * BINDING_SHAPE[1],)),  # same element count, flat
+                     "wrong-element-type": (tensors.DTYPES["int32"], BINDING_SHAPE)}[request]  # same byte size
+        with ctx.precondition(f"placing a {dt.name} {list(shape)} value in {setup.memory} memory"):
+            value = ctx.place(tensors.sentinel(dt, shape, OUTPUT_SENTINEL), setup.memory, dt)
+        (binding.bind_ortvalue_input if which == "input" else binding.bind_ortvalue_output)(name, value)
+        return BadBinding(f"a {dt.name} {list(shape)} value in {setup.memory} memory", value=value, value_type=(dt, shape))
+    device = unreachable_device(ctx)
+    if request == "unreachable-device" and which == "output":
+        bound = f"the {device} device 0 (vendor 0), which no EP device here advertises"
+        binding.bind_output(name, device, 0)
+        return BadBinding(bound)
+    # A host buffer that onnxruntime is told lives on the unreachable device: if it is written
+    # or read as host memory, the result shows here instead of crashing the process.
+    buffer = tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL)
+    bind = binding.bind_input if which == "input" else binding.bind_output
+    bind(name, device, 0, setup.dt.storage, list(BINDING_SHAPE), buffer.ctypes.data)
+    return BadBinding(f"a buffer on the {device} device 0 (vendor 0), which no EP device here advertises", buffer=buffer)
+
+
+def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str) -> str:
+    return (f"{ctx.preamble()}\n# s: a session of {setup.info.model_path} on the EP\nb = s.io_binding()\n"
+            f"# bind the {which} '{setup.input_name if which == 'input' else setup.output_name}' to {request}, "
+            f"the rest valid in {ctx.memory_expr(setup.memory)}\ns.run_with_iobinding(b)  # expected: an error")
+
+
+@check("iobinding.rejects-bad-output")
+def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[Violation]:
+    """Shows a valid binding works, then binds a wrong output and expects run_with_iobinding to
+    refuse it, leaving the bound memory untouched."""
+    setup = _binding_setup(ctx, memory)
+    _require_valid_run(ctx, setup)
+    binding = setup.info.session.io_binding()
+    binding.bind_ortvalue_input(setup.input_name, setup.source)
+    snippet = _binding_snippet(ctx, setup, "output", request)
+    bad = BadBinding()
+    try:  # onnxruntime may refuse when binding or when running
+        bad = _bind_bad(ctx, setup, binding, "output", request)
+        setup.info.session.run_with_iobinding(binding)
+    except (NotApplicable, NotRun):
+        raise
+    except Exception as exc:
+        if not str(exc).strip():
+            yield Violation(f"run_with_iobinding refused {bad.bound or request} without saying why", expected="an error message", actual=repr(exc), reproducer=snippet)
+    else:
+        produced = binding.get_outputs()[0]
+        yield Violation(f"run_with_iobinding accepted an output bound to {bad.bound}", expected="a clear error",
+                        actual=f"accepted; the output is a {produced.device_name()} value of shape {produced.shape()}", reproducer=snippet)
+    if bad.buffer is not None and tensors.compare(tensors.payload(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL), setup.dt), tensors.payload(bad.buffer, setup.dt)):
+        yield Violation("onnxruntime wrote the output into a buffer it was told lives on an unreachable device, as if it were host memory",
+                        expected="the buffer untouched", actual="the buffer holds the result", reproducer=snippet)
+    if bad.value is not None:
+        dt, shape = bad.value_type
+        with ctx.precondition("reading the bound output back"):
+            got = ctx.read(bad.value, memory, dt, shape)
+        if tensors.compare(tensors.payload(tensors.sentinel(dt, shape, OUTPUT_SENTINEL), dt), got):
+            yield Violation(f"the refused run wrote into the output bound to {bad.bound}", expected="the output untouched", actual="bytes changed", reproducer=snippet)
+
+
+@check("iobinding.rebind-after-failure")
+def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default") -> Iterator[Violation]:
+    """Binds something wrong to the input or output, runs (onnxruntime should refuse), binds
+    the same name again with a valid value, runs again: the second run must give the right
+    values in the rebound output."""
+    setup = _binding_setup(ctx, memory)
+    _require_valid_run(ctx, setup)
+    io = setup.info.session.io_binding()
+    if binding == "output":
+        io.bind_ortvalue_input(setup.input_name, setup.source)
+    else:
+        io.bind_ortvalue_output(setup.output_name, _valid_output(ctx, setup))
+    bound = request
+    try:  # onnxruntime may refuse when binding or when running
+        bound = _bind_bad(ctx, setup, io, binding, request).bound
+        setup.info.session.run_with_iobinding(io)
+    except (NotApplicable, NotRun):
+        raise
+    except Exception as exc:
+        refusal = f"refused: {str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__}"
+    else:
+        refusal = "accepted"  # not this contract's concern (iobinding.rejects-bad-output): the rebind must work all the same
+    snippet = _binding_snippet(ctx, setup, binding, request) + (
+        f"\n# then bind '{setup.input_name if binding == 'input' else setup.output_name}' again with a valid value and run: expected the right values")
+    output = _valid_output(ctx, setup)
+    try:
+        if binding == "input":
+            io.bind_ortvalue_input(setup.input_name, setup.source)
+        wrong = _run_valid(ctx, setup, io, output)
+    except Exception as exc:
+        yield Violation(f"after a bad {binding} binding ({bound}; {refusal}), binding it again with a valid value did not work: {type(exc).__name__}: {exc}",
+                        expected="the run with the valid binding succeeds", actual=str(exc), reproducer=snippet)
+        return
+    if wrong:
+        yield Violation(f"after a bad {binding} binding ({bound}; {refusal}), the run with the valid binding gave wrong values: {wrong}",
+                        expected=f"numpy's {BINDING_RECIPE} of the input", actual=wrong, reproducer=snippet)
+    produced = io.get_outputs()[0]
+    if produced.data_ptr() != output.data_ptr():
+        yield Violation(f"after a bad {binding} binding, the rebound output was not used in place", expected=f"0x{output.data_ptr():x}",
+                        actual=f"0x{produced.data_ptr():x}", reproducer=snippet)

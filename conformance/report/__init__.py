@@ -18,6 +18,7 @@ from typing import Any
 
 from conformance import __version__
 from conformance.eps import memory_label
+from conformance import waivers as waiver_rules
 from conformance.outcomes import BROKEN, Outcome, Result, counts, verdict
 
 SCHEMA = "ort-ep-conformance/report/1"
@@ -25,7 +26,8 @@ SCHEMA = "ort-ep-conformance/report/1"
 
 def build(run, *, interrupted: bool) -> dict[str, Any]:
     results: list[Result] = list(run.results)
-    decided, reasons = verdict(results, interrupted=interrupted or len(results) < run.collected)
+    strict = bool(getattr(run, "strict", False))
+    decided, reasons = verdict(results, interrupted=interrupted or len(results) < run.collected, strict=strict)
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
     first = run.eps[0].facts if run.eps else {}
     eps = [_ep(ep.facts) for ep in run.eps]
@@ -43,11 +45,15 @@ def build(run, *, interrupted: bool) -> dict[str, Any]:
         "findings": [r.to_dict() for r in results if r.is_finding],
         "results": [r.to_dict() for r in results],
         "capabilities": [matrix for ep in run.eps for matrix in ep.capabilities],
+        "contracts": {c.id: _contract(c) for c in run.catalogue.contracts},
+        "waivers": waiver_rules.summary(results),
+        "strict": strict,
         "run": {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.started)),
             "duration_s": round(time.time() - run.started, 3),
             "collected": run.collected,
             "interrupted": interrupted,
+            "strict": strict,
             "lost": [{"nodeid": r.nodeid, "outcome": r.outcome.value, "message": r.message} for r in lost],
             "isolation": "worker" if run.isolated else "none",
             "python": sys.version.split()[0],
@@ -73,12 +79,47 @@ def _ep(facts: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _contract(contract) -> dict[str, Any]:
+    return {
+        "family": contract.family,
+        "statement": contract.statement,
+        "severity": contract.severity,
+        "subject": contract.subject,
+        "spec": str(contract.location),
+        "sources": [s.to_dict() for s in contract.sources],
+        "excerpt": spec_excerpt(contract.file, contract.location.line),
+    }
+
+
+def spec_excerpt(path: str, line: int, limit: int = 30) -> str:
+    """The YAML entry that starts at `line`: up to the next entry at the same indentation."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return ""
+    start = line - 1
+    if not 0 <= start < len(lines):
+        return ""
+    indent = len(lines[start]) - len(lines[start].lstrip(" -"))
+    entry = [lines[start]]
+    for text in lines[start + 1:start + limit]:
+        stripped = text.lstrip(" ")
+        if stripped and (len(text) - len(stripped) < indent or (stripped.startswith("- ") and len(text) - len(stripped) <= indent - 2)):
+            break
+        entry.append(text)
+    return "\n".join(entry).rstrip()
+
+
 def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
+        # mkstemp creates the file readable by its owner only; a report is for everyone the umask allows.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
@@ -87,12 +128,13 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def write_all(data: dict[str, Any], directory: Path) -> list[Path]:
-    from conformance.report import markdown
+    from conformance.report import html, markdown
 
-    json_path, md_path = directory / "report.json", directory / "report.md"
+    json_path, md_path, html_path = directory / "report.json", directory / "report.md", directory / "report.html"
     atomic_write(json_path, json.dumps(data, indent=2, default=str) + "\n")
     atomic_write(md_path, markdown.render(data))
-    return [json_path, md_path]
+    atomic_write(html_path, html.render(data))
+    return [json_path, md_path, html_path]
 
 
 def params_label(params: dict[str, Any]) -> str:

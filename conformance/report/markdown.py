@@ -17,6 +17,8 @@ def render(data: dict[str, Any]) -> str:
     ep, ort = data["ep"], data["onnxruntime"]
     out = [f"# Conformance report: {ep.get('name', '?')}", ""]
     out.append(f"**Verdict: {data['verdict']}**" + ("" if not data["verdict_reasons"] else " — " + "; ".join(data["verdict_reasons"])))
+    if data.get("strict"):
+        out += ["", "Strict run (certification mode): a required contract that could not run fails the run."]
     out.append("")
     out.append(f"- kit {data['kit_version']}, spec digest `{data['spec_digest'][:16]}`")
     out.append(f"- onnxruntime {ort.get('version')} ({ort.get('package')}), {ort.get('build', '').strip()}")
@@ -42,6 +44,10 @@ def render(data: dict[str, Any]) -> str:
         out += ["## Checks lost to crashes or hangs", ""]
         out += [f"- `{_cell(l['nodeid'])}`: {l['outcome']}: {_cell(l['message'])}" for l in data["run"]["lost"]] + [""]
 
+    if data.get("waivers"):
+        out += ["## Waivers", "", "| contract | status | cases | reason | upstream | until | declared in |", "| --- | --- | --- | --- | --- | --- | --- |"]
+        out += [f"| {w['contract']} | {w['status']} | {w['cases']} | {_cell(w['reason'])} | {w['url']} | {w['until'] or ''} | {w['spec'] or ''} |"
+                for w in data["waivers"]] + [""]
     out += ["## Copy capabilities", ""]
     for matrix in data["capabilities"]:
         out.append(f"### {matrix['ep']} — {matrix['device']}")

@@ -1,0 +1,231 @@
+"""The submission bundle: one archive that proves what ran, and the verifier that checks it.
+
+A bundle (`ort-conformance bundle`) is a gzipped tar holding `manifest.json` (vendor, EP name
+and version, library sha256, onnxruntime version and build, kit version, spec digest, devices,
+OS, Python, and the sha256 of every other file), report.json/.md/.html, junit.xml, the worker
+logs and the ONNX models the run used. `verify` checks that it is complete and consistent, the
+way the Vulkan CTS submission verifier and the Kubernetes conformance bot do: every required
+contract present on every device, nothing `not_run` without a reason, every hash and version
+consistent between the manifest, the report and the JUnit file, and the verdict the one the
+results give. It checks consistency, not authorship: the bundle is not signed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conformance import junit
+from conformance.outcomes import Outcome, Result, counts, verdict
+
+SCHEMA = "ort-ep-conformance/bundle/1"
+MANIFEST = "manifest.json"
+REQUIRED_FILES = ("report.json", "report.md", "report.html", "junit.xml")
+REPORT_KEYS = ("schema", "kit_version", "onnxruntime", "ep", "devices", "verdict", "summary", "results", "capabilities")
+NEEDS_A_REASON = (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE, Outcome.WAIVED, Outcome.KNOWN_ISSUE)
+
+
+class BundleError(Exception):
+    """The bundle cannot be written: a missing input, said in one line."""
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
+    if not (report_dir / "report.json").is_file():
+        raise BundleError(f"no report.json in {report_dir}: run `pytest --ep NAME --conformance-report {report_dir}` first")
+    if not junit_file.is_file():
+        raise BundleError(f"no JUnit file at {junit_file}: run pytest with --junitxml={junit_file}, or give --junit FILE")
+    files = {name: (report_dir / name).read_bytes() for name in REQUIRED_FILES[:3] if (report_dir / name).is_file()}
+    missing = [name for name in REQUIRED_FILES[:3] if name not in files]
+    if missing:
+        raise BundleError(f"{report_dir} lacks {', '.join(missing)}: rerun the conformance run with this kit")
+    files["junit.xml"] = junit_file.read_bytes()
+    for path in sorted((report_dir / "models").glob("*.onnx")):
+        files[f"models/{path.name}"] = path.read_bytes()
+    for path in sorted(report_dir.glob("worker-*.log")):
+        files[f"logs/{path.name}"] = path.read_bytes()
+    return files
+
+
+def manifest(report: dict[str, Any], files: dict[str, bytes], vendor: str | None) -> dict[str, Any]:
+    ep = report["ep"]
+    return {
+        "schema": SCHEMA,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "vendor": vendor,
+        "ep": {"name": ep.get("name"), "version": ep.get("version"), "library": ep.get("library"), "library_sha256": ep.get("library_sha256")},
+        "onnxruntime": report["onnxruntime"],
+        "kit_version": report["kit_version"],
+        "spec_digest": report.get("spec_digest"),
+        "devices": [{"label": d["label"], "ep": d.get("ep"), "hardware": d.get("hardware"), "memory": d.get("memory")} for d in report["devices"]],
+        "os": report["run"]["platform"],
+        "python": report["run"]["python"],
+        "verdict": report["verdict"],
+        "strict": bool(report.get("strict")),
+        "files": {name: sha256(data) for name, data in sorted(files.items())},
+    }
+
+
+def write(report_dir: Path, output: Path, *, junit_file: Path | None = None, vendor: str | None = None) -> dict[str, Any]:
+    files = _inputs(report_dir, junit_file or report_dir / "junit.xml")
+    data = manifest(json.loads(files["report.json"]), files, vendor)
+    files[MANIFEST] = (json.dumps(data, indent=2) + "\n").encode()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    temporary = output.with_name(f".{output.name}.partial")
+    with tarfile.open(temporary, "w:gz") as archive:
+        for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
+            archive.addfile(info, io.BytesIO(files[name]))
+    temporary.replace(output)
+    return data
+
+
+# --- verify ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    where: str  # a file of the bundle, or the bundle itself
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+def read(bundle: Path) -> dict[str, bytes]:
+    """The bundle's files by name; raises BundleError when it is not a readable bundle."""
+    try:
+        with tarfile.open(bundle, "r:*") as archive:
+            members = [m for m in archive.getmembers() if m.isfile()]
+            unsafe = [m.name for m in members if m.name.startswith("/") or ".." in Path(m.name).parts]
+            if unsafe:
+                raise BundleError(f"{bundle}: unsafe member names {unsafe}")
+            return {m.name: archive.extractfile(m).read() for m in members}
+    except (tarfile.TarError, OSError) as exc:
+        raise BundleError(f"{bundle} is not a readable bundle: {exc}") from None
+
+
+def verify(bundle: Path, *, required_contracts: set[str] | None = None) -> list[Problem]:
+    try:
+        files = read(bundle)
+    except BundleError as exc:
+        return [Problem(str(bundle), str(exc))]
+    try:
+        data = json.loads(files[MANIFEST])
+    except KeyError:
+        return [Problem(str(bundle), f"no {MANIFEST}")]
+    except ValueError as exc:
+        return [Problem(MANIFEST, f"not JSON: {exc}")]
+    problems = _hashes(files, data)
+    try:
+        report = json.loads(files["report.json"])
+    except (KeyError, ValueError) as exc:
+        return problems + [Problem("report.json", f"missing or not JSON: {exc}")]
+    missing_keys = [k for k in REPORT_KEYS if k not in report]
+    if missing_keys:
+        return problems + [Problem("report.json", f"missing keys: {', '.join(missing_keys)}")]
+    problems += _versions(data, report)
+    problems += _results(report, required_contracts or set())
+    if "junit.xml" in files:
+        problems += _junit(files["junit.xml"], report)
+    return problems
+
+
+def check_library(bundle: Path, library: Path) -> list[Problem]:
+    """Whether `library` is the EP library the bundle's run loaded."""
+    try:
+        declared = json.loads(read(bundle)[MANIFEST])["ep"].get("library_sha256")
+        actual = sha256(library.read_bytes())
+    except (BundleError, KeyError, ValueError, OSError) as exc:
+        return [Problem(str(library), f"cannot compare with the bundle: {exc}")]
+    if declared != actual:
+        return [Problem(str(library), f"sha256 {actual} is not the bundle's EP library ({declared})")]
+    return []
+
+
+def _hashes(files: dict[str, bytes], data: dict[str, Any]) -> list[Problem]:
+    listed = data.get("files", {})
+    problems = [Problem(name, "required file missing from the bundle") for name in REQUIRED_FILES if name not in files]
+    for name, digest in sorted(listed.items()):
+        if name not in files:
+            problems.append(Problem(name, "listed in the manifest but absent from the bundle"))
+        elif sha256(files[name]) != digest:
+            problems.append(Problem(name, f"sha256 {sha256(files[name])} differs from the manifest's {digest}"))
+    problems += [Problem(name, "in the bundle but not listed in the manifest") for name in sorted(set(files) - set(listed) - {MANIFEST})]
+    if not any(name.startswith("models/") for name in files):
+        problems.append(Problem(str(MANIFEST), "the bundle holds no models"))
+    return problems
+
+
+def _versions(data: dict[str, Any], report: dict[str, Any]) -> list[Problem]:
+    pairs = {
+        "kit_version": (data.get("kit_version"), report.get("kit_version")),
+        "spec_digest": (data.get("spec_digest"), report.get("spec_digest")),
+        "onnxruntime version": ((data.get("onnxruntime") or {}).get("version"), report["onnxruntime"].get("version")),
+        "onnxruntime build": ((data.get("onnxruntime") or {}).get("build"), report["onnxruntime"].get("build")),
+        "EP name": ((data.get("ep") or {}).get("name"), report["ep"].get("name")),
+        "EP version": ((data.get("ep") or {}).get("version"), report["ep"].get("version")),
+        "EP library sha256": ((data.get("ep") or {}).get("library_sha256"), report["ep"].get("library_sha256")),
+        "verdict": (data.get("verdict"), report.get("verdict")),
+        "devices": (sorted(d["label"] for d in data.get("devices", [])), sorted(d["label"] for d in report["devices"])),
+    }
+    problems = [Problem(MANIFEST, f"{what}: manifest says {ours!r}, report.json says {theirs!r}") for what, (ours, theirs) in pairs.items() if ours != theirs]
+    if report["ep"].get("library") and not report["ep"].get("library_sha256"):
+        problems.append(Problem("report.json", "the EP library has no sha256"))
+    return problems
+
+
+def _results(report: dict[str, Any], required_contracts: set[str]) -> list[Problem]:
+    try:
+        results = [Result.from_dict(r) for r in report["results"]]
+    except (TypeError, ValueError, KeyError) as exc:
+        return [Problem("report.json", f"a result is malformed: {exc}")]
+    problems = []
+    required = required_contracts | {cid for cid, c in report.get("contracts", {}).items() if c.get("severity") == "required"}
+    present = {(r.ep, r.device, r.contract) for r in results}
+    for device in report["devices"]:
+        for contract in sorted(required):
+            if (device.get("ep"), device["label"], contract) not in present:
+                problems.append(Problem("report.json", f"required contract {contract} has no result on {device.get('ep')} {device['label']}"))
+    problems += [Problem("report.json", f"{r.nodeid or r.contract}: {r.outcome.value} without a reason")
+                 for r in results if r.outcome in NEEDS_A_REASON and not r.message.strip()]
+    if report["summary"] != counts(results):
+        problems.append(Problem("report.json", f"summary {report['summary']} does not count the results {counts(results)}"))
+    collected = report.get("run", {}).get("collected")
+    if collected is not None and collected != len(results):
+        problems.append(Problem("report.json", f"{collected} checks were collected but {len(results)} results are listed"))
+    run = report.get("run", {})
+    decided, _ = verdict(results, interrupted=bool(run.get("interrupted")) or (collected or 0) > len(results), strict=bool(report.get("strict")))
+    if decided.value != report["verdict"]:
+        problems.append(Problem("report.json", f"verdict {report['verdict']!r}, but the results give {decided.value!r}"))
+    return problems
+
+
+def _junit(text: bytes, report: dict[str, Any]) -> list[Problem]:
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        return [Problem("junit.xml", f"not XML: {exc}")]
+    problems = [Problem("junit.xml", str(p)) for p in junit.check(root)]
+    cases = Counter()
+    for case in root.iter("testcase"):
+        values = {p.get("name"): p.get("value") for p in case.iter("property")}
+        cases[(values.get("contract"), values.get("ep"), values.get("device"), values.get("outcome"))] += 1
+    results = Counter((r["contract"], r["ep"], r["device"], r["outcome"]) for r in report["results"])
+    for key in sorted(set(cases) | set(results), key=str):
+        if cases[key] != results[key]:
+            contract, ep, device, outcome = key
+            problems.append(Problem("junit.xml", f"{contract} on {ep} {device}, outcome {outcome}: {cases[key]} JUnit cases, {results[key]} results in report.json"))
+    return problems

@@ -1,0 +1,100 @@
+"""The life of a plugin EP library: register, use, release, unregister, register again.
+
+The check unregisters the library that the worker registered when it started, so it must run
+in a process of its own that is closed after it (`own_process: true` in the contract): a crash
+or a hang in a release or unregister path then costs this one result.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+from typing import Any, Callable, Iterator
+
+from conformance import tensors
+from conformance.checks import NotApplicable, Violation, check
+from conformance.checks.session import reference, small_integers
+
+RECIPE, SHAPE = "relu", (2, 3)
+
+
+def _progress(step: str) -> None:
+    # The worker's stderr is its log; when the process dies, the kit quotes the log's last
+    # lines, so they say which step it died in.
+    print(f"lifecycle: {step}", file=sys.stderr, flush=True)
+
+
+def _devices(ctx) -> list:
+    return [d for d in ctx.ort.get_ep_devices() if d.ep_name == ctx.target.provider]
+
+
+def _use(ctx, model: bytes, held: dict[str, Any]) -> str:
+    """Creates a session and values on the EP device, runs, reads back; returns what is wrong
+    ('' when right). Everything created is kept in `held`, so that releasing it is a step of
+    its own."""
+    ort, dt = ctx.ort, tensors.DTYPES["float32"]
+    devices = _devices(ctx)
+    if len(devices) <= ctx.device_index:
+        return f"{ctx.target.provider} lists {len(devices)} EP devices; device {ctx.device_index} is gone"
+    device = devices[ctx.device_index]
+    info = device.memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+    (values,) = small_integers(("x",), dt, SHAPE).values()
+    held["input"] = ort.OrtValue.ortvalue_from_numpy(values)
+    if info is not None:
+        held["device_input"] = ort.OrtValue.ortvalue_from_shape_and_type(list(SHAPE), values.dtype, memory_info=info)
+        ort.copy_tensors([held["input"]], [held["device_input"]], None)
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.add_provider_for_devices([device], {k: v for k, v in ctx.target.options.items() if not k.startswith("session.")})
+    held["session"] = ort.InferenceSession(model, options)
+    binding = held["session"].io_binding()
+    binding.bind_ortvalue_input(held["session"].get_inputs()[0].name, held.get("device_input", held["input"]))
+    binding.bind_output(held["session"].get_outputs()[0].name, "cpu")
+    held["binding"] = binding
+    held["session"].run_with_iobinding(binding)
+    (output,) = binding.copy_outputs_to_cpu()
+    diff = tensors.compare(tensors.payload(reference(RECIPE, {"x": values}).astype(dt.storage), dt), tensors.payload(output, dt))
+    return f"the session gave wrong values: {diff.describe()}" if diff else ""
+
+
+def _release(held: dict[str, Any]) -> None:
+    held.clear()
+    gc.collect()
+
+
+@check("lifecycle.plugin-library")
+def plugin_library(ctx) -> Iterator[Violation]:
+    target = ctx.target
+    if not (target.registration and target.library):
+        raise NotApplicable("the EP is not loaded from a plugin library")
+    model, _ = ctx.models.get(RECIPE, tensors.DTYPES["float32"], SHAPE)
+    ort, held = ctx.ort, {}
+    ctx.device = None  # the worker's own EP device object dies with the registration
+    snippet = (f"import gc, numpy as np, onnxruntime as ort\n# m: the model {RECIPE} float32 {list(SHAPE)}\n"
+               f"for round in (1, 2):\n    if round == 2: ort.register_execution_provider_library({target.registration!r}, {target.library!r})\n"
+               f"    dev = [d for d in ort.get_ep_devices() if d.ep_name == {target.provider!r}][{ctx.device_index}]\n"
+               "    so = ort.SessionOptions(); so.add_provider_for_devices([dev], {}); s = ort.InferenceSession(m, so)\n"
+               "    # values on dev.memory_info(DEFAULT), run with IOBinding ...\n"
+               f"    del s; gc.collect()\n    ort.unregister_execution_provider_library({target.registration!r})")
+    steps: list[tuple[str, Callable[[], str]]] = []
+    for round_ in (1, 2):
+        if round_ == 2:
+            steps.append(("registering the library again", lambda: ort.register_execution_provider_library(target.registration, target.library)))
+        steps += [
+            (f"round {round_}: creating a session and values on the EP device and running", lambda: _use(ctx, model, held)),
+            (f"round {round_}: releasing the values and the session", lambda: _release(held)),
+            (f"round {round_}: unregistering the library", lambda: ort.unregister_execution_provider_library(target.registration)),
+            (f"round {round_}: listing EP devices after unregistering",
+             lambda: f"{len(_devices(ctx))} devices of {target.provider} are still listed" if _devices(ctx) else ""),
+        ]
+    for step, run in steps:
+        _progress(step)
+        try:
+            wrong = run()
+        except Exception as exc:
+            yield Violation(f"{step} failed: {type(exc).__name__}: {exc}", expected="the step succeeds", actual=str(exc), reproducer=snippet)
+            return
+        if wrong:
+            yield Violation(f"{step}: {wrong}", reproducer=snippet)
+            return
+    _progress("done")

@@ -1,0 +1,172 @@
+"""`ort-conformance bundle`, `verify` and `diff` on real runs: a CPU run's bundle verifies, a
+tampered one does not (each tampering named), and the diff of a good and a faulty reference EP
+run exits non-zero naming the regression."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conformance import bundle, cli
+
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "refdev" / "build" / "libort_refdev_ep.so"
+
+
+def conformance_run(folder: Path, *args: str, env: dict[str, str] | None = None) -> Path:
+    report = folder / "reports"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "--conformance-report", str(report),
+                    f"--junitxml={report / 'junit.xml'}"], cwd=folder, env=dict(os.environ, **(env or {})),
+                   capture_output=True, text=True, timeout=600)
+    assert (report / "report.json").exists() and (report / "junit.xml").exists()
+    return report
+
+
+@pytest.fixture(scope="module")
+def cpu_bundle(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("bundle")
+    report = conformance_run(folder, "--ep=cpu")
+    output = folder / "acme.tar.gz"
+    assert cli.main(["bundle", "--report-dir", str(report), "-o", str(output), "--vendor", "ACME"]) == 0
+    return output
+
+
+def rewrite(source: Path, target: Path, change, *, rehash: bool) -> Path:
+    """A copy of the bundle with `change(files)` applied, its manifest's hashes redone or not."""
+    files = bundle.read(source)
+    change(files)
+    if rehash:
+        manifest = json.loads(files[bundle.MANIFEST])
+        manifest["files"] = {name: bundle.sha256(data) for name, data in files.items() if name != bundle.MANIFEST}
+        files[bundle.MANIFEST] = json.dumps(manifest).encode()
+    with tarfile.open(target, "w:gz") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    return target
+
+
+def edit_report(edit):
+    def change(files):
+        report = json.loads(files["report.json"])
+        edit(report)
+        files["report.json"] = json.dumps(report).encode()
+    return change
+
+
+def verify(path: Path, capsys) -> tuple[int, str]:
+    code = cli.main(["verify", str(path)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_bundle_holds_manifest_reports_junit_and_models(cpu_bundle):
+    files = bundle.read(cpu_bundle)
+    manifest = json.loads(files[bundle.MANIFEST])
+    assert {"report.json", "report.md", "report.html", "junit.xml"} <= set(files)
+    assert any(name.startswith("models/") and name.endswith(".onnx") for name in files)
+    assert manifest["vendor"] == "ACME" and manifest["ep"]["name"] == "CPUExecutionProvider"
+    assert manifest["onnxruntime"]["version"] and manifest["onnxruntime"]["build"] and manifest["spec_digest"]
+    assert manifest["os"] and manifest["python"] and manifest["devices"][0]["label"] == "cpu"
+    assert set(manifest["files"]) == set(files) - {bundle.MANIFEST}
+
+
+def test_verify_passes_on_a_cpu_run_bundle(cpu_bundle, capsys):
+    assert verify(cpu_bundle, capsys) == (0, f"{cpu_bundle}: complete and consistent\n")
+
+
+def test_verify_fails_on_a_changed_file(cpu_bundle, tmp_path, capsys):
+    def change(files):
+        files["report.md"] = files["report.md"].replace(b"conformant", b"certified")
+    code, output = verify(rewrite(cpu_bundle, tmp_path / "b.tar.gz", change, rehash=False), capsys)
+    assert code == 1 and "report.md: sha256" in output and "differs from the manifest's" in output
+
+
+def test_verify_fails_on_a_changed_hash_in_the_manifest(cpu_bundle, tmp_path, capsys):
+    def change(files):
+        manifest = json.loads(files[bundle.MANIFEST])
+        model = next(name for name in manifest["files"] if name.startswith("models/"))
+        manifest["files"][model] = "0" * 64
+        files[bundle.MANIFEST] = json.dumps(manifest).encode()
+    code, output = verify(rewrite(cpu_bundle, tmp_path / "b.tar.gz", change, rehash=False), capsys)
+    assert code == 1 and "models/" in output and "differs from the manifest's " + "0" * 64 in output
+
+
+def test_verify_fails_on_a_removed_result_even_with_hashes_redone(cpu_bundle, tmp_path, capsys):
+    removed = {}
+
+    def drop_one(report):
+        removed.update(report["results"].pop(0))
+    code, output = verify(rewrite(cpu_bundle, tmp_path / "b.tar.gz", edit_report(drop_one), rehash=True), capsys)
+    assert code == 1
+    assert "checks were collected but" in output and "does not count the results" in output
+    assert f"{removed['contract']} on {removed['ep']} {removed['device']}, outcome {removed['outcome']}" in output
+
+
+def test_verify_names_a_required_contract_without_results(cpu_bundle, tmp_path, capsys):
+    def drop_contract(report):
+        report["results"] = [r for r in report["results"] if r["contract"] != "session.nodes-on-ep"]
+    code, output = verify(rewrite(cpu_bundle, tmp_path / "b.tar.gz", edit_report(drop_contract), rehash=True), capsys)
+    assert code == 1 and "required contract session.nodes-on-ep has no result on CPUExecutionProvider cpu" in output
+
+
+def test_verify_names_a_not_run_without_a_reason(cpu_bundle, tmp_path, capsys):
+    def silent_not_run(report):
+        report["results"][0].update(outcome="not_run", message="")
+    code, output = verify(rewrite(cpu_bundle, tmp_path / "b.tar.gz", edit_report(silent_not_run), rehash=True), capsys)
+    assert code == 1 and "not_run without a reason" in output
+
+
+def test_verify_names_a_verdict_the_results_do_not_give(cpu_bundle, tmp_path, capsys):
+    def fail_one(report):
+        case = next(r for r in report["results"] if r["outcome"] == "pass" and r["subject"] == "ep" and r["severity"] == "required")
+        case["outcome"] = "fail"
+    code, output = verify(rewrite(cpu_bundle, tmp_path / "b.tar.gz", edit_report(fail_one), rehash=True), capsys)
+    assert code == 1 and "verdict 'conformant', but the results give 'non_conformant'" in output
+
+
+def test_bundle_without_junit_is_one_clear_error(tmp_path, capsys):
+    (tmp_path / "report.json").write_text("{}")
+    assert cli.main(["bundle", "--report-dir", str(tmp_path), "-o", str(tmp_path / "x.tar.gz")]) == 2
+    assert "no JUnit file at" in capsys.readouterr().err
+
+
+def test_verify_of_something_that_is_not_a_bundle_is_one_clear_error(tmp_path, capsys):
+    (tmp_path / "x.tar.gz").write_bytes(b"not a tar")
+    code, output = verify(tmp_path / "x.tar.gz", capsys)
+    assert code == 1 and "is not a readable bundle" in output and "Traceback" not in output
+
+
+def test_diff_of_a_run_with_itself_exits_zero(cpu_bundle, capsys):
+    assert cli.main(["diff", str(cpu_bundle), str(cpu_bundle)]) == 0
+    assert "no changes" in capsys.readouterr().out
+
+
+def test_diff_of_a_good_and_a_faulty_reference_ep_run_exits_one_naming_the_regression(tmp_path, capsys):
+    if not LIBRARY.exists() and subprocess.run(["make", "-C", str(ROOT / "refdev")], capture_output=True).returncode != 0:
+        pytest.skip("the reference EP could not be built here (see tests/test_refdev.py)")
+    args = ("--ep-library", str(LIBRARY), "--ep", "refdev")
+    (tmp_path / "good").mkdir()
+    (tmp_path / "bad").mkdir()
+    good = conformance_run(tmp_path / "good", *args, env={"ORT_REFDEV_FAULT": ""})
+    bad = conformance_run(tmp_path / "bad", *args, env={"ORT_REFDEV_FAULT": "corrupt"})
+    assert cli.main(["bundle", "--report-dir", str(bad), "-o", str(tmp_path / "bad.tar.gz")]) == 0
+    assert cli.main(["verify", str(tmp_path / "bad.tar.gz"), "--library", str(LIBRARY)]) == 0, "a failing run's bundle is still complete"
+    (tmp_path / "other.so").write_bytes(LIBRARY.read_bytes() + b"\0")
+    assert cli.main(["verify", str(tmp_path / "bad.tar.gz"), "--library", str(tmp_path / "other.so")]) == 1
+    assert "is not the bundle's EP library" in capsys.readouterr().err
+    assert cli.main(["diff", str(good / "report.json"), str(tmp_path / "bad.tar.gz")]) == 1
+    output = capsys.readouterr().out
+    assert output.startswith("verdict: conformant -> non_conformant")
+    assert "copy.roundtrip-exact [refdev-float32-" in output and ": pass -> fail: CPU → DEFAULT → CPU changed the bytes" in output
+    assert "RefDevExecutionProvider refdev cpu>default: supported -> broken" in output
+    assert cli.main(["diff", str(tmp_path / "bad.tar.gz"), str(good)]) == 0, "the way back is fixes, not regressions"
+    assert "fixes (" in capsys.readouterr().out

@@ -1,0 +1,272 @@
+"""Real-EP support: the EP specs, EP loading quirks, a non-functional EP, `ort-conformance found`
+and the gates of lanes/run, each shown to fail where it must."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from importlib.machinery import SourceFileLoader
+from importlib.util import module_from_spec, spec_from_loader
+from pathlib import Path
+
+import pytest
+
+from conformance import applicability, eps, found
+from conformance.checks import known_checks
+from conformance.cli import main as cli
+from conformance.contracts import CLAIMS
+from conformance.outcomes import Outcome, Result, Verdict, verdict
+from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _load_lanes_script():
+    """lanes/run is a script without a .py suffix: load it as a module to test its gates."""
+    loader = SourceFileLoader("lanes_run", str(REPO / "lanes" / "run"))
+    module = module_from_spec(spec_from_loader("lanes_run", loader))
+    sys.modules["lanes_run"] = module  # its dataclasses look their module up there
+    loader.exec_module(module)
+    return module
+
+
+LANES = _load_lanes_script()
+
+
+def catalogue(*extra: str):
+    return load_catalogue([str(p) for p in shipped_spec_dirs()] + list(extra), known_checks=known_checks())
+
+
+# --- the EP specs ----------------------------------------------------------------------------
+
+ECOSYSTEM = ["cpu", "webgpu", "cuda", "tensorrt", "nv-tensorrt-rtx", "openvino", "openvino-plugin", "directml", "qnn",
+             "migraphx", "cann", "coreml", "xnnpack", "vitisai", "ggml"]
+
+
+@pytest.mark.parametrize("name", ECOSYSTEM)
+def test_every_ep_spec_states_its_memory_model_and_whether_each_claim_was_verified(name):
+    spec = catalogue().ep_spec(name)
+    assert spec is not None and spec.name == name
+    assert spec.session_inputs and spec.session_outputs
+    assert set(spec.verification) == set(CLAIMS), f"{name}: every claim says whether a run verified it"
+    assert all(source.claims for source in spec.sources), f"{name}: every source names the claims it backs"
+
+
+def test_the_maintainers_table_is_what_the_specs_say():
+    specs = catalogue()
+    cuda, qnn, openvino = specs.ep_spec("cuda"), specs.ep_spec("qnn"), specs.ep_spec("openvino-plugin")
+    assert "host_accessible" in cuda.session_outputs and "host_accessible" not in cuda.session_inputs
+    assert qnn.session_inputs == qnn.session_outputs == ("default",)
+    assert openvino.default_memory is None and openvino.host_accessible is not None and openvino.copy_directions == ()
+
+
+def test_one_provider_may_have_a_built_in_spec_and_a_plugin_spec():
+    specs = catalogue()
+    assert specs.ep_spec("OpenVINOExecutionProvider").name == "openvino"
+    assert specs.ep_spec("openvino-plugin").plugin_module == "onnxruntime_ep_openvino"
+
+
+def errors_of_variant(tmp_path, shipped: str, *replacements: tuple[str, str]):
+    """The errors of a copy of a shipped EP spec with some text replaced, loaded beside the catalogue."""
+    text = (REPO / "specs/eps" / shipped).read_text()
+    for old, new in replacements:
+        assert old in text, old
+        text = text.replace(old, new)
+    (tmp_path / shipped).write_text(text)
+    with pytest.raises(SpecErrors) as info:
+        catalogue(str(tmp_path / shipped))
+    return info.value.errors
+
+
+CUDA_RENAMED = (("name: cuda", "name: cuda2"), ("aliases: [CUDA]", "aliases: []"))
+
+
+def test_a_second_built_in_spec_for_the_same_provider_is_still_an_error(tmp_path):
+    errors = errors_of_variant(tmp_path, "cuda.yaml", *CUDA_RENAMED)
+    assert any("'cudaexecutionprovider' is already declared" in e.message for e in errors)
+
+
+def test_a_known_issue_naming_an_unknown_contract_is_an_error(tmp_path):
+    errors = errors_of_variant(tmp_path, "cuda.yaml", *CUDA_RENAMED, ("provider: CUDAExecutionProvider", "provider: Cuda2"),
+                               ("contract: session.nodes-on-ep", "contract: session.nodes-on-eq"))
+    assert [e.key for e in errors] == ["ep.known_issues[0].contract"]
+
+
+def test_a_verification_without_how_is_rejected(tmp_path):
+    errors = errors_of_variant(tmp_path, "ggml.yaml", ("name: ggml", "name: ggml2"), ("provider: ggml", "provider: ggml2"),
+                               ("aliases: [onnxruntime-ggml]", "aliases: []"),
+                               ('device_type: {verified: true, how: "lane ggml: one EP device on the CPU hardware device"}', "device_type: {verified: true}"))
+    assert any("how" in e.message for e in errors)
+
+
+# --- loading EPs -----------------------------------------------------------------------------
+
+
+def test_a_plugin_package_with_library_path_and_ep_name_constant_is_understood(monkeypatch):
+    module = types.ModuleType("fake_ggml_like")
+    module.library_path = lambda: "/opt/lib/libfake.so"
+    module.EP_NAME = "fake"
+    monkeypatch.setitem(sys.modules, "fake_ggml_like", module)
+    assert eps._plugin("fake_ggml_like") == ("/opt/lib/libfake.so", "fake")
+
+
+@pytest.mark.parametrize("name, package", [("cuda", "pip install onnxruntime-gpu"), ("ggml", "pip install onnxruntime-ggml"),
+                                           ("openvino", "pip install onnxruntime-openvino")])
+def test_an_ep_whose_package_is_missing_names_the_package(name, package):
+    with pytest.raises(eps.EpUnavailable) as info:
+        eps.resolve(name, catalogue())
+    assert package in str(info.value)
+
+
+class FallbackRuntime:
+    """Stands in for onnxruntime-gpu without a GPU: sessions come back with the CPU EP only."""
+
+    __version__ = "1.31.1"
+
+    def __init__(self, providers):
+        self.providers = providers
+
+    class SessionOptions:
+        log_severity_level = 0
+
+    def InferenceSession(self, model, options, providers):
+        return types.SimpleNamespace(get_providers=lambda: self.providers)
+
+
+def target():
+    return eps.EpTarget("cuda", "CUDAExecutionProvider", None, [], {})
+
+
+def test_a_silent_fallback_to_cpu_is_reported_as_not_functional():
+    reason = eps.fallback_reason(FallbackRuntime(["CPUExecutionProvider"]), target())
+    assert "CUDAExecutionProvider" in reason and "not functional" in reason and "fell back to CPUExecutionProvider" in reason
+
+
+def test_a_provider_that_stays_in_the_session_is_functional():
+    assert eps.fallback_reason(FallbackRuntime(["CUDAExecutionProvider", "CPUExecutionProvider"]), target()) is None
+
+
+def test_every_check_of_a_non_functional_ep_is_not_run_and_the_verdict_says_why():
+    contract = catalogue().contract("copy.required-directions")
+    run = {"unusable": "CUDAExecutionProvider is not functional here", "api": {}, "onnxruntime": {"version": "1.31.1"}}
+    skip = applicability.decide(contract, run, {"memory": {"default": None, "host_accessible": None}}, None)
+    assert skip.outcome is Outcome.NOT_RUN and skip.reason == run["unusable"]
+    results = [Result(c, "CUDAExecutionProvider", "cuda", {}, Outcome.NOT_RUN, run["unusable"], "s:1", "required", "ep")
+               for c in ("copy.a", "copy.b")]
+    decided, reasons = verdict(results)
+    assert decided is Verdict.INCOMPLETE and reasons[0] == f"no check could run: {run['unusable']}"
+
+
+# --- ort-conformance found -------------------------------------------------------------------
+
+
+def report(label="openvino", provider="OpenVINOExecutionProvider", results=(), verdict_="conformant"):
+    return {
+        "schema": "ort-ep-conformance/report/1", "onnxruntime": {"version": "1.24.1", "package": "onnxruntime-openvino"},
+        "ep": {"name": provider, "label": label, "declared": True, "ep_device": False, "version": None},
+        "devices": [{"label": label, "hardware": None, "memory": {"default": None, "host_accessible": None}}],
+        "verdict": verdict_, "verdict_reasons": [], "summary": {"pass": 1, "fail": len(results)},
+        "findings": [r for r in results if r["subject"] == "runtime"], "results": list(results),
+        "capabilities": [{"ep": provider, "device": label, "pairs": [
+            {"source": "cpu", "destination": "cpu", "status": "not_required", "required": False, "detail": "no data transfer"}]}],
+        "run": {"started": "2026-11-29T00:00:00Z", "platform": "Linux"},
+    }
+
+
+def failure(contract, message, subject="runtime", params=None):
+    return {"contract": contract, "outcome": "fail", "message": message, "subject": subject, "params": params or {"dtype": "float32"}}
+
+
+def write_report(folder: Path, lane: str, data: dict) -> str:
+    (folder / lane).mkdir()
+    path = folder / lane / "report.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_found_names_the_upstream_issue_a_failure_matches_and_the_unverified_claims(tmp_path):
+    path = write_report(tmp_path, "openvino", report(results=[
+        failure("update-inplace.non-contiguous", "strided numpy source: values differ after update_inplace: 3 of 4 bytes differ"),
+        failure("update-inplace.rejects-mismatch", "update_inplace(numpy) accepted a int32 source")]))
+    text = found.render(found.load_reports([path]), catalogue())
+    assert "## openvino: OpenVINOExecutionProvider" in text
+    assert "https://github.com/microsoft/onnxruntime/issues/13548" in text
+    row = next(line for line in text.splitlines() if line.startswith("| update-inplace.rejects-mismatch"))
+    assert row.endswith("| none found |")
+    claims = next(line for line in text.splitlines() if line.startswith("| copy_directions |"))
+    assert "| **no** |" in claims  # openvino.yaml leaves its copy directions unverified
+
+
+def test_found_does_not_name_an_issue_whose_text_does_not_match(tmp_path):
+    path = write_report(tmp_path, "openvino", report(results=[failure("update-inplace.non-contiguous", "the process crashed")]))
+    assert "13548" not in found.render(found.load_reports([path]), catalogue())
+
+
+def test_found_from_a_file_that_is_not_a_report_is_one_message_and_exit_1(tmp_path, capsys):
+    (tmp_path / "x.json").write_text('{"hello": 1}')
+    assert cli(["found", str(tmp_path / "x.json")]) == 1
+    assert capsys.readouterr().err.strip() == f"ort-conformance: {tmp_path / 'x.json'}: not an ort-ep-conformance report (schema None)"
+
+
+# --- lanes/run -------------------------------------------------------------------------------
+
+
+def lane_report(*results, collected=None, verdict_="conformant", reasons=()):
+    return {"results": list(results), "run": {"collected": len(results) if collected is None else collected},
+            "verdict": verdict_, "verdict_reasons": list(reasons)}
+
+
+def case(contract, outcome="pass", message="", **params):
+    return {"contract": contract, "outcome": outcome, "message": message, "params": params}
+
+
+def test_a_run_with_missing_results_or_a_broken_exit_fails_every_gate():
+    problems = LANES.complete(lane_report(case("session.nodes-on-ep"), collected=3), 2)
+    assert problems == ["the run broke (pytest exit 2)", "3 checks collected, 1 results"]
+
+
+def test_a_device_lane_fails_when_a_copy_it_must_exercise_did_not_pass():
+    results = [case("copy.required-directions", direction="cpu>default"), case("copy.required-directions", direction="default>cpu"),
+               case("copy.device-to-device", direction="default>default"), case("update-inplace.from-numpy"),
+               case("update-inplace.from-ortvalue", "fail", direction="cpu>default")]
+    assert LANES.device_copies(lane_report(*results), 1) == [
+        "update_inplace(OrtValue) was not exercised with a pass (update-inplace.from-ortvalue)"]
+    results[-1] = case("update-inplace.from-ortvalue", direction="default>default")
+    assert LANES.device_copies(lane_report(*results), 1) == []
+
+
+def test_the_cuda_absent_lane_fails_if_anything_passed_or_the_reason_is_missing():
+    reasons = ["no check could run: CUDAExecutionProvider is listed by onnxruntime-gpu but is not functional here"]
+    good = lane_report(case("copy.x", "not_run"), verdict_="incomplete", reasons=reasons)
+    assert LANES.nothing_ran(good, 0) == []
+    bad = lane_report(case("copy.x"), verdict_="incomplete", reasons=["required contract could not run: copy.y"])
+    assert LANES.nothing_ran(bad, 0) == ["a check passed although the EP is not functional here",
+                                        "the verdict does not say the EP is not functional: ['required contract could not run: copy.y']"]
+
+
+def test_a_lane_that_cannot_be_set_up_is_skipped_with_its_reason(tmp_path, monkeypatch):
+    monkeypatch.setattr(LANES, "REPORTS", tmp_path)
+
+    def absent():
+        raise LANES.Skip("no NVIDIA GPU on this machine")
+
+    outcome = LANES.run_lane(LANES.Lane("gpu", "a GPU lane", ["onnxruntime-gpu"], ["--ep=cuda"], prepare=absent))
+    assert (outcome.status, outcome.detail) == ("skipped", "no NVIDIA GPU on this machine")
+    assert (tmp_path / "gpu" / "skipped.txt").read_text() == "no NVIDIA GPU on this machine\n"
+
+
+def test_an_unknown_lane_is_one_message_and_exit_2(capsys):
+    assert LANES.main(["nosuchlane"]) == 2
+    assert capsys.readouterr().err.startswith("lanes/run: unknown lane nosuchlane; lanes: cpu, refdev, webgpu")
+
+
+def test_a_device_copy_contract_on_an_ep_with_cpu_memory_and_an_old_api_is_not_applicable_not_not_run():
+    contract = catalogue().contract("copy.device-to-device")  # applies to non-CPU DEFAULT memory, needs memory_info_alloc
+    run = {"api": {"memory_info_alloc": False, "copy_tensors": True}, "onnxruntime": {"version": "1.24.1"},
+           "ep_device": False, "library": None, "plugin_module": None, "declared": True}
+    cpu_memory = {"memory": {"default": None, "host_accessible": None}}
+    assert applicability.decide(contract, run, cpu_memory, None).outcome is Outcome.NOT_APPLICABLE
+    device_memory = {"memory": {"default": {"device_type": "gpu"}, "host_accessible": None}}
+    skip = applicability.decide(contract, run, device_memory, None)
+    assert skip.outcome is Outcome.NOT_RUN and skip.reason.startswith("needs memory_info_alloc (onnxruntime >= 1.30)")
