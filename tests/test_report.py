@@ -195,3 +195,14 @@ def test_probe_of_an_ep_without_an_ep_device_says_no_memory_info_was_advertised(
     lines = out.splitlines()
     assert lines[1] == f"  {NO_EP_DEVICE}: no memory info was advertised; the matrix covers plain CPU memory only"
     assert lines[2] == "  CUDAExecutionProvider is listed but is not functional here"
+
+
+def test_a_run_of_two_eps_shows_the_claims_of_each():
+    data = report_data(claims=[claim("memory", True)])
+    second = dict(data["ep"], name="OtherEP", label="other", claims=[claim("memory", False)])
+    data["eps"].append(second)
+    text = markdown.render(data)
+    assert "| memory | value of memory | **no** | lane x |" in lines_under(text, "## What the spec claims: OtherEP")
+    dom = headless.parse_dom(html.render(data))
+    assert not dom.by_id("spec-claims-table").find_all("tr", "claim-unverified")
+    assert len(dom.by_id("spec-claims-table-other").find_all("tr", "claim-unverified")) == 1

@@ -57,7 +57,7 @@ def render(data: dict[str, Any]) -> str:
         *_verdict(data),
         *_version_chain(data),
         *_capabilities(data["capabilities"], data.get("eps", [data["ep"]])),
-        *_spec_claims(data["ep"]),
+        *(line for index, entry in enumerate(data.get("eps", [data["ep"]])) for line in _spec_claims(entry, first=index == 0)),
         *_failures(data),
         *_findings(data),
         *_waivers(data.get("waivers", [])),
@@ -188,8 +188,10 @@ def _figure_cell(size: str, figure: throughput.Figure) -> str:
     return f"<td {attributes}>{_e(throughput.gbps_text(figure.gbps))} GB/s{ratio}</td>"
 
 
-def _spec_claims(ep: dict[str, Any]) -> list[str]:
-    out = ['<h2 id="spec-claims">What the spec claims</h2>']
+def _spec_claims(ep: dict[str, Any], first: bool = True) -> list[str]:
+    """One EP's spec claims; the ids of the first EP's section are unsuffixed."""
+    suffix = "" if first else f"-{ep.get('label')}"
+    out = [f'<h2 id="spec-claims{_e(suffix)}">What the spec claims' + ("" if first else f": {_e(ep.get('name'))}") + "</h2>"]
     if not ep.get("declared"):
         return out + ["<p>No EP spec: the run was checked against what the EP advertises.</p>"]
     claims = ep.get("claims") or []
@@ -203,7 +205,7 @@ def _spec_claims(ep: dict[str, Any]) -> list[str]:
     rows = ([f"<td><code>{_e(c['claim'])}</code></td>", f"<td>{_e(c['value'])}</td>",
              f'<td class="verified">{"yes" if c["verified"] else "no — unverified"}</td>', f"<td>{_e(c['how'])}</td>",
              f"<td>{'<br>'.join(_e(s) for s in c.get('sources', ()))}</td>"] for c in claims)
-    out += _table(("claim", "value", "verified", "how", "sources"), rows, "spec-claims-table",
+    out += _table(("claim", "value", "verified", "how", "sources"), rows, f"spec-claims-table{suffix}",
                   ["" if c["verified"] else "claim-unverified" for c in claims])
     notes = ep.get("unverified") or []
     if notes:

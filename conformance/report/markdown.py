@@ -46,7 +46,8 @@ def render(data: dict[str, Any]) -> str:
         out += ["## Waivers", "", "| contract | status | cases | reason | upstream | until | declared in |", "| --- | --- | --- | --- | --- | --- | --- |"]
         out += [f"| {w['contract']} | {w['status']} | {w['cases']} | {_cell(w['reason'])} | {w['url']} | {w['until'] or ''} | {w['spec'] or ''} |"
                 for w in data["waivers"]] + [""]
-    out += spec_claims(data["ep"])
+    for index, entry in enumerate(data["eps"]):
+        out += spec_claims(entry, named=index > 0)
     out += ["## Copy capabilities", ""]
     for matrix in data["capabilities"]:
         out.append(f"### {matrix['ep']} — {matrix['device']}")
@@ -70,9 +71,10 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def spec_claims(ep: dict[str, Any], heading: str = "##") -> list[str]:
-    """The EP spec's claims, each marked verified or not by a run on the real EP."""
-    out = [f"{heading} What the spec claims", ""]
+def spec_claims(ep: dict[str, Any], heading: str = "##", named: bool = False) -> list[str]:
+    """The EP spec's claims, each marked verified or not by a run on the real EP; `named` puts
+    the EP's name in the heading (the second EP of a run onwards)."""
+    out = [f"{heading} What the spec claims" + (f": {ep.get('name')}" if named else ""), ""]
     if not ep.get("declared"):
         return out + ["No EP spec: the run was checked against what the EP advertises.", ""]
     claims = ep.get("claims") or []
