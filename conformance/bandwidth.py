@@ -24,16 +24,23 @@ def size_label(nbytes: int) -> str:
     return f"{nbytes // MIB}MiB" if nbytes >= MIB else f"{nbytes // KIB}KiB"
 
 
-def best_seconds(operation: Callable[[], Any], *, trials: int = 5, budget: float = 1.0) -> float:
+def best_seconds(operation: Callable[[], Any], *, trials: int = 5, budget: float = 1.0,
+                 finish: Callable[[], Any] | None = None) -> float:
     """Seconds one `operation()` takes: the best of `trials` timed trials, fewer when `budget`
-    seconds have passed (at least one trial always runs, after one untimed warm-up call)."""
+    seconds have passed (at least one trial always runs, after one untimed warm-up call).
+    `finish`, when given, ends every trial inside its timing: it waits until the trial's
+    operations are done, for a device that only queues them."""
     operation()
+    if finish is not None:
+        finish()
     started = time.perf_counter()
     repeats, best = 1, float("inf")
     for _ in range(trials):
         begin = time.perf_counter()
         for _ in range(repeats):
             operation()
+        if finish is not None:
+            finish()
         elapsed = time.perf_counter() - begin
         best = min(best, elapsed / repeats)
         if elapsed < MIN_TRIAL_SECONDS:
@@ -62,6 +69,28 @@ class Endpoints:
         self._storage = []  # numpy arrays backing CPU values, kept alive with them
         self.source = self._value(source_info, nbytes, fill=0x3C)
         self.destination = self._value(destination_info, nbytes, fill=0)
+        self._marker = self._read_back_marker(destination_info if destination_info is not None else source_info)
+
+    def _read_back_marker(self, device_info) -> tuple | None:
+        """(one byte in the device memory end, one byte of CPU memory), or None when no end is
+        device memory, or onnxruntime has no data transfer for it (memory the CPU writes
+        directly, whose copies are done when they return)."""
+        if device_info is None:
+            return None
+        try:
+            marker = (self._value(device_info, 1, fill=0), self._value(None, 1, fill=0))
+            self.ctx.ort.copy_tensors([marker[0]], [marker[1]], None)
+        except Exception:
+            return None
+        return marker
+
+    def barrier(self) -> None:
+        """Wait until the copies queued on the device memory end are done: read one byte of that
+        memory back to the CPU. An EP may only queue a device copy (WebGPU does), and a read
+        back waits for the copies queued before it on the device's in-order queue; without it a
+        device-to-device figure measures how fast copies are queued, not done."""
+        if self._marker is not None:
+            self.ctx.ort.copy_tensors([self._marker[0]], [self._marker[1]], None)
 
     def _value(self, info, nbytes: int, fill: int):
         storage = np.full(nbytes, fill, dtype=np.uint8)
@@ -88,10 +117,11 @@ class Endpoints:
 def throughput(ctx, source_info, destination_info, method: str, nbytes: int, *, trials: int = 5, budget: float = 1.0,
                synchronize: Callable[[], Any] | None = None) -> dict[str, Any]:
     """{'gbps': figure} for one copy, or {'error': why} when the copy is refused. `synchronize`,
-    when given, runs after each copy (waiting for a device that copies asynchronously)."""
+    when given, runs after each copy (waiting for a device that copies asynchronously); every
+    trial ends with `Endpoints.barrier` either way."""
     try:
         endpoints = Endpoints(ctx, source_info, destination_info, nbytes)
-        seconds = best_seconds(endpoints.operation(method, synchronize), trials=trials, budget=budget)
+        seconds = best_seconds(endpoints.operation(method, synchronize), trials=trials, budget=budget, finish=endpoints.barrier)
     except Exception as exc:
         text = str(exc).strip()
         return {"error": text.splitlines()[0][:200] if text else type(exc).__name__}

@@ -194,7 +194,10 @@ def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, 
                     devices.append(worker.request({"op": "probe", "device": device["index"]}, what="the copy probe")["capabilities"])
                 except WorkerLost as exc:
                     devices.append({"ep": facts["provider"], "device": device["label"], "error": f"{exc.outcome}: {exc}", "pairs": []})
-            results.append({"ep": facts["provider"], "label": facts["label"], "onnxruntime": facts["onnxruntime"]["version"], "devices": devices})
+            # ep_device False: get_ep_devices() does not list the EP, so it advertised no memory
+            # infos; its one "device" stands for sessions made with providers=[...].
+            results.append({"ep": facts["provider"], "label": facts["label"], "onnxruntime": facts["onnxruntime"]["version"],
+                            "ep_device": facts["ep_device"], "unusable": facts.get("unusable"), "devices": devices})
         finally:
             worker.close()
     return {"eps": results}

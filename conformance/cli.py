@@ -107,6 +107,7 @@ def _validate(args) -> int:
 def _probe(args) -> int:
     from conformance.isolation import WorkerLost, WorkerRefused
     from conformance.capabilities import probe_eps
+    from conformance.report import NO_EP_DEVICE
 
     options = {}
     for pair in args.ep_option:
@@ -132,6 +133,10 @@ def _probe(args) -> int:
     for ep in matrix["eps"]:
         for device in ep["devices"]:
             print(f"{ep['ep']} — device {device['device']} (onnxruntime {ep['onnxruntime']})")
+            if not ep.get("ep_device", True):
+                print(f"  {NO_EP_DEVICE}: no memory info was advertised; the matrix covers plain CPU memory only")
+            if ep.get("unusable"):
+                print(f"  {ep['unusable']}")
             if device.get("error"):
                 print(f"  probe lost: {device['error']}")
                 continue

@@ -17,8 +17,10 @@ from typing import Any
 
 import yaml
 
-from conformance.contracts import CLAIMS, Catalogue, EpSpec, KnownIssue
-from conformance.eps import memory_label
+from conformance.claims import spec_claims
+from conformance.contracts import Catalogue, EpSpec, KnownIssue
+from conformance.report import advertised_memory, unlisted_note
+from conformance.report.markdown import spec_claims as claims_table, throughput_table
 
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
 BROKEN = ("fail", "crash", "timeout", "error")
@@ -83,41 +85,24 @@ def _section(lane: str, report: dict[str, Any], spec: EpSpec | None, known: tupl
     out.append(f"- verdict **{report['verdict']}**" + (": " + "; ".join(report["verdict_reasons"][:3]) if report["verdict_reasons"] else ""))
     out += ["", "### What the build advertises", ""]
     if not ep.get("ep_device"):
-        out.append("- no EP device: `get_ep_devices()` does not list this EP; sessions are made with `providers=[...]`")
-    for device in report["devices"]:
-        if device.get("hardware"):
-            hardware = device["hardware"]
-            out.append(f"- device `{device['label']}`: hardware {hardware['type']} (vendor id 0x{hardware['vendor_id']:04x}"
-                       f"{', ' + hardware['vendor'] if hardware.get('vendor') else ''}), EP vendor {device.get('ep_vendor')!r}")
-        memory = device["memory"]
-        out.append(f"  - `memory_info(DEFAULT)`: {memory_label(memory['default'])}")
-        out.append(f"  - `memory_info(HOST_ACCESSIBLE)`: {memory_label(memory['host_accessible']) if memory['host_accessible'] else 'none'}")
+        out += ["- no EP device: `get_ep_devices()` does not list this EP; sessions are made with `providers=[...]`",
+                "  - no memory info was advertised: `memory_info(DEFAULT)` and `memory_info(HOST_ACCESSIBLE)` are asked of an EP device"]
+    for device in (d for d in report["devices"] if d.get("hardware")):
+        hardware = device["hardware"]
+        out.append(f"- device `{device['label']}`: hardware {hardware['type']} (vendor id 0x{hardware['vendor_id']:04x}"
+                   f"{', ' + hardware['vendor'] if hardware.get('vendor') else ''}), EP vendor {device.get('ep_vendor')!r}")
+        out.append(f"  - `memory_info(DEFAULT)`: {advertised_memory(device, 'default')}")
+        out.append(f"  - `memory_info(HOST_ACCESSIBLE)`: {advertised_memory(device, 'host_accessible')}")
     out += ["", *_claims(spec), *_copy_matrix(report), *_failures(report, spec, known), *_not_run(report)]
     return out
 
 
 def _claims(spec: EpSpec | None) -> list[str]:
-    if spec is None:
-        return ["### What the spec claims", "", "No EP spec: the run was checked against what the EP advertises.", ""]
-    out = ["### What the spec claims", "", f"From `{spec.location.path}`.", "", "| claim | value | verified | how |", "| --- | --- | --- | --- |"]
-    values = {
-        "device_type": spec.device_type or "-",
-        "memory": f"DEFAULT {_declared(spec.default_memory)}; HOST_ACCESSIBLE {_declared(spec.host_accessible) if spec.host_accessible else 'none'}",
-        "session_memory": f"inputs {', '.join(spec.session_inputs or ('-',))}; outputs {', '.join(spec.session_outputs or ('-',))}",
-        "copy_directions": ", ".join(f"{a}>{b}" for a, b in spec.copy_directions or ()) or "none",
-        "packages": ", ".join(spec.packages) or "none on PyPI",
-    }
-    for claim in CLAIMS:
-        verification = spec.verification_of(claim)
-        out.append(f"| {claim} | {_cell(values[claim])} | {'yes' if verification.verified else '**no**'} | {_cell(verification.how)} |")
-    return out + [""]
-
-
-def _declared(memory) -> str:
-    if memory is None:
-        return "plain CPU memory"
-    parts = [memory.device_type] + ([memory.name] if memory.name else []) + ([f"vendor 0x{memory.vendor_id:04x}"] if memory.vendor_id is not None else [])
-    return " ".join(parts)
+    """From the spec as it is now, not as the report recorded it: a claim verified since the run
+    is shown verified."""
+    ep = {"declared": spec is not None, "spec": spec.location.path if spec else None, "claims": spec_claims(spec),
+          "unverified": list(spec.unverified) if spec else []}
+    return claims_table(ep, "###")
 
 
 def _copy_matrix(report: dict[str, Any]) -> list[str]:
@@ -126,10 +111,13 @@ def _copy_matrix(report: dict[str, Any]) -> list[str]:
         if matrix.get("error"):
             out += [f"- {matrix['device']}: probe lost: {matrix['error']}"]
             continue
-        out += [f"Device `{matrix['device']}`:", "", "| source | destination | status | required | detail |", "| --- | --- | --- | --- | --- |"]
+        note = unlisted_note([report["ep"]], matrix)
+        out += [f"Device `{matrix['device']}`:", "", *([note, ""] if note else []),
+                "| source | destination | status | required | detail |", "| --- | --- | --- | --- | --- |"]
         out += [f"| {p['source']} | {p['destination']} | {p['status']} | {'yes' if p['required'] else 'no'} | {_cell(p['detail'][:160])} |"
                 for p in matrix["pairs"]]
         out.append("")
+        out += throughput_table(matrix, "####")
     return out if report["capabilities"] else out + ["No device was probed.", ""]
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import pytest
 
 from conformance import bandwidth
@@ -19,6 +22,43 @@ def test_best_seconds_is_the_best_trial_after_a_warm_up():
     seconds = bandwidth.best_seconds(lambda: calls.append(1), trials=3, budget=10.0)
     assert seconds > 0
     assert len(calls) >= 1 + 3  # the warm-up, then at least one call per trial
+
+
+def test_every_trial_ends_with_finish_inside_its_timing():
+    calls = []
+    bandwidth.best_seconds(lambda: calls.append("copy"), trials=3, budget=10.0, finish=lambda: calls.append("finish"))
+    assert calls[:2] == ["copy", "finish"]  # the warm-up is finished too
+    trials = "".join("c" if call == "copy" else "f" for call in calls[2:]).split("f")
+    assert trials[-1] == "" and len(trials) - 1 >= 1 and all(trials[:-1])  # each trial: copies, then one finish
+
+
+class DeviceValue:
+    def __init__(self, on_device: bool):
+        self.on_device = on_device
+
+
+class QueuedDevice:
+    """A stand-in onnxruntime whose copies into device memory are only queued, and paid for by
+    the next read back to the CPU (as WebGPU's are): 1 ms per queued copy."""
+
+    def __init__(self):
+        self.queued = 0
+        self.OrtValue = SimpleNamespace(ortvalue_from_numpy=lambda array: DeviceValue(False),
+                                        ortvalue_from_shape_and_type=lambda shape, dtype, memory_info=None: DeviceValue(True))
+
+    def copy_tensors(self, sources, destinations, stream):
+        if all(d.on_device for d in destinations):
+            self.queued += len(destinations)
+        elif any(s.on_device for s in sources):
+            time.sleep(0.001 * self.queued)
+            self.queued = 0
+
+
+def test_a_device_copy_that_is_only_queued_is_timed_until_it_is_done():
+    ctx = SimpleNamespace(ort=QueuedDevice())
+    figure = bandwidth.throughput(ctx, "device memory", "device memory", "copy_tensors", 1 << 20, trials=2, budget=1.0)
+    # About 1 GB/s (1 MiB per ms), not the thousands a timing of the queueing alone gives.
+    assert 0.5 < figure["gbps"] < 1.1
 
 
 def test_a_copy_onnxruntime_refuses_is_an_error_not_a_figure(ctx):

@@ -106,6 +106,7 @@ def test_probe_cpu_json_lists_the_copy_pairs():
     matrix = json.loads(completed.stdout)
     ep = matrix["eps"][0]
     assert ep["ep"] == "CPUExecutionProvider"
+    assert ep["ep_device"] is True and ep["unusable"] is None
     pairs = ep["devices"][0]["pairs"]
     assert pairs and {"source", "destination", "status", "required", "detail"} <= set(pairs[0])
     assert all(p["status"] in ("supported", "broken", "required_but_missing", "not_required", "unsupported") for p in pairs)

@@ -198,6 +198,25 @@ def test_found_names_the_upstream_issue_a_failure_matches_and_the_unverified_cla
     assert "| **no** |" in claims  # openvino.yaml leaves its copy directions unverified
 
 
+def test_found_says_an_ep_without_an_ep_device_advertised_no_memory_info(tmp_path):
+    text = found.render(found.load_reports([write_report(tmp_path, "openvino", report())]), catalogue())
+    advertised = text.split("### What the build advertises", 1)[1].split("###", 1)[0]
+    assert "no memory info was advertised" in advertised
+    assert "plain CPU memory" not in advertised
+    matrix = text.split("### Copy matrix", 1)[1].split("###", 1)[0]
+    assert "only plain CPU memory could be probed" in matrix
+
+
+def test_found_shows_the_throughput_figures_beside_host_memcpy(tmp_path):
+    data = report()
+    data["capabilities"][0]["pairs"][0]["throughput"] = {"update_inplace": {"4KiB": 3.0, "64MiB": None}}
+    data["capabilities"][0]["host_memcpy"] = {"4KiB": 12.0, "64MiB": 10.0}
+    text = found.render(found.load_reports([write_report(tmp_path, "openvino", data)]), catalogue())
+    assert "#### Copy throughput of `openvino` (measured, informational)" in text
+    assert "| host memcpy (numpy) | | | 12 GB/s | 10 GB/s |" in text
+    assert "| cpu | cpu | update_inplace | 3 GB/s (0.25× memcpy) | - |" in text
+
+
 def test_found_does_not_name_an_issue_whose_text_does_not_match(tmp_path):
     path = write_report(tmp_path, "openvino", report(results=[failure("update-inplace.non-contiguous", "the process crashed")]))
     assert "13548" not in found.render(found.load_reports([path]), catalogue())

@@ -1,4 +1,5 @@
-"""report.html: self-contained, escaped, and readable in a real headless browser.
+"""report.html (and report.md of the same run): self-contained, escaped, and readable in a real
+headless browser.
 
 The browser tests load the page of a real CPU run (and of the reference EP in a fault mode,
 when it can be built) in Chromium, read back the DOM Chromium built (`--dump-dom`) and a
@@ -19,7 +20,10 @@ from pathlib import Path
 import pytest
 
 import headless
-from conformance.report import html
+from conformance.checks import known_checks
+from conformance.claims import spec_claims
+from conformance.report import NO_EP_DEVICE, html, throughput
+from conformance.spec import load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "reports" / "screenshots"
@@ -93,6 +97,29 @@ def test_everything_from_the_run_is_escaped(cpu_report):
     assert hostile in dom.by_id("failures").parent.text()
 
 
+def test_report_json_ep_carries_the_spec_claims_with_their_verification(cpu_report):
+    data = json.loads((cpu_report / "report.json").read_text(encoding="utf-8"))
+    spec = load_catalogue(known_checks=known_checks()).ep_spec("cpu")
+    assert data["ep"]["claims"] == spec_claims(spec) and data["eps"][0]["claims"] == data["ep"]["claims"]
+    assert all(c["verified"] and c["how"] for c in data["ep"]["claims"])
+    assert data["ep"]["unverified"] == list(spec.unverified)
+
+
+def test_report_md_of_a_run_shows_each_throughput_figure_it_measured(cpu_report):
+    data = json.loads((cpu_report / "report.json").read_text(encoding="utf-8"))
+    text = (cpu_report / "report.md").read_text(encoding="utf-8")
+    matrix = data["capabilities"][0]
+    assert f"#### Copy throughput of `{matrix['device']}` (measured, informational)" in text
+    measured = [(p, method, size, gbps) for p in matrix["pairs"] for method, figures in p.get("throughput", {}).items()
+                for size, gbps in figures.items() if gbps is not None]
+    assert measured, "the CPU run measured update_inplace on CPU memory"
+    rows = {tuple(cell.strip() for cell in line.split("|")[1:4]): line for line in text.splitlines() if line.startswith("| cpu | cpu |")}
+    for pair, method, size, gbps in measured:
+        ratio = gbps / matrix["host_memcpy"][size]
+        assert f"{throughput.gbps_text(gbps)} GB/s ({ratio:.2f}× memcpy)" in rows[(pair["source"], pair["destination"], method)]
+    assert "| packages | onnxruntime | yes | lane cpu |" in text
+
+
 def test_every_copy_status_has_a_meaning_and_a_colour():
     from conformance.capabilities import STATUSES
 
@@ -135,3 +162,59 @@ def test_faulty_ep_report_shows_failures_and_broken_copies_in_chromium(browser, 
     assert any(r["spec"] in first.text() for r in data["results"])
     assert headless.colour_share(pixels, VERDICT_COLOURS["non_conformant"]) > 0.001
     assert headless.colour_share(pixels, "#ff8182") > 0.001, "broken copies are drawn in red"
+
+
+def test_cpu_report_shows_throughput_figures_and_spec_claims_in_chromium(browser, cpu_report, tmp_path):
+    data = json.loads((cpu_report / "report.json").read_text(encoding="utf-8"))
+    dom, _ = load(browser, cpu_report, "report-cpu-throughput", tmp_path)
+    matrix = data["capabilities"][0]
+    table = dom.by_id(f"throughput-{matrix['device']}")
+    assert table is not None, "the throughput table of the CPU device is on the page"
+    heading = table.parent.find_all("h4")
+    assert any("measured, informational" in h.text() for h in heading)
+    assert "no contract passes or fails on them" in " ".join(p.text() for p in table.parent.find_all("p", "measured-note"))
+    host = table.find_all("tr", "host")[0]
+    assert {td.attrs["data-size"]: float(td.attrs["data-gbps"]) for td in host.find_all("td")} == matrix["host_memcpy"]
+    shown = {(tr.find_all("td")[0].text(), tr.find_all("td")[1].text(), tr.attrs["data-method"], td.attrs["data-size"]): td
+             for tr in table.find_all("tr") if "data-method" in tr.attrs for td in tr.find_all("td", "figure")}
+    measured = {(p["source"], p["destination"], method, size): gbps for p in matrix["pairs"]
+                for method, figures in p.get("throughput", {}).items() for size, gbps in figures.items()}
+    assert set(shown) == set(measured) and measured
+    for key, gbps in measured.items():
+        cell = shown[key]
+        if gbps is None:
+            assert cell.text() == "-"
+            continue
+        ratio = gbps / matrix["host_memcpy"][key[3]]
+        assert cell.text() == f"{throughput.gbps_text(gbps)} GB/s{ratio:.2f}× memcpy"
+        assert float(cell.attrs["data-gbps"]) == gbps and float(cell.attrs["data-ratio"]) == pytest.approx(ratio)
+    claims = dom.by_id("spec-claims-table")
+    rows = claims.find_all("tr")[1:]
+    assert [r.find_all("td")[0].text() for r in rows] == [c["claim"] for c in data["ep"]["claims"]]
+    assert not claims.find_all("tr", "claim-unverified")
+
+
+def test_unverified_claims_and_an_ep_without_an_ep_device_stand_out_in_chromium(browser, cpu_report, tmp_path):
+    """The CPU run's page as an EP without an EP device and a spec of unverified claims (the
+    cuda-absent lane's shape): the unverified rows are marked and drawn, and no memory is
+    called plain CPU memory."""
+    data = json.loads((cpu_report / "report.json").read_text(encoding="utf-8"))
+    cuda = load_catalogue(known_checks=known_checks()).ep_spec("cuda")
+    data["ep"].update(name="CUDAExecutionProvider", ep_device=False, spec=str(cuda.location), claims=spec_claims(cuda), unverified=list(cuda.unverified))
+    data["eps"] = [data["ep"]]
+    for device in data["devices"]:
+        device.update(hardware=None, memory={"default": None, "host_accessible": None})
+    for matrix in data["capabilities"]:
+        matrix["ep"] = "CUDAExecutionProvider"
+    page = tmp_path / "cuda-like"
+    page.mkdir()
+    (page / "report.html").write_text(html.render(data), encoding="utf-8")
+    dom, pixels = load(browser, page, "report-unverified-claims", tmp_path)
+    unverified = dom.by_id("spec-claims-table").find_all("tr", "claim-unverified")
+    assert sorted(r.find_all("td")[0].text() for r in unverified) == sorted(c["claim"] for c in data["ep"]["claims"] if not c["verified"])
+    assert all(r.find_all("td", "verified")[0].text() == "no — unverified" for r in unverified)
+    assert "4 unverified" in dom.by_id("spec-claims").parent.text()
+    chain = dom.by_id("version-chain").text()
+    assert f"{NO_EP_DEVICE}: no memory info was advertised" in chain and "plain CPU memory" not in chain
+    assert any("only plain CPU memory could be probed" in p.text() for p in dom.find_all("p", "unlisted"))
+    assert headless.colour_share(pixels, "#fff8c5") > 0.001, "unverified claims are highlighted"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import __version__
+from conformance.claims import spec_claims
 from conformance.eps import memory_label
 from conformance import waivers as waiver_rules
 from conformance.outcomes import BROKEN, Outcome, Result, counts, verdict
@@ -30,7 +31,7 @@ def build(run, *, interrupted: bool) -> dict[str, Any]:
     decided, reasons = verdict(results, interrupted=interrupted or len(results) < run.collected, strict=strict)
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
     first = run.eps[0].facts if run.eps else {}
-    eps = [_ep(ep.facts) for ep in run.eps]
+    eps = [_ep(ep.facts, run.catalogue.ep_spec(ep.facts["label"]) if ep.facts["declared"] else None) for ep in run.eps]
     return {
         "schema": SCHEMA,
         "kit_version": __version__,
@@ -63,7 +64,7 @@ def build(run, *, interrupted: bool) -> dict[str, Any]:
     }
 
 
-def _ep(facts: dict[str, Any]) -> dict[str, Any]:
+def _ep(facts: dict[str, Any], spec) -> dict[str, Any]:
     return {
         "name": facts["provider"],
         "label": facts["label"],
@@ -76,7 +77,44 @@ def _ep(facts: dict[str, Any]) -> dict[str, Any]:
         "ep_device": facts["ep_device"],
         "options": facts["options"],
         "version": next((d["ep_metadata"].get("version") for d in facts["devices"] if d.get("ep_metadata")), None),
+        "claims": spec_claims(spec),
+        "unverified": list(spec.unverified) if spec else [],
     }
+
+
+# What a report says of a memory type for an EP that get_ep_devices() does not list: its
+# memory infos were never asked, so "None" there does not mean plain CPU memory.
+NO_EP_DEVICE = "no EP device (get_ep_devices() does not list this EP)"
+
+
+def unlisted_note(eps: list[dict[str, Any]], matrix: dict[str, Any]) -> str | None:
+    """What a reader of `matrix` must know when its EP has no EP device: only CPU memory was
+    there to probe, so its pairs and figures are the host's, not the EP's."""
+    entry = next((e for e in eps if e.get("name") == matrix.get("ep")), None)
+    if entry is None or entry.get("ep_device", True):
+        return None
+    return (f"{NO_EP_DEVICE}: only plain CPU memory could be probed, so these copies and figures are of the host's "
+            "memory, not of memory the EP owns.")
+
+
+def device_line(device: dict[str, Any]) -> str:
+    """A device record in one line: its hardware and the memory infos its EP device advertises."""
+    hardware = device.get("hardware")
+    if hardware is None:
+        return f"{NO_EP_DEVICE}: no memory info was advertised"
+    return (f"{hardware['type']} {hardware.get('vendor') or ''}".rstrip()
+            + f"; DEFAULT: {advertised_memory(device, 'default')}; HOST_ACCESSIBLE: {advertised_memory(device, 'host_accessible')}")
+
+
+def advertised_memory(device: dict[str, Any], kind: str) -> str:
+    """What a device record says of its `default` or `host_accessible` memory, in words. A
+    record without hardware stands for an EP without an EP device (eps.describe)."""
+    if device.get("hardware") is None:
+        return f"not advertised: {NO_EP_DEVICE}"
+    memory = device["memory"][kind]
+    if memory is None and kind == "host_accessible":
+        return "none"
+    return memory_label(memory)
 
 
 def _contract(contract) -> dict[str, Any]:

@@ -12,8 +12,9 @@ from collections import Counter, defaultdict
 from html import escape
 from typing import Any, Iterable
 
+from conformance.claims import unverified_count
 from conformance.eps import memory_label
-from conformance.report import params_label
+from conformance.report import device_line, params_label, throughput, unlisted_note
 from conformance.report.markdown import BROKEN
 
 STATUS_LEGEND = {
@@ -42,6 +43,9 @@ h5 { margin: 1em 0 .3em; font-size: 1em; }
 .failure { border-left: 5px solid #cf222e; padding: .2em 1em; margin: 1em 0; background: #fff8f8; }
 .finding { border-left: 5px solid #8250df; padding: .2em 1em; margin: 1em 0; background: #fbf8ff; }
 .muted { color: #57606a; }
+.claim-unverified td { background: #fff8c5; } .claim-unverified .verified { font-weight: bold; color: #9a6700; }
+.throughput td.figure { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
+.throughput .ratio { color: #57606a; } .throughput tr.host td, .throughput tr.host th { background: #f6f8fa; }
 """
 
 
@@ -52,7 +56,8 @@ def render(data: dict[str, Any]) -> str:
         f"<h1>{_e(title)}</h1>",
         *_verdict(data),
         *_version_chain(data),
-        *_capabilities(data["capabilities"]),
+        *_capabilities(data["capabilities"], data.get("eps", [data["ep"]])),
+        *(line for index, entry in enumerate(data.get("eps", [data["ep"]])) for line in _spec_claims(entry, first=index == 0)),
         *_failures(data),
         *_findings(data),
         *_waivers(data.get("waivers", [])),
@@ -75,11 +80,14 @@ def _e(value: Any) -> str:
     return escape("" if value is None else str(value), quote=True)
 
 
-def _table(header: Iterable[str], rows: Iterable[Iterable[str]], table_id: str = "") -> list[str]:
-    """Rows are already-escaped cells."""
+def _table(header: Iterable[str], rows: Iterable[Iterable[str]], table_id: str = "", row_classes: Iterable[str] = ()) -> list[str]:
+    """Rows are already-escaped cells; `row_classes`, when given, a class per row ('' for none)."""
     attribute = f' id="{_e(table_id)}"' if table_id else ""
     out = [f"<table{attribute}><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead><tbody>"]
-    out += ["<tr>" + "".join(cells) + "</tr>" for cells in rows]
+    classes = list(row_classes)
+    for index, cells in enumerate(rows):
+        css = classes[index] if index < len(classes) else ""
+        out.append((f'<tr class="{_e(css)}">' if css else "<tr>") + "".join(cells) + "</tr>")
     return out + ["</tbody></table>"]
 
 
@@ -111,10 +119,7 @@ def _version_chain(data: dict[str, Any]) -> list[str]:
         if entry.get("library"):
             rows.append(("EP library", f"{entry['library']} sha256 {entry['library_sha256']}"))
     for device in data["devices"]:
-        hardware = device.get("hardware") or {}
-        memory = device["memory"]
-        rows.append((f"device {device['label']}", f"{hardware.get('type', 'not listed by get_ep_devices()')} {hardware.get('vendor', '')}; "
-                                                  f"DEFAULT: {memory_label(memory['default'])}; HOST_ACCESSIBLE: {memory_label(memory['host_accessible'])}"))
+        rows.append((f"device {device['label']}", device_line(device)))
     rows.append(("run", f"{run['started']}, {run['duration_s']} s, {run['collected']} checks collected, isolation {run['isolation']}"
                         + (", strict" if data.get("strict") else "") + (", interrupted" if run.get("interrupted") else "")))
     rows.append(("platform", f"Python {run['python']} on {run['platform']}"))
@@ -123,7 +128,7 @@ def _version_chain(data: dict[str, Any]) -> list[str]:
     return out + _table(("what", "value"), ([f"<th>{_e(k)}</th>", f"<td><code>{_e(v)}</code></td>"] for k, v in rows), "version-chain")
 
 
-def _capabilities(matrices: list[dict[str, Any]]) -> list[str]:
+def _capabilities(matrices: list[dict[str, Any]], eps: list[dict[str, Any]]) -> list[str]:
     out = ['<h2 id="capabilities">Copy capabilities</h2>',
            '<p class="muted">Every (source, destination) pair of memories, tried with copy_tensors on real bytes.</p>']
     out += _table(("status", "meaning"), ([f'<td class="cap-{s}">{s}</td>', f"<td>{_e(m)}</td>"] for s, m in STATUS_LEGEND.items()), "capability-legend")
@@ -132,6 +137,9 @@ def _capabilities(matrices: list[dict[str, Any]]) -> list[str]:
         if matrix.get("error"):
             out.append(f'<p class="out-error">Probe lost: {_e(matrix["error"])}</p>')
             continue
+        note = unlisted_note(eps, matrix)
+        if note:
+            out.append(f'<p class="muted unlisted">{_e(note)}</p>')
         names = list(dict.fromkeys([p["source"] for p in matrix["pairs"]] + [p["destination"] for p in matrix["pairs"]]))
         by_pair = {(p["source"], p["destination"]): p for p in matrix["pairs"]}
         rows = []
@@ -147,6 +155,61 @@ def _capabilities(matrices: list[dict[str, Any]]) -> list[str]:
                              f'<br><small>{_e(pair["detail"])}</small></td>')
             rows.append(cells)
         out += _table(["source \\ destination", *names], rows, f"capabilities-{matrix['device']}")
+        out += _throughput(matrix)
+    return out
+
+
+def _throughput(matrix: dict[str, Any]) -> list[str]:
+    """GB/s per direction, method and size class beside the ratio to host memcpy: measured,
+    informational, in neutral colours (nothing here passes or fails)."""
+    figures = throughput.table(matrix)
+    if figures is None:
+        return []
+    device = matrix["device"]
+    out = [f'<h4>Copy throughput of {_e(device)} <small class="muted">(measured, informational)</small></h4>',
+           f'<p class="muted measured-note">{_e(throughput.NOTE)}</p>',
+           f'<table class="throughput" id="throughput-{_e(device)}"><thead><tr><th>source</th><th>destination</th><th>method</th>'
+           + "".join(f"<th>{_e(size)}</th>" for size in figures.sizes) + "</tr></thead><tbody>",
+           '<tr class="host"><th colspan="3">host memcpy (numpy)</th>'
+           + "".join(f'<td class="figure" data-size="{_e(size)}" data-gbps="{_e(g)}">{"-" if g is None else _e(throughput.gbps_text(g)) + " GB/s"}</td>'
+                     for size, g in zip(figures.sizes, figures.host_memcpy)) + "</tr>"]
+    for row in figures.rows:
+        cells = [_figure_cell(size, figure) for size, figure in zip(figures.sizes, row.figures)]
+        out.append(f'<tr data-method="{_e(row.method)}"><td>{_e(row.source)}</td><td>{_e(row.destination)}</td><td><code>{_e(row.method)}</code></td>'
+                   + "".join(cells) + "</tr>")
+    return out + ["</tbody></table>"]
+
+
+def _figure_cell(size: str, figure: throughput.Figure) -> str:
+    attributes = f'class="figure" data-size="{_e(size)}" data-gbps="{_e(figure.gbps)}" data-ratio="{_e(figure.ratio)}"'
+    if figure.gbps is None:
+        return f'<td {attributes} title="not measured: the time budget was spent">-</td>'
+    ratio = "" if figure.ratio is None else f'<br><span class="ratio">{figure.ratio:.2f}× memcpy</span>'
+    return f"<td {attributes}>{_e(throughput.gbps_text(figure.gbps))} GB/s{ratio}</td>"
+
+
+def _spec_claims(ep: dict[str, Any], first: bool = True) -> list[str]:
+    """One EP's spec claims; the ids of the first EP's section are unsuffixed."""
+    suffix = "" if first else f"-{ep.get('label')}"
+    out = [f'<h2 id="spec-claims{_e(suffix)}">What the spec claims' + ("" if first else f": {_e(ep.get('name'))}") + "</h2>"]
+    if not ep.get("declared"):
+        return out + ["<p>No EP spec: the run was checked against what the EP advertises.</p>"]
+    claims = ep.get("claims") or []
+    if not claims:
+        return out + [f"<p>From <code>{_e(ep.get('spec'))}</code>; this report does not carry its claims.</p>"]
+    unverified = unverified_count(claims)
+    summary = f"{len(claims) - unverified} of {len(claims)} claims verified by a run on the real EP"
+    if unverified:
+        summary += f"; <b>{unverified} unverified</b> (highlighted): taken from the sources, not confirmed by a run"
+    out.append(f"<p>From <code>{_e(ep.get('spec'))}</code>: {summary}.</p>")
+    rows = ([f"<td><code>{_e(c['claim'])}</code></td>", f"<td>{_e(c['value'])}</td>",
+             f'<td class="verified">{"yes" if c["verified"] else "no — unverified"}</td>', f"<td>{_e(c['how'])}</td>",
+             f"<td>{'<br>'.join(_e(s) for s in c.get('sources', ()))}</td>"] for c in claims)
+    out += _table(("claim", "value", "verified", "how", "sources"), rows, f"spec-claims-table{suffix}",
+                  ["" if c["verified"] else "claim-unverified" for c in claims])
+    notes = ep.get("unverified") or []
+    if notes:
+        out += ["<p>Open questions the spec names:</p>", "<ul>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>"]
     return out
 
 

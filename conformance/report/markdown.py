@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.report import params_label
+from conformance.claims import unverified_count
+from conformance.report import device_line, params_label, throughput, unlisted_note
 
 BROKEN = ("fail", "crash", "timeout")
 
@@ -27,10 +28,7 @@ def render(data: dict[str, Any]) -> str:
         library = f", library `{entry['library']}` sha256 `{entry['library_sha256']}`" if entry["library"] else ""
         out.append(f"- EP {entry['name']} (version {entry['version'] or 'unknown'}; {declared}{library})")
     for device in data["devices"]:
-        hardware = device["hardware"] or {}
-        memory = device["memory"]
-        out.append(f"- device `{device['label']}`: {hardware.get('type', 'not listed by get_ep_devices()')} {hardware.get('vendor', '')}; "
-                   f"DEFAULT {_mem(memory['default'])}; HOST_ACCESSIBLE {_mem(memory['host_accessible'])}")
+        out.append(f"- device `{device['label']}`: {device_line(device)}")
     summary = ", ".join(f"{count} {name}" for name, count in data["summary"].items() if count)
     out += ["", f"Results: {summary or 'none'}.", ""]
 
@@ -48,6 +46,8 @@ def render(data: dict[str, Any]) -> str:
         out += ["## Waivers", "", "| contract | status | cases | reason | upstream | until | declared in |", "| --- | --- | --- | --- | --- | --- | --- |"]
         out += [f"| {w['contract']} | {w['status']} | {w['cases']} | {_cell(w['reason'])} | {w['url']} | {w['until'] or ''} | {w['spec'] or ''} |"
                 for w in data["waivers"]] + [""]
+    for index, entry in enumerate(data["eps"]):
+        out += spec_claims(entry, named=index > 0)
     out += ["## Copy capabilities", ""]
     for matrix in data["capabilities"]:
         out.append(f"### {matrix['ep']} — {matrix['device']}")
@@ -55,9 +55,12 @@ def render(data: dict[str, Any]) -> str:
         if matrix.get("error"):
             out += [f"Probe lost: {matrix['error']}", ""]
             continue
+        note = unlisted_note(data["eps"], matrix)
+        out += [note, ""] if note else []
         out += ["| source | destination | status | required | detail |", "| --- | --- | --- | --- | --- |"]
         out += [f"| {p['source']} | {p['destination']} | {p['status']} | {'yes' if p['required'] else 'no'} | {_cell(p['detail'])} |" for p in matrix["pairs"]]
         out.append("")
+        out += throughput_table(matrix, "####")
 
     out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
@@ -68,10 +71,37 @@ def render(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _mem(memory: dict[str, Any] | None) -> str:
-    if memory is None:
-        return "none (plain CPU memory)"
-    return f"`{memory['name']}` ({memory['device_type']}, vendor 0x{memory['vendor_id']:04x})"
+def spec_claims(ep: dict[str, Any], heading: str = "##", named: bool = False) -> list[str]:
+    """The EP spec's claims, each marked verified or not by a run on the real EP; `named` puts
+    the EP's name in the heading (the second EP of a run onwards)."""
+    out = [f"{heading} What the spec claims" + (f": {ep.get('name')}" if named else ""), ""]
+    if not ep.get("declared"):
+        return out + ["No EP spec: the run was checked against what the EP advertises.", ""]
+    claims = ep.get("claims") or []
+    if not claims:
+        return out + [f"From `{ep.get('spec')}`; this report does not carry its claims.", ""]
+    unverified = unverified_count(claims)
+    out += [f"From `{ep.get('spec')}`: {len(claims) - unverified} of {len(claims)} claims verified by a run on the real EP"
+            + (f"; **{unverified} unverified** (marked **no**): taken from the sources, not confirmed by a run." if unverified else "."), ""]
+    out += ["| claim | value | verified | how |", "| --- | --- | --- | --- |"]
+    out += [f"| {c['claim']} | {_cell(c['value'])} | {'yes' if c['verified'] else '**no**'} | {_cell(c['how'])} |" for c in claims]
+    notes = ep.get("unverified") or []
+    if notes:
+        out += ["", "Open questions the spec names:", "", *(f"- {_cell(note)}" for note in notes)]
+    return out + [""]
+
+
+def throughput_table(matrix: dict[str, Any], heading: str) -> list[str]:
+    """GB/s per direction, method and size class, with the ratio to host memcpy; informational."""
+    figures = throughput.table(matrix)
+    if figures is None:
+        return []
+    out = [f"{heading} Copy throughput of `{matrix['device']}` (measured, informational)", "", throughput.NOTE, "",
+           "| source | destination | method | " + " | ".join(figures.sizes) + " |",
+           "| --- | --- | --- | " + " | ".join("---" for _ in figures.sizes) + " |",
+           "| host memcpy (numpy) | | | " + " | ".join("-" if g is None else f"{throughput.gbps_text(g)} GB/s" for g in figures.host_memcpy) + " |"]
+    out += [f"| {row.source} | {row.destination} | {row.method} | " + " | ".join(f.text() for f in row.figures) + " |" for row in figures.rows]
+    return out + [""]
 
 
 def _detail(result: dict[str, Any]) -> str:

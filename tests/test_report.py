@@ -1,0 +1,208 @@
+"""report.md and report.json from report data: the copy throughput (measured, informational),
+what the EP spec claims and whether a run verified it, an EP without an EP device, and
+`ort-conformance diff` ignoring the throughput figures. The same data through Chromium is in
+tests/test_report_html.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from conformance import cli, diff
+from conformance.checks import known_checks
+from conformance.claims import spec_claims
+from conformance.contracts import CLAIMS
+from conformance.report import NO_EP_DEVICE, html, markdown, throughput
+from conformance.spec import load_catalogue
+
+import headless
+
+HOST = {"4KiB": 10.0, "1MiB": 40.0, "64MiB": 8.0}
+
+
+def pair(source, destination, status="supported", **methods):
+    return {"source": source, "destination": destination, "status": status, "required": status != "not_required",
+            "detail": "4096 bytes intact", "throughput": methods}
+
+
+def report_data(*, ep_device=True, claims=None, declared=True, pairs=None, host=HOST) -> dict:
+    device = {"label": "dev", "ep": "DevEP", "hardware": {"type": "gpu", "vendor": "ACME", "vendor_id": 0xACE, "device_id": 0},
+              "memory": {"default": {"name": "DevMem", "device_type": "gpu", "vendor_id": 0xACE, "device_id": 0, "device_mem_type": "default"},
+                         "host_accessible": None}}
+    if not ep_device:
+        device.update(hardware=None, memory={"default": None, "host_accessible": None})
+    matrix = {"ep": "DevEP", "device": "dev", "pairs": pairs if pairs is not None else [
+        pair("cpu", "default", copy_tensors={"4KiB": 2.5, "1MiB": 20.0, "64MiB": None}, update_inplace={"4KiB": 1.25, "1MiB": 10.0, "64MiB": 4.0}),
+        pair("default", "cpu", copy_tensors={"4KiB": 5.0, "1MiB": 30.0, "64MiB": 6.0}),
+        pair("cpu", "cpu", "not_required", update_inplace={"4KiB": 8.0, "1MiB": 44.0, "64MiB": 8.8})]}
+    if host is not None:
+        matrix["host_memcpy"] = host
+    ep = {"name": "DevEP", "label": "dev", "requested": "dev", "declared": declared, "spec": "specs/eps/dev.yaml:3" if declared else None,
+          "library": None, "library_sha256": None, "plugin_module": None, "ep_device": ep_device, "options": {}, "version": "1.0",
+          "claims": claims if claims is not None else [], "unverified": []}
+    return {
+        "schema": "ort-ep-conformance/report/1", "kit_version": "0.1.0", "spec_digest": "0" * 64,
+        "onnxruntime": {"version": "1.32.0", "package": "onnxruntime", "build": "build info"},
+        "ep": ep, "eps": [ep], "devices": [device], "verdict": "conformant", "verdict_reasons": [], "summary": {"pass": 1},
+        "findings": [], "results": [{"contract": "copy.roundtrip-exact", "ep": "DevEP", "device": "dev", "params": {}, "outcome": "pass",
+                                     "message": "", "spec": "specs/contracts/copy.yaml:1", "severity": "required", "subject": "ep", "details": {}}],
+        "capabilities": [matrix], "contracts": {}, "waivers": [], "strict": False,
+        "run": {"started": "2026-11-30T00:00:00Z", "duration_s": 1.0, "collected": 1, "interrupted": False, "lost": [], "isolation": "worker",
+                "python": "3.11", "platform": "Linux", "command": "pytest --ep=dev"},
+    }
+
+
+def claim(name, verified, how="lane x"):
+    return {"claim": name, "value": f"value of {name}", "verified": verified, "how": how, "sources": [f"source of {name}"]}
+
+
+def lines_under(text: str, heading: str) -> list[str]:
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("#")), len(lines))
+    return lines[start:end]
+
+
+# --- throughput --------------------------------------------------------------------------
+
+
+def test_throughput_rows_carry_each_figure_and_its_ratio_to_host_memcpy_of_the_same_size():
+    figures = throughput.table(report_data()["capabilities"][0])
+    assert figures.sizes == ("4KiB", "1MiB", "64MiB") and figures.host_memcpy == (10.0, 40.0, 8.0)
+    rows = {(r.source, r.destination, r.method): r.figures for r in figures.rows}
+    assert rows[("cpu", "default", "copy_tensors")] == (throughput.Figure(2.5, 0.25), throughput.Figure(20.0, 0.5), throughput.Figure(None, None))
+    assert rows[("cpu", "default", "update_inplace")][2] == throughput.Figure(4.0, 0.5)
+    assert list(rows)[:2] == [("cpu", "default", "copy_tensors"), ("cpu", "default", "update_inplace")]
+
+
+def test_a_matrix_without_figures_has_no_throughput_table():
+    old = report_data(pairs=[{"source": "cpu", "destination": "cpu", "status": "not_required", "required": False, "detail": "x"}], host=None)
+    assert throughput.table(old["capabilities"][0]) is None
+    assert "Copy throughput" not in markdown.render(old)
+    assert 'class="throughput"' not in html.render(old)
+
+
+def test_a_figure_without_a_host_memcpy_of_its_size_has_no_ratio():
+    data = report_data(host={"4KiB": 10.0})
+    figures = throughput.table(data["capabilities"][0])
+    assert figures.sizes == ("4KiB", "1MiB", "64MiB") and figures.host_memcpy == (10.0, None, None)
+    assert figures.rows[0].figures[1] == throughput.Figure(20.0, None)
+    assert figures.rows[0].figures[1].text() == "20 GB/s"
+
+
+def test_report_md_shows_gbps_and_ratio_per_direction_method_and_size_labelled_as_measured():
+    text = markdown.render(report_data())
+    section = lines_under(text, "#### Copy throughput of `dev`")
+    assert "(measured, informational)" in section[0]
+    assert any("noisy" in line and "no contract passes or fails" in line for line in section)
+    assert "| source | destination | method | 4KiB | 1MiB | 64MiB |" in section
+    assert "| host memcpy (numpy) | | | 10 GB/s | 40 GB/s | 8 GB/s |" in section
+    assert "| cpu | default | copy_tensors | 2.5 GB/s (0.25× memcpy) | 20 GB/s (0.50× memcpy) | - |" in section
+    assert "| cpu | default | update_inplace | 1.25 GB/s (0.12× memcpy) | 10 GB/s (0.25× memcpy) | 4 GB/s (0.50× memcpy) |" in section
+    assert "| default | cpu | copy_tensors | 5 GB/s (0.50× memcpy) | 30 GB/s (0.75× memcpy) | 6 GB/s (0.75× memcpy) |" in section
+    table = [line for line in section if line.startswith("| cpu") or line.startswith("| default")]
+    assert len(table) == 4 and not any(word in line for line in table for word in ("pass", "fail"))
+
+
+# --- what the spec claims ----------------------------------------------------------------
+
+
+def test_report_md_marks_the_unverified_claims():
+    data = report_data(claims=[claim("memory", True), claim("copy_directions", False, "no run on the hardware yet")])
+    data["ep"]["unverified"] = ["whether the EP lists an EP device"]
+    section = lines_under(markdown.render(data), "## What the spec claims")
+    assert "1 of 2 claims verified" in section[2] and "**1 unverified**" in section[2]
+    assert "| memory | value of memory | yes | lane x |" in section
+    assert "| copy_directions | value of copy_directions | **no** | no run on the hardware yet |" in section
+    assert "- whether the EP lists an EP device" in section
+
+
+def test_report_md_without_an_ep_spec_says_what_the_run_was_checked_against():
+    section = lines_under(markdown.render(report_data(declared=False)), "## What the spec claims")
+    assert "No EP spec: the run was checked against what the EP advertises." in section
+
+
+def test_the_claims_of_an_ep_spec_are_every_claim_with_its_verification_and_sources():
+    catalogue = load_catalogue(known_checks=known_checks())
+    claims = spec_claims(catalogue.ep_spec("cuda"))
+    assert [c["claim"] for c in claims] == list(CLAIMS)
+    by_name = {c["claim"]: c for c in claims}
+    assert by_name["packages"]["verified"] is True and by_name["memory"]["verified"] is False
+    assert "Cuda" in by_name["memory"]["value"] and "CudaPinned" in by_name["memory"]["value"]
+    assert any("29602" in source for source in by_name["memory"]["sources"])
+    assert spec_claims(None) == []
+
+
+# --- an EP without an EP device ----------------------------------------------------------
+
+
+def test_an_ep_without_an_ep_device_advertised_no_memory_info_it_is_not_called_plain_cpu_memory():
+    data = report_data(ep_device=False, pairs=[pair("cpu", "cpu", "not_required", update_inplace={"4KiB": 8.0})])
+    text = markdown.render(data)
+    device_line = next(line for line in text.splitlines() if line.startswith("- device `dev`"))
+    assert f"{NO_EP_DEVICE}: no memory info was advertised" in device_line and "plain CPU memory" not in device_line
+    assert any(line.startswith(NO_EP_DEVICE) and "only plain CPU memory could be probed" in line for line in lines_under(text, "### DevEP"))
+    chain = headless.parse_dom(html.render(data)).by_id("version-chain").text()
+    assert f"{NO_EP_DEVICE}: no memory info was advertised" in chain and "plain CPU memory" not in chain
+
+
+def test_an_ep_device_with_cpu_memory_is_still_plain_cpu_memory():
+    data = report_data()
+    data["devices"][0]["memory"]["default"] = None
+    device_line = next(line for line in markdown.render(data).splitlines() if line.startswith("- device `dev`"))
+    assert "DEFAULT: plain CPU memory; HOST_ACCESSIBLE: none" in device_line
+
+
+# --- diff: status only -------------------------------------------------------------------
+
+
+def test_diff_ignores_throughput_figures_but_not_a_status_change(tmp_path, capsys):
+    old = report_data()
+    new = copy.deepcopy(old)
+    matrix = new["capabilities"][0]
+    matrix["host_memcpy"] = {"4KiB": 1.0, "1MiB": 2.0, "64MiB": 3.0}
+    for entry in matrix["pairs"]:
+        for figures in entry["throughput"].values():
+            figures.update({size: (None if gbps is None else gbps / 10) for size, gbps in figures.items()})
+    del matrix["pairs"][1]["throughput"]["copy_tensors"]
+    result = diff.compare(old, new)
+    assert result.matrix == [] and not result.regressed
+    assert diff.render(result).splitlines()[-1] == "no changes in results or copy matrix"
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    assert cli.main(["diff", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "--json"]) == 0
+    assert "throughput" not in capsys.readouterr().out
+
+    matrix["pairs"][0]["status"] = "broken"
+    assert diff.compare(old, new).regressed
+
+
+@pytest.mark.parametrize("kind", ["json", "text"])
+def test_probe_of_an_ep_without_an_ep_device_says_no_memory_info_was_advertised(monkeypatch, capsys, kind):
+    matrix = {"eps": [{"ep": "CUDAExecutionProvider", "label": "cuda", "onnxruntime": "1.31.1", "ep_device": False,
+                       "unusable": "CUDAExecutionProvider is listed but is not functional here",
+                       "devices": [{"ep": "CUDAExecutionProvider", "device": "cuda", "pairs": [pair("cpu", "cpu", "not_required")],
+                                    "host_memcpy": {"4KiB": 10.0}}]}]}
+    monkeypatch.setattr("conformance.capabilities.probe_eps", lambda *args, **kwargs: matrix)
+    assert cli.main(["probe", "--ep", "cuda"] + (["--json"] if kind == "json" else [])) == 0
+    out = capsys.readouterr().out
+    if kind == "json":
+        assert json.loads(out)["eps"][0]["ep_device"] is False
+        return
+    lines = out.splitlines()
+    assert lines[1] == f"  {NO_EP_DEVICE}: no memory info was advertised; the matrix covers plain CPU memory only"
+    assert lines[2] == "  CUDAExecutionProvider is listed but is not functional here"
+
+
+def test_a_run_of_two_eps_shows_the_claims_of_each():
+    data = report_data(claims=[claim("memory", True)])
+    second = dict(data["ep"], name="OtherEP", label="other", claims=[claim("memory", False)])
+    data["eps"].append(second)
+    text = markdown.render(data)
+    assert "| memory | value of memory | **no** | lane x |" in lines_under(text, "## What the spec claims: OtherEP")
+    dom = headless.parse_dom(html.render(data))
+    assert not dom.by_id("spec-claims-table").find_all("tr", "claim-unverified")
+    assert len(dom.by_id("spec-claims-table-other").find_all("tr", "claim-unverified")) == 1
