@@ -68,8 +68,10 @@ def conformance_run(ep_args: list[str], extra: list[str], repeat: int) -> Run:
 
 def without_isolated_contracts() -> list[str]:
     """pytest arguments deselecting the contracts marked `isolated`: bad requests that may take
-    the process running them down (onnxruntime 1.32 aborts on one of them on the CPU EP), which
-    a run without workers cannot survive. Both sides of the isolation comparison leave them out."""
+    the process running them down (onnxruntime 1.32 aborts on one of them on the CPU EP), so
+    they run in a worker of their own even without isolation. Both sides of the isolation
+    comparison leave them out, so that it compares the checks run in pytest's process with the
+    same checks run in a worker."""
     from conformance.checks import known_checks
     from conformance.spec import load_catalogue
 

@@ -92,7 +92,7 @@ class CheckContext:
             raise NotRun(f"onnxruntime {self.ort.__version__} has no copy_tensors (needs >= 1.23)")
         self.ort.copy_tensors(sources, destinations, None)
 
-    def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> bytes:
+    def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes:
         """The bytes of `value`: CPU values directly, device values through a copy to a
         CPU buffer pre-filled with a sentinel, so a copy that did nothing cannot look right."""
         if self.is_cpu_memory(kind):

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import onnx
 import yaml
-from onnx import helper, numpy_helper
 
 from conformance import data, tensors
 
@@ -59,19 +57,27 @@ def initializer_values(dtype: tensors.DType, shape: tuple[int, ...]):
     return tensors.sample(dtype, shape, seed=INITIALIZER_SEED)
 
 
-def _tensor(name: str, dtype: tensors.DType, shape: tuple[int, ...]) -> onnx.TensorProto:
+def _tensor(name: str, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx.TensorProto":
+    import onnx
+    from onnx import helper, numpy_helper
+
     values = initializer_values(dtype, shape)
     if dtype.name == "string":
         return helper.make_tensor(name, dtype.onnx_type, shape, [s.encode() for s in values.reshape(-1)])
     if dtype.numpy_native:
         return numpy_helper.from_array(values, name)
     tensor = onnx.TensorProto(name=name, data_type=dtype.onnx_type, dims=list(shape))
-    tensor.raw_data = tensors.payload(values, dtype)
+    tensor.raw_data = tensors.payload(values, dtype).tobytes()
     return tensor
 
 
-def build(recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> onnx.ModelProto:
-    def value(name: str) -> onnx.ValueInfoProto:
+def build(recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx.ModelProto":
+    # onnx is imported here, not at the top: a worker whose models are all cached on disk
+    # never builds one, and importing onnx is about 40 ms of its start.
+    import onnx
+    from onnx import helper
+
+    def value(name: str) -> "onnx.ValueInfoProto":
         return helper.make_tensor_value_info(name, dtype.onnx_type, list(shape))
 
     graph = helper.make_graph(

@@ -46,7 +46,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-timeout", metavar="SECONDS", type=float, default=60.0,
                     help="time one check may take before its worker is killed and the check recorded as timeout (default: 60)")
     group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
-                    help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements only)")
+                    help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements "
+                         "only), except contracts marked isolated or own_process (bad requests, the library's lifecycle), which "
+                         "always run in a worker: they can take the process down")
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run; the report says it was a strict run")
@@ -94,8 +96,9 @@ class ConformanceRun:
         # Requests each worker will be asked for, in run order (checks, then the copy probe):
         # sent ahead in one batch so that the worker runs checks while pytest reports earlier
         # ones. Only where this process runs the whole session in order (not an xdist worker,
-        # whose items arrive as the controller schedules them).
-        self.lookahead = self.isolated and self.primary
+        # whose items arrive as the controller schedules them). With --conformance-isolation
+        # none only the worker of the isolated contracts has a plan.
+        self.lookahead = self.primary
         self.plans: dict[Worker, list[Planned]] = {}
         self.plan_position: dict[tuple[Worker, str], int] = {}
 
@@ -143,7 +146,7 @@ class ConformanceRun:
             raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
         # The worker for isolated contracts starts once the main one is ready (two starting
         # side by side slow each other down on a small machine), while pytest collects.
-        isolated = self._launch_isolated(worker) if any(c.isolated for c in self.catalogue.contracts) else None
+        isolated = self._launch_isolated(self._init(name), name) if any(c.isolated for c in self.catalogue.contracts) else None
         return EpUnderTest(name, facts, worker, None, init=self._init(name), isolated_worker=isolated)
 
     def _probe(self, ep: EpUnderTest) -> None:
@@ -166,12 +169,18 @@ class ConformanceRun:
                 return _outcome_of(lambda: worker.request(item.planned().request, what=item.planned().what)["result"])
             finally:
                 worker.close()
-        if not item.ep.worker:
+        if not self._runs_in_worker(item):
             return _outcome_of(lambda: item.ep.runner.run(item.contract.id, item.device["index"], item.params))
         return _outcome_of(lambda: self._collect(self._worker_for(item), item.planned())["result"])
 
     def _worker_for(self, item: "ContractItem") -> Worker:
         return self._isolated_worker(item.ep) if item.contract.isolated else item.ep.worker
+
+    def _runs_in_worker(self, item: "ContractItem") -> bool:
+        """Isolated contracts run in a worker even with --conformance-isolation none: a bad
+        request may abort onnxruntime (as a failed rebind does on the CPU EP of 1.32), and
+        pytest itself must never die. Own-process contracts are not planned (see run_case)."""
+        return not item.contract.own_process and (item.contract.isolated or item.ep.worker is not None)
 
     def _own_worker(self, ep: EpUnderTest) -> Worker:
         """A worker for one case alone (closed after it), even with --conformance-isolation none:
@@ -180,12 +189,12 @@ class ConformanceRun:
 
     def _isolated_worker(self, ep: EpUnderTest) -> Worker:
         if ep.isolated_worker is None:
-            ep.isolated_worker = self._launch_isolated(ep.worker)
+            ep.isolated_worker = self._launch_isolated(ep.init, ep.requested)
         return ep.isolated_worker
 
-    def _launch_isolated(self, main: Worker) -> Worker:
-        log = main.log.with_name(main.log.stem + "-isolated.log") if main.log else None
-        return self._launch(Worker(main.init, timeout=self.timeout, log=log))
+    def _launch_isolated(self, init: dict[str, Any], name: str) -> Worker:
+        log = self.report_dir / f"worker-{_safe(name)}-isolated.log"
+        return self._launch(Worker(init, timeout=self.timeout, log=log))
 
     def _collect(self, worker: Worker, planned: "Planned") -> dict[str, Any]:
         """The worker's reply to `planned`, sending it (and what follows it in the plan) first
@@ -211,7 +220,7 @@ class ConformanceRun:
     def _plan(self, items: list[pytest.Item]) -> None:
         for item in items:
             # Contracts run in a process of their own (own_process) are not sent ahead.
-            if isinstance(item, ContractItem) and item.ep.worker and not item.contract.own_process and item.decision() is None:
+            if isinstance(item, ContractItem) and self._runs_in_worker(item) and item.decision() is None:
                 self.plans.setdefault(self._worker_for(item), []).append(item.planned())
         for ep in self.eps:
             if ep.worker:

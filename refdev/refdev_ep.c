@@ -67,6 +67,7 @@ typedef enum {
   FAULT_CLAIM_NOTHING,
   FAULT_WRONG_COMPUTE,
   FAULT_UNREGISTER_CRASH,
+  FAULT_HOST_ACCESSIBLE_AS_DEVICE,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -75,13 +76,13 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "no-d2d",     "no-d2h",           "no-h2d",     "wrong-memory",
     "cpu-default", "host-accessible-inputs", "alloc-fail", "abort",
     "hang",       "slow-d2d",         "claim-nothing", "wrong-compute",
-    "unregister-crash",
+    "unregister-crash", "host-accessible-as-device",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
-  "wrong-compute, unregister-crash"
+  "wrong-compute, unregister-crash, host-accessible-as-device"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -815,11 +816,19 @@ static OrtStatus* view_of(refdev_factory* f, const OrtValue* v, tensor_view* tv,
   return NULL;
 }
 
+/* Whether a kernel reads and writes memory of `kind` in the device's scrambled format.
+ * onnxruntime hands the kernels HOST_ACCESSIBLE inputs and bound outputs as they are (no copy);
+ * host-accessible-as-device treats them as device memory, so the EP misreads what the CPU wrote
+ * there and leaves scrambled results where the CPU reads them. Copies stay right. */
+static bool kernel_sees_device_format(mem_kind kind) {
+  return kind == MEM_DEVICE || (kind == MEM_HOST && current_fault() == FAULT_HOST_ACCESSIBLE_AS_DEVICE);
+}
+
 /* Copies true float values out of (possibly scrambled) memory. */
 static void decode(const void* src, mem_kind kind, float* out, size_t count) {
   size_t bytes = count * sizeof(float);
   memcpy(out, src, bytes);
-  if (kind == MEM_DEVICE) {
+  if (kernel_sees_device_format(kind)) {
     unsigned char* b = (unsigned char*)out;
     for (size_t i = 0; i < bytes; ++i) b[i] ^= (unsigned char)REFDEV_KEY;
   }
@@ -828,7 +837,7 @@ static void decode(const void* src, mem_kind kind, float* out, size_t count) {
 static void encode(const float* in, mem_kind kind, void* dst, size_t count) {
   size_t bytes = count * sizeof(float);
   memcpy(dst, in, bytes);
-  if (kind == MEM_DEVICE) {
+  if (kernel_sees_device_format(kind)) {
     unsigned char* b = (unsigned char*)dst;
     for (size_t i = 0; i < bytes; ++i) b[i] ^= (unsigned char)REFDEV_KEY;
   }
@@ -1089,7 +1098,8 @@ REFDEV_EXPORT OrtStatus* CreateEpFactories(const char* registered_name, const Or
   f->logger = default_logger;
   snprintf(f->registered_name, sizeof f->registered_name, "%s", registered_name ? registered_name : "");
   f->fault = fault;
-  f->host_enabled = env_flag("ORT_REFDEV_HOST_ACCESSIBLE") || fault == FAULT_HOST_ACCESSIBLE_INPUTS;
+  f->host_enabled = env_flag("ORT_REFDEV_HOST_ACCESSIBLE") || fault == FAULT_HOST_ACCESSIBLE_INPUTS ||
+                    fault == FAULT_HOST_ACCESSIBLE_AS_DEVICE;
   f->default_vendor = fault == FAULT_WRONG_MEMORY ? REFDEV_WRONG_VENDOR_ID : REFDEV_VENDOR_ID;
   f->default_type = fault == FAULT_CPU_DEFAULT ? OrtMemoryInfoDeviceType_CPU : OrtMemoryInfoDeviceType_GPU;
 

@@ -33,6 +33,8 @@ FAULTS = {
     "abort": ("non_conformant", set(), "crash"),
     "hang": ("non_conformant", set(), "timeout"),
     "unregister-crash": ("non_conformant", {"lifecycle.plugin-library"}, "crash"),
+    # Also advertises HOST_ACCESSIBLE memory, which refdev's spec does not declare.
+    "host-accessible-as-device": ("non_conformant", {"iobinding.host-accessible-in-place", "memory-info.declaration"}, "fail"),
 }
 
 # Findings against onnxruntime 1.32 itself, whatever the EP does: copy_tensors and
@@ -165,6 +167,8 @@ def test_host_accessible_memory_is_checked_when_advertised(refdev_library, tmp_p
     outcomes = {(r["contract"], r["params"].get("memory", r["params"].get("dtype"))): r["outcome"] for r in report["results"]}
     assert outcomes[("copy.host-accessible-alias", "float32")] == "pass"
     assert outcomes[("memory-info.allocatable", "host_accessible")] == "pass"
+    assert outcomes[("iobinding.host-accessible-in-place", "float32")] == "pass"
+    assert len([r for r in report["results"] if r["contract"] == "iobinding.host-accessible-in-place" and r["outcome"] == "pass"]) == 2
     # refdev's spec declares no HOST_ACCESSIBLE memory, so the build now contradicts it.
     assert "memory-info.declaration" in broken(report, "fail")
 

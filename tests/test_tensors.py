@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -157,4 +160,32 @@ def test_payload_of_4_bit_types_is_the_packed_byte_count():
 
 def test_payload_of_a_non_contiguous_array_is_its_logical_bytes():
     values = np.arange(12, dtype=np.int16).reshape(3, 4)
-    assert payload(values.T, DTYPES["int16"]) == np.ascontiguousarray(values.T).tobytes()
+    assert payload(values.T, DTYPES["int16"]).tobytes() == np.ascontiguousarray(values.T).tobytes()
+
+
+TENSORPROTO_NAMES = {"float32": "FLOAT", "float64": "DOUBLE"}  # the others are the kit's names in capitals
+
+
+def test_onnx_type_ids_are_onnx_own():
+    from onnx import TensorProto
+
+    for dtype in DTYPES.values():
+        assert dtype.onnx_type == getattr(TensorProto, TENSORPROTO_NAMES.get(dtype.name, dtype.name.upper())), dtype.name
+
+
+def test_payload_is_a_view_and_compare_takes_views_and_bytes():
+    values = np.arange(1 << 20, dtype=np.float32)
+    view = payload(values, DTYPES["float32"])
+    assert view.ctypes.data == values.ctypes.data and not view.flags.writeable  # no copy of 4 MiB
+    assert compare(view, values.tobytes()) is None
+    changed = values.copy()
+    changed[-1] = -1.0  # the last byte pair lies in the 64-bit bulk; an odd length has a tail too
+    diff = compare(view, payload(changed, DTYPES["float32"]))
+    assert diff is not None and diff.differing >= 1 and diff.first[0][0] >= values.nbytes - 4
+    assert compare(b"abcdefghi", b"abcdefghj").first == [(8, ord("i"), ord("j"))]
+
+
+def test_importing_the_type_table_and_the_model_cache_does_not_import_onnx():
+    code = "import sys, conformance.tensors, conformance.models, conformance.context; print('onnx' in sys.modules)"
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert completed.stdout.strip() == "False", completed.stderr

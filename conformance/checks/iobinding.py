@@ -45,6 +45,57 @@ def in_place(ctx, recipe: str, dtype: str, shape: str, memory: str = "default") 
                         actual=diff.describe(), memory={memory: ctx.memory_facts(memory)}, reproducer=snippet)
 
 
+@check("iobinding.host-accessible-in-place")
+def host_accessible_in_place(ctx, binding: str, recipe: str = "relu", dtype: str = "float32", shape: str = "7x13") -> Iterator[Violation]:
+    """Binds a HOST_ACCESSIBLE value as the session's input or its output (the other end on
+    the CPU). The CPU writes that input and reads that output through numpy() in place, never
+    through copy_tensors, so the values are right only if the EP read and wrote the memory as
+    the host memory it is."""
+    ctx.require_memory("host_accessible")
+    dt = tensors.DTYPES[dtype]
+    shp = tensors.parse_shape(shape, dt)
+    info = ctx.session(recipe, dt, shp)
+    ctx.require_nodes_on_ep(info)
+    (values,) = small_integers(("x",), dt, shp).values()
+    expected = tensors.payload(reference(recipe, {"x": values}).astype(dt.storage), dt)
+    landing = tensors.sentinel(dt, shp, OUTPUT_SENTINEL)
+    with ctx.precondition("writing a HOST_ACCESSIBLE value through numpy()"):
+        source = _written_in_place(ctx, values, dt) if binding == "input" else ctx.wrap_cpu(values, dt)
+        output = _written_in_place(ctx, landing, dt) if binding == "output" else ctx.wrap_cpu(landing, dt)
+    bindings = info.session.io_binding()
+    bindings.bind_ortvalue_input(info.session.get_inputs()[0].name, source)
+    bindings.bind_ortvalue_output(info.session.get_outputs()[0].name, output)
+    info.session.run_with_iobinding(bindings)
+    ha = ctx.memory_expr("host_accessible")
+    snippet = (f"{ctx.preamble()}\n# s: a session of {info.model_path}\nb = s.io_binding()\n"
+               f"x = np.random.default_rng(11).integers(-8, 9, size={list(shp)}).astype(np.{dt.storage.name})\n"
+               f"v = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info={ha})\n"
+               + ("v.numpy()[...] = x\nb.bind_ortvalue_input('x', v); b.bind_output('y')\n" if binding == "input" else
+                  "b.bind_cpu_input('x', x); b.bind_ortvalue_output('y', v)\n")
+               + f"s.run_with_iobinding(b)\nprint(b.get_outputs()[0].numpy(), np.maximum(x, 0))")
+    memory = {"host_accessible": ctx.memory_facts("host_accessible")}
+    produced = bindings.get_outputs()[0]
+    if produced.data_ptr() != output.data_ptr():
+        yield Violation("the bound output was not used in place", expected=f"0x{output.data_ptr():x}",
+                        actual=f"0x{produced.data_ptr():x}", memory=memory, reproducer=snippet)
+    diff = tensors.compare(expected, tensors.payload(output.numpy() if binding == "output" else landing, dt))
+    if diff:
+        where = "read in place from the HOST_ACCESSIBLE output" if binding == "output" else "computed from the HOST_ACCESSIBLE input"
+        yield Violation(f"the result {where} is wrong: {diff.describe()}", expected=f"numpy's {recipe} of the input",
+                        actual=diff.describe(), memory=memory, reproducer=snippet)
+
+
+def _written_in_place(ctx, storage, dt: tensors.DType):
+    """A HOST_ACCESSIBLE value holding `storage`'s values, written by the CPU through numpy()."""
+    value = ctx.allocate("host_accessible", dt, storage.shape)
+    view = value.numpy()
+    if view.ctypes.data != value.data_ptr():
+        raise NotRun("numpy() of a HOST_ACCESSIBLE value does not alias it (see copy.host-accessible-alias), "
+                     "so the CPU cannot write it in place")
+    view[...] = storage
+    return value
+
+
 # --- bad bindings (refused clearly) and rebinds after them --------------------------------
 
 BINDING_RECIPE, BINDING_SHAPE = "relu", (2, 3)
