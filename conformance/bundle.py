@@ -12,6 +12,7 @@ results give. It checks consistency, not authorship: the bundle is not signed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -29,12 +30,23 @@ from conformance.outcomes import Outcome, Result, counts, verdict
 SCHEMA = "ort-ep-conformance/bundle/1"
 MANIFEST = "manifest.json"
 REQUIRED_FILES = ("report.json", "report.md", "report.html", "junit.xml")
+MANIFEST_SOURCES = ("ep", "onnxruntime", "kit_version", "devices", "verdict", "run")  # report.json keys the manifest copies
 REPORT_KEYS = ("schema", "kit_version", "onnxruntime", "ep", "devices", "verdict", "summary", "results", "capabilities")
 NEEDS_A_REASON = (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE, Outcome.WAIVED, Outcome.KNOWN_ISSUE)
 
 
 class BundleError(Exception):
-    """The bundle cannot be written: a missing input, said in one line."""
+    """A bundle that cannot be written or read: the file at fault and what is wrong with it."""
+
+    def __init__(self, path: Path | str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = str(path)
+        self.message = message
+
+
+def reason_of(exc: Exception) -> str:
+    """An OSError in a few words ("No such file or directory"), without repeating the path."""
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def sha256(data: bytes) -> str:
@@ -43,19 +55,35 @@ def sha256(data: bytes) -> str:
 
 def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
     if not (report_dir / "report.json").is_file():
-        raise BundleError(f"no report.json in {report_dir}: run `pytest --ep NAME --conformance-report {report_dir}` first")
+        raise BundleError(report_dir, f"no report.json: run `pytest --ep NAME --conformance-report {report_dir}` first")
     if not junit_file.is_file():
-        raise BundleError(f"no JUnit file at {junit_file}: run pytest with --junitxml={junit_file}, or give --junit FILE")
-    files = {name: (report_dir / name).read_bytes() for name in REQUIRED_FILES[:3] if (report_dir / name).is_file()}
-    missing = [name for name in REQUIRED_FILES[:3] if name not in files]
+        raise BundleError(junit_file, f"no JUnit file: run pytest with --junitxml={junit_file}, or give --junit FILE")
+    missing = [name for name in REQUIRED_FILES[:3] if not (report_dir / name).is_file()]
     if missing:
-        raise BundleError(f"{report_dir} lacks {', '.join(missing)}: rerun the conformance run with this kit")
-    files["junit.xml"] = junit_file.read_bytes()
-    for path in sorted((report_dir / "models").glob("*.onnx")):
-        files[f"models/{path.name}"] = path.read_bytes()
-    for path in sorted(report_dir.glob("worker-*.log")):
-        files[f"logs/{path.name}"] = path.read_bytes()
+        raise BundleError(report_dir, f"lacks {', '.join(missing)}: rerun the conformance run with this kit")
+    sources = {name: report_dir / name for name in REQUIRED_FILES[:3]}
+    sources["junit.xml"] = junit_file
+    sources.update((f"models/{path.name}", path) for path in sorted((report_dir / "models").glob("*.onnx")))
+    sources.update((f"logs/{path.name}", path) for path in sorted(report_dir.glob("worker-*.log")))
+    files = {}
+    for name, path in sources.items():
+        try:
+            files[name] = path.read_bytes()
+        except OSError as exc:
+            raise BundleError(path, f"cannot be read: {reason_of(exc)}") from None
     return files
+
+
+def _report(files: dict[str, bytes], report_dir: Path) -> dict[str, Any]:
+    """report.json's data, with the keys the manifest is made of."""
+    try:
+        report = json.loads(files["report.json"])
+    except ValueError as exc:
+        raise BundleError(report_dir / "report.json", f"not JSON: {exc}") from None
+    missing = [key for key in MANIFEST_SOURCES if key not in report] if isinstance(report, dict) else list(MANIFEST_SOURCES)
+    if missing:
+        raise BundleError(report_dir / "report.json", f"not a conformance report: no {', '.join(missing)}")
+    return report
 
 
 def manifest(report: dict[str, Any], files: dict[str, bytes], vendor: str | None) -> dict[str, Any]:
@@ -79,16 +107,23 @@ def manifest(report: dict[str, Any], files: dict[str, bytes], vendor: str | None
 
 def write(report_dir: Path, output: Path, *, junit_file: Path | None = None, vendor: str | None = None) -> dict[str, Any]:
     files = _inputs(report_dir, junit_file or report_dir / "junit.xml")
-    data = manifest(json.loads(files["report.json"]), files, vendor)
+    data = manifest(_report(files, report_dir), files, vendor)
     files[MANIFEST] = (json.dumps(data, indent=2) + "\n").encode()
-    output.parent.mkdir(parents=True, exist_ok=True)
+    if output.is_dir():
+        raise BundleError(output, "is a folder: give the archive's file name")
     temporary = output.with_name(f".{output.name}.partial")
-    with tarfile.open(temporary, "w:gz") as archive:
-        for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
-            archive.addfile(info, io.BytesIO(files[name]))
-    temporary.replace(output)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(temporary, "w:gz") as archive:
+            for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
+                archive.addfile(info, io.BytesIO(files[name]))
+        temporary.replace(output)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise BundleError(output, f"cannot be written: {reason_of(exc)}") from None
     return data
 
 
@@ -111,17 +146,19 @@ def read(bundle: Path) -> dict[str, bytes]:
             members = [m for m in archive.getmembers() if m.isfile()]
             unsafe = [m.name for m in members if m.name.startswith("/") or ".." in Path(m.name).parts]
             if unsafe:
-                raise BundleError(f"{bundle}: unsafe member names {unsafe}")
+                raise BundleError(bundle, f"unsafe member names {unsafe}")
             return {m.name: archive.extractfile(m).read() for m in members}
-    except (tarfile.TarError, OSError) as exc:
-        raise BundleError(f"{bundle} is not a readable bundle: {exc}") from None
+    except tarfile.TarError:
+        raise BundleError(bundle, "not a bundle (a .tar.gz archive written by `ort-conformance bundle`)") from None
+    except OSError as exc:
+        raise BundleError(bundle, f"cannot be read: {reason_of(exc)}") from None
 
 
 def verify(bundle: Path, *, required_contracts: set[str] | None = None) -> list[Problem]:
     try:
         files = read(bundle)
     except BundleError as exc:
-        return [Problem(str(bundle), str(exc))]
+        return [Problem(exc.path, exc.message)]
     try:
         data = json.loads(files[MANIFEST])
     except KeyError:
@@ -146,10 +183,15 @@ def verify(bundle: Path, *, required_contracts: set[str] | None = None) -> list[
 def check_library(bundle: Path, library: Path) -> list[Problem]:
     """Whether `library` is the EP library the bundle's run loaded."""
     try:
-        declared = json.loads(read(bundle)[MANIFEST])["ep"].get("library_sha256")
         actual = sha256(library.read_bytes())
-    except (BundleError, KeyError, ValueError, OSError) as exc:
-        return [Problem(str(library), f"cannot compare with the bundle: {exc}")]
+    except OSError as exc:
+        return [Problem(str(library), f"cannot be read: {reason_of(exc)}")]
+    try:
+        declared = json.loads(read(bundle)[MANIFEST])["ep"].get("library_sha256")
+    except (BundleError, LookupError, ValueError, TypeError, AttributeError):
+        return []  # verify() says what is wrong with the bundle or its manifest
+    if declared is None:
+        return [Problem(str(library), "the bundle's run loaded no EP library")]
     if declared != actual:
         return [Problem(str(library), f"sha256 {actual} is not the bundle's EP library ({declared})")]
     return []

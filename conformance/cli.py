@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 from conformance import __version__
+from conformance.bundle import reason_of
+from conformance.options import ep_options, seconds
 
 EXAMPLES = """\
 examples:
@@ -47,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     probe.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first")
     probe.add_argument("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option; repeatable")
     probe.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    probe.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="time one EP may take (default: 60)")
+    probe.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS", help="time one EP may take (default: 60)")
 
     catalogue = commands.add_parser("catalogue", help="generate the contract catalogue (Markdown) from the YAML")
     catalogue.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
@@ -108,13 +110,11 @@ def _probe(args) -> int:
     from conformance.isolation import WorkerLost, WorkerRefused
     from conformance.capabilities import probe_eps
 
-    options = {}
-    for pair in args.ep_option:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            print(f"ort-conformance: --ep-option expects KEY=VALUE, got {pair!r}", file=sys.stderr)
-            return 2
-        options[key] = value
+    try:
+        options = ep_options(args.ep_option)
+    except ValueError as exc:
+        print(f"ort-conformance: {exc}", file=sys.stderr)
+        return 2
     if args.ep_library and not args.ep:
         print("ort-conformance: --ep-library needs --ep naming the EP the library provides", file=sys.stderr)
         return 2
@@ -164,16 +164,29 @@ def _catalogue(args) -> int:
         if not args.output:
             print("ort-conformance: --check needs --output FILE", file=sys.stderr)
             return 2
-        current = Path(args.output).read_text(encoding="utf-8") if Path(args.output).exists() else ""
+        try:
+            current = Path(args.output).read_text(encoding="utf-8") if Path(args.output).exists() else ""
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"ort-conformance: {args.output}: cannot be read: {reason_of(exc)}", file=sys.stderr)
+            return 2
         if current != text:
             print(f"{args.output} is stale: regenerate it with `ort-conformance catalogue -o {args.output}`", file=sys.stderr)
             return 1
         print(f"{args.output} is up to date")
         return 0
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
+    return _emit(text, args.output)
+
+
+def _emit(text: str, output: str | None) -> int:
+    """Writes `text` to `output` (stdout when None); a file that cannot be written is exit 2."""
+    if not output:
         sys.stdout.write(text)
+        return 0
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"ort-conformance: {output}: cannot be written: {reason_of(exc)}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -183,8 +196,8 @@ def _bundle(args) -> int:
     report_dir = Path(args.report_dir)
     try:
         name = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))["ep"].get("label") or "ep"
-    except (OSError, ValueError, KeyError):
-        name = "ep"
+    except (OSError, ValueError, LookupError, TypeError, AttributeError):
+        name = "ep"  # write() below says what is wrong with the report
     output = Path(args.output or f"conformance-{name}.tar.gz")
     try:
         data = bundle.write(report_dir, output, junit_file=Path(args.junit) if args.junit else None, vendor=args.vendor)
@@ -235,13 +248,9 @@ def _diff(args) -> int:
     from conformance.bundle import BundleError
 
     try:
-        old, new = diff.load(Path(args.old)), diff.load(Path(args.new))
-        result = diff.compare(old, new)
+        result = diff.compare(diff.load(Path(args.old)), diff.load(Path(args.new)))
     except BundleError as exc:
         print(f"ort-conformance: {exc}", file=sys.stderr)
-        return 2
-    except (KeyError, TypeError) as exc:
-        print(f"ort-conformance: not a conformance report: missing {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.json else diff.render(result))
     return 1 if result.regressed else 0
@@ -257,12 +266,10 @@ def _found(args) -> int:
     except (ReportError, SpecErrors) as exc:
         print(f"ort-conformance: {exc}", file=sys.stderr)
         return 1
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+    status = _emit(text, args.output)
+    if args.output and status == 0:
         print(f"wrote {args.output} from {len(args.reports)} reports")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return status
 
 
 if __name__ == "__main__":

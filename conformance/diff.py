@@ -14,25 +14,49 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.bundle import BundleError, read
+from conformance.bundle import REPORT_KEYS, BundleError, read, reason_of
 
 BAD = ("fail", "crash", "timeout", "error")
 # Copy statuses from better to worse; a step down from a working status is a regression.
 MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "required_but_missing": 2, "broken": 2}
 
 
+# What compare() reads of each result (of the report, it reads interface keys alone).
+RESULT_KEYS = ("ep", "device", "contract", "params", "outcome", "message", "subject")
+
+
 def load(path: Path) -> dict[str, Any]:
-    """report.json's data from a report file, a folder holding one, or a bundle."""
+    """report.json's data from a report file, a folder holding one, or a bundle; BundleError
+    when there is none, or when it lacks what compare() reads."""
+    if path.is_dir():
+        path = path / "report.json"
     try:
-        if path.is_dir():
-            path = path / "report.json"
         if path.suffix == ".json":
-            return json.loads(path.read_text(encoding="utf-8"))
-        return json.loads(read(path)["report.json"])
+            report = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            report = json.loads(read(path)["report.json"])
     except KeyError:
-        raise BundleError(f"{path}: the bundle holds no report.json") from None
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"{path}: not a report or a bundle: {exc}") from None
+        raise BundleError(path, "the bundle holds no report.json") from None
+    except UnicodeDecodeError:
+        raise BundleError(path, "not a report.json (not UTF-8 text)") from None
+    except ValueError as exc:
+        raise BundleError(path, f"not JSON: {exc}") from None
+    except OSError as exc:
+        raise BundleError(path, f"cannot be read: {reason_of(exc)}") from None
+    _check_shape(path, report)
+    return report
+
+
+def _check_shape(path: Path, report: Any) -> None:
+    if not isinstance(report, dict):
+        raise BundleError(path, f"not a conformance report: a JSON {type(report).__name__}, not an object")
+    missing = [key for key in REPORT_KEYS if key not in report]
+    if missing:
+        raise BundleError(path, f"not a conformance report: no {', '.join(missing)}")
+    for index, result in enumerate(report["results"]):
+        lacks = [key for key in RESULT_KEYS if key not in result] if isinstance(result, dict) else list(RESULT_KEYS)
+        if lacks:
+            raise BundleError(path, f"results[{index}] lacks {', '.join(lacks)}")
 
 
 def _key(result: dict[str, Any]) -> tuple:

@@ -164,10 +164,15 @@ def _listed(ort, provider: str) -> bool:
 
 
 def _register_library(ort, target: EpTarget, path: str, registration: str) -> None:
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise EpUnavailable(f"EP library not found: {path}")
+    if not os.path.isfile(path):
+        raise EpUnavailable(f"EP library {path} is not a file (a shared library is expected)")
     target.library = os.path.abspath(path)
-    target.library_sha256 = sha256_of(path)
+    try:
+        target.library_sha256 = sha256_of(path)
+    except OSError as exc:
+        raise EpUnavailable(f"EP library {path} cannot be read: {exc.strerror or exc}") from None
     target.registration = registration
     try:
         ort.register_execution_provider_library(registration, target.library)

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from conformance.bundle import REPORT_KEYS
 from conformance.contracts import CLAIMS, Catalogue, EpSpec, KnownIssue
 from conformance.eps import memory_label
 
@@ -37,8 +38,12 @@ def load_reports(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
             data = json.loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise ReportError(f"{path}: cannot read a report: {exc}") from None
-        if not str(data.get("schema", "")).startswith("ort-ep-conformance/report/"):
-            raise ReportError(f"{path}: not an ort-ep-conformance report (schema {data.get('schema')!r})")
+        schema = data.get("schema") if isinstance(data, dict) else None
+        if not str(schema or "").startswith("ort-ep-conformance/report/"):
+            raise ReportError(f"{path}: not an ort-ep-conformance report (schema {schema!r})")
+        missing = [key for key in REPORT_KEYS if key not in data]
+        if missing:
+            raise ReportError(f"{path}: an incomplete report: no {', '.join(missing)}")
         loaded.append((file.parent.name, data))
     return loaded
 

@@ -20,6 +20,7 @@ from conformance import applicability, report
 from conformance.checks import CHECKS, load_all
 from conformance.contracts import Catalogue, Contract
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
+from conformance.options import ep_options, seconds
 from conformance.outcomes import Outcome, Result
 from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
 from conformance import strict as strict_rules
@@ -43,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="provider option for the EP (keys starting with 'session.' become session config entries); repeatable")
     group.addoption("--conformance-report", metavar="DIR", default="reports",
                     help="folder for report.json, report.md, report.html and the models used (default: reports/)")
-    group.addoption("--conformance-timeout", metavar="SECONDS", type=float, default=60.0,
+    group.addoption("--conformance-timeout", metavar="SECONDS", type=seconds, default=60.0,
                     help="time one check may take before its worker is killed and the check recorded as timeout (default: 60)")
     group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
                     help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements only)")
@@ -300,13 +301,10 @@ def _safe(name: str) -> str:
 
 
 def _parse_options(pairs: list[str]) -> dict[str, str]:
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise pytest.UsageError(f"--ep-option expects KEY=VALUE, got {pair!r}")
-        options[key] = value
-    return options
+    try:
+        return ep_options(pairs)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _user_spec_args(config: pytest.Config) -> list[str]:

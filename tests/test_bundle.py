@@ -136,13 +136,13 @@ def test_verify_names_a_verdict_the_results_do_not_give(cpu_bundle, tmp_path, ca
 def test_bundle_without_junit_is_one_clear_error(tmp_path, capsys):
     (tmp_path / "report.json").write_text("{}")
     assert cli.main(["bundle", "--report-dir", str(tmp_path), "-o", str(tmp_path / "x.tar.gz")]) == 2
-    assert "no JUnit file at" in capsys.readouterr().err
+    assert "no JUnit file" in capsys.readouterr().err
 
 
 def test_verify_of_something_that_is_not_a_bundle_is_one_clear_error(tmp_path, capsys):
     (tmp_path / "x.tar.gz").write_bytes(b"not a tar")
     code, output = verify(tmp_path / "x.tar.gz", capsys)
-    assert code == 1 and "is not a readable bundle" in output and "Traceback" not in output
+    assert code == 1 and "not a bundle" in output and "Traceback" not in output
 
 
 def test_diff_of_a_run_with_itself_exits_zero(cpu_bundle, capsys):

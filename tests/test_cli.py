@@ -137,3 +137,130 @@ def test_probe_library_call_returns_the_matrix_even_after_its_module_is_imported
     matrix = conformance.probe("cpu", timeout=60)
     (device,) = matrix["eps"][0]["devices"]
     assert [(p["source"], p["destination"], p["status"]) for p in device["pairs"]] == [("cpu", "cpu", "not_required")]
+
+
+# --- bad input: one clear message naming the file, a non-zero exit, never a traceback ----------
+
+MINIMAL_REPORT = {"ep": {"name": "CPUExecutionProvider"}, "onnxruntime": {"version": "1"}, "kit_version": "0", "devices": [],
+                  "verdict": "conformant", "run": {"platform": "linux", "python": "3"}}
+
+
+def bad_inputs(folder) -> dict[str, object]:
+    """Files a user may pass by mistake, by what is wrong with them."""
+    (folder / "folder").mkdir()
+    (folder / "empty.json").write_text("")
+    (folder / "corrupt.json").write_text("{bad")
+    (folder / "list.json").write_text("[1, 2]")
+    (folder / "object.json").write_text('{"schema": "ort-ep-conformance/report/1"}')
+    (folder / "not-a-bundle.tar.gz").write_text("hello")
+    return {name: folder / name for name in ("missing.json", "folder", "empty.json", "corrupt.json", "list.json", "object.json", "not-a-bundle.tar.gz")}
+
+
+def one_clear_error(capsys, path) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and str(path) in err, err
+    return err
+
+
+@pytest.mark.parametrize("what", ["missing.json", "folder", "empty.json", "corrupt.json", "list.json", "object.json", "not-a-bundle.tar.gz"])
+def test_diff_of_something_that_is_not_a_report_exits_2_naming_it(tmp_path, capsys, what):
+    path = bad_inputs(tmp_path)[what]
+    assert cli.main(["diff", str(path), str(path)]) == 2
+    err = one_clear_error(capsys, path)
+    assert err.count("\n") == 1  # one line, even for tarfile's multi-line complaint
+
+
+@pytest.mark.parametrize("what", ["missing.json", "folder", "empty.json", "corrupt.json", "list.json", "object.json"])
+def test_found_of_something_that_is_not_a_report_exits_1_naming_it(tmp_path, capsys, what):
+    path = bad_inputs(tmp_path)[what]
+    assert cli.main(["found", str(path)]) == 1
+    one_clear_error(capsys, path)
+
+
+@pytest.mark.parametrize("what", ["missing.json", "folder", "empty.json", "not-a-bundle.tar.gz"])
+def test_verify_of_something_that_is_not_a_bundle_is_one_problem(tmp_path, capsys, what):
+    path = bad_inputs(tmp_path)[what]
+    assert cli.main(["verify", str(path)]) == 1
+    err = one_clear_error(capsys, path)
+    assert err.splitlines()[-1] == f"{path}: 1 problem"
+
+
+def report_dir(folder, report) -> str:
+    folder.mkdir()
+    (folder / "report.json").write_text(report if isinstance(report, str) else json.dumps(report))
+    for name in ("report.md", "report.html", "junit.xml"):
+        (folder / name).write_text("")
+    return str(folder)
+
+
+@pytest.mark.parametrize("report", ["{bad", "[]", "{}"], ids=["corrupt", "list", "empty-object"])
+def test_bundle_of_a_report_that_is_not_one_exits_2_naming_it(tmp_path, capsys, report):
+    assert cli.main(["bundle", "--report-dir", report_dir(tmp_path / "run", report), "-o", str(tmp_path / "b.tar.gz")]) == 2
+    one_clear_error(capsys, tmp_path / "run" / "report.json")
+    assert not (tmp_path / "b.tar.gz").exists()
+
+
+def test_bundle_to_a_place_it_cannot_write_exits_2_naming_it(tmp_path, capsys):
+    run = report_dir(tmp_path / "run", MINIMAL_REPORT)
+    (tmp_path / "a-file").write_text("")
+    for output in (tmp_path / "run", tmp_path / "a-file" / "b.tar.gz"):
+        assert cli.main(["bundle", "--report-dir", run, "-o", str(output)]) == 2
+        one_clear_error(capsys, output)
+    assert cli.main(["bundle", "--report-dir", run, "-o", str(tmp_path / "b.tar.gz")]) == 0  # the same run, written where it can be
+
+
+def test_verify_with_a_library_that_cannot_be_read_names_it(tmp_path, capsys):
+    path = bad_inputs(tmp_path)["not-a-bundle.tar.gz"]
+    assert cli.main(["verify", str(path), "--library", str(tmp_path / "folder")]) == 1
+    assert f"{tmp_path / 'folder'}: cannot be read: Is a directory" in one_clear_error(capsys, path)
+
+
+@pytest.fixture(scope="module")
+def cpu_report(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cpu")
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep=cpu", "--conformance-report", str(folder / "cpu")],
+                   cwd=folder, capture_output=True, timeout=300)
+    return folder / "cpu" / "report.json"
+
+
+@pytest.mark.parametrize("command", ["catalogue", "found"])
+def test_output_to_a_place_that_cannot_be_written_exits_2_naming_it(tmp_path, capsys, command, request):
+    arguments = [command, str(request.getfixturevalue("cpu_report"))] if command == "found" else [command]
+    (tmp_path / "a-file").write_text("")
+    for output in (tmp_path, tmp_path / "a-file" / "out.md"):
+        assert cli.main([*arguments, "-o", str(output)]) == 2
+        assert "cannot be written" in one_clear_error(capsys, output)
+    assert cli.main([*arguments, "-o", str(tmp_path / "out.md")]) == 0
+
+
+def test_catalogue_check_of_a_file_that_is_not_text_exits_2(tmp_path, capsys):
+    (tmp_path / "contracts.md").write_bytes(b"\x8b\xff")
+    assert cli.main(["catalogue", "--check", "-o", str(tmp_path / "contracts.md")]) == 2
+    assert "cannot be read" in one_clear_error(capsys, tmp_path / "contracts.md")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_probe_timeout_must_be_seconds_above_zero(capsys, value):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["probe", "--ep", "cpu", "--timeout", value])
+    assert exit_info.value.code == 2
+    assert f"argument --timeout: expects a number of seconds" in capsys.readouterr().err
+
+
+def test_probe_option_without_a_key_is_a_usage_error(capsys):
+    assert cli.main(["probe", "--ep", "cpu", "--ep-option", "=1"]) == 2
+    assert "--ep-option expects KEY=VALUE, got '=1'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("library, message", [
+    ("missing.so", "EP library not found: {}"),
+    ("folder", "EP library {} is not a file"),
+    ("corrupt.json", "onnxruntime could not load EP library {}"),
+])
+def test_probe_library_that_is_not_a_shared_library_exits_2_naming_it(tmp_path, library, message):
+    path = tmp_path / library
+    bad_inputs(tmp_path)
+    completed = probe("--ep", "refdev", "--ep-library", str(path))
+    assert completed.returncode == 2
+    assert completed.stderr.startswith("ort-conformance: " + message.format(path)), completed.stderr
+    assert "Traceback" not in completed.stderr

@@ -353,6 +353,19 @@ def test_malformed_ep_option_is_a_usage_error(pytester):
     assert "--ep-option expects KEY=VALUE, got 'novalue'" in result.stderr.str()
 
 
+@pytest.mark.parametrize("option", ["--ep-option==1", "--conformance-timeout=0", "--conformance-timeout=-1", "--conformance-timeout=nan",
+                                    "--conformance-timeout=soon", "--ep-library=missing.so", "--ep-library=.", "--ep-library=bad.so",
+                                    "--conformance-isolation=sometimes"])
+def test_bad_option_values_are_usage_errors_without_traceback(pytester, option):
+    pytester.makefile(".so", bad="not a shared library")
+    result = pytester.runpytest_subprocess(*BASE, "--ep=refdev", option, timeout=TIMEOUT)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    name, _, value = option.partition("=")
+    assert (value in output) if name in ("--ep-option", "--ep-library") else f"argument {name}:" in output
+
+
 # --- (f) vendor contracts on the command line ------------------------------------------------
 
 
