@@ -249,7 +249,13 @@ class ConformanceRun:
         self.collected = max(self.collected, session.testscollected)
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
         for ep in self.eps:
-            self._probe(ep)
+            if interrupted:
+                # The user asked to stop: the report is written now, not after a probe that may
+                # wait for a hung worker (up to twice --conformance-timeout).
+                ep.capabilities = [{"ep": ep.facts["provider"], "device": d["label"], "error": "not probed: the run was interrupted", "pairs": []}
+                                   for d in ep.facts["devices"]]
+            else:
+                self._probe(ep)
         data = report.build(self, interrupted=interrupted)
         self.written = report.write_all(data, self.report_dir)
         self.verdict = data["verdict"]

@@ -7,9 +7,12 @@ scenarios that need their own command line run through `pytester.runpytest_subpr
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -364,6 +367,52 @@ def test_bad_option_values_are_usage_errors_without_traceback(pytester, option):
     assert "Traceback" not in output and "INTERNALERROR" not in output
     name, _, value = option.partition("=")
     assert (value in output) if name in ("--ep-option", "--ep-library") else f"argument {name}:" in output
+
+
+REFDEV = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
+
+# Runs before the copy contracts (files named on the command line come first) and passes on
+# the reference EP even in its `hang` mode, which hangs every copy.
+FIRST_CONTRACT = """\
+family: first
+title: A contract that finishes before the copies hang
+contracts:
+  - id: first.declaration
+    statement: The EP's declaration MUST equal what its devices advertise (run first).
+    subject: ep
+    severity: required
+    sources:
+      - {kind: measured, ref: "this test"}
+    applies_when: {declared: true, ep_device: true}
+    check: memory-info.declaration
+"""
+
+
+def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_path):
+    if not REFDEV.exists():
+        pytest.skip("the reference EP is not built (make -C refdev)")
+    (tmp_path / "first.yaml").write_text(FIRST_CONTRACT)
+    log = tmp_path / "reports" / "worker-refdev.log"
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "first.yaml", "--ep-library", str(REFDEV), "--ep", "refdev"],
+                               cwd=tmp_path, env=dict(os.environ, ORT_REFDEV_FAULT="hang"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (log.exists() and "never returns" in log.read_text(errors="replace")):  # a copy hangs: the worker is stuck
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.2)
+        time.sleep(1)  # pytest takes the first contract's reply, already sent
+        interrupted_at = time.monotonic()
+        process.send_signal(signal.SIGINT)  # what a timeout or Ctrl-C sends
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    # The report does not wait for the hung check (60 s) or for a copy probe of the hung worker.
+    assert time.monotonic() - interrupted_at < 20
+    report = json.loads((tmp_path / "reports" / "report.json").read_text(encoding="utf-8"))
+    assert report["run"]["interrupted"] is True
+    assert report["verdict"] == "incomplete" and "interrupted" in report["verdict_reasons"][0]
+    assert [(r["contract"], r["outcome"]) for r in report["results"]] == [("first.declaration", "pass")]
+    assert report["capabilities"][0]["error"] == "not probed: the run was interrupted"
 
 
 # --- (f) vendor contracts on the command line ------------------------------------------------
