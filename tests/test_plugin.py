@@ -6,6 +6,7 @@ scenarios that need their own command line run through `pytester.runpytest_subpr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -394,7 +395,8 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_pat
     (tmp_path / "first.yaml").write_text(FIRST_CONTRACT)
     log = tmp_path / "reports" / "worker-refdev.log"
     process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "first.yaml", "--ep-library", str(REFDEV), "--ep", "refdev"],
-                               cwd=tmp_path, env=dict(os.environ, ORT_REFDEV_FAULT="hang"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               cwd=tmp_path, env=dict(os.environ, ORT_REFDEV_FAULT="hang"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
     try:
         deadline = time.monotonic() + TIMEOUT
         while not (log.exists() and "never returns" in log.read_text(errors="replace")):  # a copy hangs: the worker is stuck
@@ -405,7 +407,8 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_pat
         process.send_signal(signal.SIGINT)  # what a timeout or Ctrl-C sends
         process.wait(timeout=30)
     finally:
-        process.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # pytest and its workers, whatever happened
     # The report does not wait for the hung check (60 s) or for a copy probe of the hung worker.
     assert time.monotonic() - interrupted_at < 20
     report = json.loads((tmp_path / "reports" / "report.json").read_text(encoding="utf-8"))
