@@ -9,6 +9,7 @@ xfail, so it does not fail a conformant EP's run. Without `--ep` the plugin does
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +102,7 @@ class ConformanceRun:
         self.plan_position: dict[tuple[Worker, str], int] = {}
 
     def start(self, names: list[str]) -> None:
-        self.report_dir.mkdir(parents=True, exist_ok=True)
+        _check_writable(self.report_dir)
         # Workers import onnxruntime and load their EP while this process loads the catalogue.
         launched = {name: self._launch(Worker(self._init(name), timeout=self.timeout, log=self.report_dir / f"worker-{_safe(name)}.log"))
                     for name in names} if self.isolated else {}
@@ -300,6 +301,17 @@ class Planned:
     request: dict[str, Any]
     what: str
     item: "ContractItem | None" = None
+
+
+def _check_writable(folder: Path) -> None:
+    """Refuses, before any check runs, a report folder whose report could not be written at the end."""
+    if folder.exists() and not folder.is_dir():
+        raise pytest.UsageError(f"--conformance-report {folder}: is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise pytest.UsageError(f"--conformance-report {folder}: cannot be written: {exc.strerror or exc}") from None
 
 
 def _safe(name: str) -> str:

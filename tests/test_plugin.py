@@ -370,6 +370,16 @@ def test_bad_option_values_are_usage_errors_without_traceback(pytester, option):
     assert (value in output) if name in ("--ep-option", "--ep-library") else f"argument {name}:" in output
 
 
+@pytest.mark.parametrize("folder, message", [("a-file", "is a file, not a folder"), ("a-file/reports", "cannot be written")])
+def test_a_report_folder_that_cannot_be_written_is_a_usage_error_before_any_check(pytester, folder, message):
+    pytester.makefile("", **{"a-file": "not a folder"})
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", f"--conformance-report={folder}", timeout=TIMEOUT)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert f"--conformance-report {folder}: {message}" in output
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+
+
 REFDEV = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
 
 # Runs before the copy contracts (files named on the command line come first) and passes on
