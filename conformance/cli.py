@@ -41,35 +41,69 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    validate = commands.add_parser("validate", help="check spec files against the schemas and the catalogue")
-    validate.add_argument("paths", nargs="*", metavar="PATH", help="spec files or folders (default: the shipped specs)")
+    def command(name: str, summary: str, details: str, examples: str):
+        return commands.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.\n\n{details}",
+                                   epilog=f"examples:\n{examples}", formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    probe = commands.add_parser("probe", help="print the copy-capability matrix of EP devices")
+    validate = command("validate", "check spec files against the schemas and the catalogue",
+                       "A file of yours is checked together with the shipped catalogue it refers to. Every error is\n"
+                       "printed as file:line:column. Exit 0 when valid, 1 with the errors, 2 when a path does not exist.",
+                       "  ort-conformance validate                 the shipped specs\n"
+                       "  ort-conformance validate myep.yaml       your EP declaration (or contracts) with the catalogue")
+    validate.add_argument("paths", nargs="*", metavar="PATH", help="spec files or folders of them (default: the shipped specs)")
+
+    probe = command("probe", "print the copy-capability matrix of EP devices",
+                    "Tries every copy direction between the CPU and each EP device's memories, in a worker process,\n"
+                    "with GB/s figures. Exit 0; 1 when the probe of a device was lost (crash or timeout); 2 on bad\n"
+                    "input or an EP that is not here; 3 when the EP's worker could not start.",
+                    "  ort-conformance probe --ep cpu\n"
+                    "  ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json")
     probe.add_argument("--ep", metavar="NAME", help="EP alias or provider name (default: every EP listed by get_ep_devices())")
-    probe.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first")
+    probe.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first (needs --ep)")
     probe.add_argument("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option; repeatable")
     probe.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    probe.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS", help="time one EP may take (default: 60)")
+    probe.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS",
+                       help="time the probe of one EP device may take before its worker is killed (default: 60)")
 
-    catalogue = commands.add_parser("catalogue", help="generate the contract catalogue (Markdown) from the YAML")
+    catalogue = command("catalogue", "generate the contract catalogue (Markdown) from the YAML",
+                        "The catalogue is generated from specs/contracts/*.yaml, the single source of truth.",
+                        "  ort-conformance catalogue -o docs/contracts.md\n"
+                        "  ort-conformance catalogue --check -o docs/contracts.md   in CI: exit 1 when it is stale")
     catalogue.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    catalogue.add_argument("--check", action="store_true", help="exit 1 when FILE differs from what would be generated")
+    catalogue.add_argument("--check", action="store_true", help="write nothing; exit 1 when FILE differs from what would be generated")
 
-    bundle = commands.add_parser("bundle", help="write the submission archive of a conformance run")
+    bundle = command("bundle", "write the submission archive of a conformance run",
+                     "One .tar.gz: manifest.json (versions, hashes of every file), report.json/.md/.html, junit.xml,\n"
+                     "the worker logs and the models used. Exit 0, or 2 when an input is missing or unreadable.",
+                     "  pytest --ep cpu --junitxml reports/junit.xml\n"
+                     "  ort-conformance bundle --vendor ACME -o acme.tar.gz")
     bundle.add_argument("--report-dir", default="reports", metavar="DIR", help="the run's report folder (default: reports/)")
     bundle.add_argument("--junit", metavar="FILE", help="the run's JUnit file (default: DIR/junit.xml)")
-    bundle.add_argument("-o", "--output", metavar="FILE", help="the archive to write (default: conformance-<EP>.tar.gz)")
-    bundle.add_argument("--vendor", metavar="NAME", help="who submits the bundle")
+    bundle.add_argument("-o", "--output", metavar="FILE", help="the archive to write (default: conformance-<EP label>.tar.gz)")
+    bundle.add_argument("--vendor", metavar="NAME", help="who submits the bundle (recorded in the manifest)")
 
-    verify = commands.add_parser("verify", help="check a submission bundle; exit 1 with the list of problems")
-    verify.add_argument("bundle", metavar="BUNDLE")
+    verify = command("verify", "check a submission bundle; exit 1 with the list of problems",
+                     "Complete (every required contract on every device, no skip without a reason) and consistent\n"
+                     "(hashes, versions, summary, verdict and junit.xml agree). It does not prove authorship.",
+                     "  ort-conformance verify acme.tar.gz\n"
+                     "  ort-conformance verify acme.tar.gz --library ./libmy_ep.so")
+    verify.add_argument("bundle", metavar="BUNDLE", help="the .tar.gz written by `ort-conformance bundle`")
     verify.add_argument("--library", metavar="PATH", help="also check that this EP library is the one the bundle was made with (sha256)")
 
-    diff = commands.add_parser("diff", help="compare two runs (report.json, report folders or bundles); exit 1 on regressions")
-    diff.add_argument("old", metavar="OLD")
-    diff.add_argument("new", metavar="NEW")
+    diff = command("diff", "compare two runs (report.json, report folders or bundles); exit 1 on regressions",
+                   "Lists regressions (a case that now fails, crashes, times out or errors, or a copy direction that\n"
+                   "broke), fixes, new findings against onnxruntime and contract changes. Exit 0, 1 on a\n"
+                   "regression, 2 when either side is not a report.",
+                   "  ort-conformance diff old/report.json reports/\n"
+                   "  ort-conformance diff old.tar.gz new.tar.gz --json")
+    diff.add_argument("old", metavar="OLD", help="the earlier run: report.json, its folder, or a bundle")
+    diff.add_argument("new", metavar="NEW", help="the later run, in any of the same forms")
     diff.add_argument("--json", action="store_true", help="print JSON instead of text")
-    found = commands.add_parser("found", help="regenerate \"What we found\" (Markdown) from conformance reports")
+
+    found = command("found", "regenerate \"What we found\" (Markdown) from conformance reports",
+                    "One section per lane: what the EP spec claims, whether the run verified it, and each failure\n"
+                    "with the upstream issue it matches. Exit 0, 1 when a report cannot be read.",
+                    "  ort-conformance found reports/*/report.json -o docs/found.md")
     found.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per lane (reports/<lane>/report.json)")
     found.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
@@ -86,11 +120,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _validate(args) -> int:
     from conformance.checks import known_checks
-    from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+    from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs, spec_files
 
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
         print(f"ort-conformance: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    empty = [p for p in args.paths if Path(p).is_dir() and not spec_files([p])]
+    if empty:
+        print(f"ort-conformance: no spec files (*.yaml, *.yml) in {', '.join(empty)}", file=sys.stderr)
         return 2
     shipped = [str(p) for p in shipped_spec_dirs()]
     # A vendor's file is checked together with the shipped catalogue it refers to.
@@ -126,9 +164,10 @@ def _probe(args) -> int:
     except WorkerLost as exc:
         print(f"ort-conformance: the EP could not be loaded: {exc}", file=sys.stderr)
         return 3
+    lost = any(device.get("error") for ep in matrix["eps"] for device in ep["devices"])
     if args.json:
         print(json.dumps(matrix, indent=2))
-        return 0
+        return 1 if lost else 0
     for ep in matrix["eps"]:
         for device in ep["devices"]:
             print(f"{ep['ep']} — device {device['device']} (onnxruntime {ep['onnxruntime']})")
@@ -143,7 +182,7 @@ def _probe(args) -> int:
                     print(f"  {'':>{width}}    {method} GB/s: {_figures(figures)}")
             if device.get("host_memcpy"):
                 print(f"  host memcpy GB/s: {_figures(device['host_memcpy'])}")
-    return 0
+    return 1 if lost else 0
 
 
 def _figures(figures: dict) -> str:

@@ -39,19 +39,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ep", action="append", default=[], metavar="NAME",
                     help="EP to check: an alias from the EP specs (cpu, webgpu, refdev, ...) or the provider's own name "
                          "(e.g. CUDAExecutionProvider); repeatable. "
-                         "Without --ep the plugin collects nothing.")
-    group.addoption("--ep-library", metavar="PATH", help="register this plugin EP library first; --ep names the EP it provides")
+                         "Without --ep the plugin collects nothing. Spec files named on the command line "
+                         "(myep.yaml) are checked with the shipped catalogue. "
+                         "Examples: pytest --ep=cpu; pytest --ep=cpu --junitxml=reports/junit.xml -n 2")
+    group.addoption("--ep-library", metavar="PATH",
+                    help="register this plugin EP library first; --ep names the EP it provides "
+                         "(e.g. pytest --ep-library ./libmy_ep.so --ep MyEp)")
     group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="provider option for the EP (keys starting with 'session.' become session config entries); repeatable")
+                    help="provider option for the EP (keys starting with 'session.' become session config entries); "
+                         "repeatable (e.g. --ep-option device_id=1)")
     group.addoption("--conformance-report", metavar="DIR", default="reports",
                     help="folder for report.json, report.md, report.html and the models used (default: reports/)")
     group.addoption("--conformance-timeout", metavar="SECONDS", type=seconds, default=60.0,
                     help="time one check may take before its worker is killed and the check recorded as timeout (default: 60)")
     group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
-                    help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements only)")
+                    help="worker (default): checks run in a child process per EP, so a crash or hang costs one result; "
+                         "none: in the pytest process (for measurements only; contracts marked own_process still get one)")
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
-                         "by the EP spec), or an incomplete run, fails the run; the report says it was a strict run")
+                         "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
 
 
 @dataclass

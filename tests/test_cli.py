@@ -37,6 +37,21 @@ def test_help_lists_the_commands(capsys):
     assert "pytest --ep cpu" in out
 
 
+@pytest.mark.parametrize("command", ["validate", "probe", "catalogue", "bundle", "verify", "diff", "found"])
+def test_each_command_help_says_what_it_does_its_exit_status_and_an_example(capsys, command):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([command, "--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "Exit " in out or "exit 1" in out
+    assert f"examples:\n  " in out and f"ort-conformance {command}" in out.split("examples:")[1]
+    lines = out.split("examples:")[0].splitlines() + [""]
+    # Every argument is explained: its help follows on its line, or on the next, further indented.
+    unexplained = [line for line, after in zip(lines, lines[1:]) if line.startswith("  ") and not line.startswith("   ")
+                   and len(line.split("  ")) < 3 and not after.startswith("    ")]
+    assert not unexplained, unexplained
+
+
 def test_no_command_prints_help_and_exits_2(capsys):
     assert cli.main([]) == 2
     assert "usage: ort-conformance" in capsys.readouterr().out
@@ -72,6 +87,12 @@ def test_validate_a_missing_path_exits_2(tmp_path, capsys):
     missing = str(tmp_path / "nope.yaml")
     assert cli.main(["validate", missing]) == 2
     assert capsys.readouterr().err.strip() == f"ort-conformance: no such file or folder: {missing}"
+
+
+def test_validate_a_folder_without_spec_files_exits_2(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("not a spec")
+    assert cli.main(["validate", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"ort-conformance: no spec files (*.yaml, *.yml) in {tmp_path}"
 
 
 def test_catalogue_check_passes_when_up_to_date_and_fails_when_stale(tmp_path, capsys):
@@ -245,6 +266,12 @@ def test_probe_timeout_must_be_seconds_above_zero(capsys, value):
         cli.main(["probe", "--ep", "cpu", "--timeout", value])
     assert exit_info.value.code == 2
     assert f"argument --timeout: expects a number of seconds" in capsys.readouterr().err
+
+
+def test_probe_that_loses_a_device_prints_what_it_has_and_exits_1():
+    completed = probe("--ep", "cpu", "--timeout", "0.001")
+    assert completed.returncode == 1
+    assert "probe lost: timeout" in completed.stdout and "Traceback" not in completed.stderr
 
 
 def test_probe_option_without_a_key_is_a_usage_error(capsys):

@@ -113,6 +113,17 @@ def test_without_ep_the_plugin_collects_nothing_and_plain_tests_run(pytester):
     assert "verdict:" not in result.stdout.str()
 
 
+def test_pytest_help_explains_every_conformance_option_with_defaults_and_examples(pytester):
+    result = pytester.runpytest_subprocess("--help", timeout=TIMEOUT)
+    group = result.stdout.str().split("ONNX Runtime EP conformance (ort-ep-conformance):")[1].split("\n\n")[0]
+    for option in ("--ep=NAME", "--ep-library=PATH", "--ep-option=KEY=VALUE", "--conformance-report=DIR", "--conformance-timeout=SECONDS",
+                   "--conformance-isolation", "--conformance-strict"):
+        assert option in group
+    flat = " ".join(group.split())
+    assert "(default: reports/)" in flat and "(default: 60)" in flat and "worker (default)" in flat
+    assert "pytest --ep=cpu" in flat and "--ep-library ./libmy_ep.so --ep MyEp" in flat and "--ep-option device_id=1" in flat
+
+
 def test_the_plugin_is_registered_through_its_entry_point(pytester):
     result = pytester.runpytest_subprocess(*BASE, "--help")
     result.stdout.fnmatch_lines(["*ONNX Runtime EP conformance*", "*--ep=NAME*", "*--conformance-report=DIR*"])
