@@ -20,11 +20,11 @@ import tarfile
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from conformance import junit
+from conformance.junit import Problem  # its path: a file of the bundle, or the bundle itself
 from conformance.outcomes import Outcome, Result, counts, verdict
 
 SCHEMA = "ort-ep-conformance/bundle/1"
@@ -128,15 +128,6 @@ def write(report_dir: Path, output: Path, *, junit_file: Path | None = None, ven
 
 
 # --- verify ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Problem:
-    where: str  # a file of the bundle, or the bundle itself
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.message}"
 
 
 def read(bundle: Path) -> dict[str, bytes]:
