@@ -391,6 +391,13 @@ def test_a_report_folder_that_cannot_be_written_is_a_usage_error_before_any_chec
     assert "Traceback" not in output and "INTERNALERROR" not in output
 
 
+@pytest.mark.parametrize("option", ["--ep-library=libmy_ep.so", "--ep-option=device_id=1"])
+def test_an_ep_option_without_ep_is_a_usage_error_not_a_silent_empty_run(pytester, option):
+    result = pytester.runpytest_subprocess(*BASE, option, timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{option.split('=')[0]} without --ep: name the EP to check (--ep NAME)" in result.stderr.str()
+
+
 REFDEV = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
 
 # Runs before the copy contracts (files named on the command line come first) and passes on
