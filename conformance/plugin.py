@@ -347,7 +347,7 @@ def _load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
 
 
 def _invalid_specs(errors: list[str]) -> pytest.UsageError:
-    return pytest.UsageError(f"invalid spec files ({len(errors)} errors):\n" + "\n".join(f"  {e}" for e in errors))
+    return pytest.UsageError(f"invalid spec files ({len(errors)} error{'s' if len(errors) != 1 else ''}):\n" + "\n".join(f"  {e}" for e in errors))
 
 
 # --- hooks -----------------------------------------------------------------------------------

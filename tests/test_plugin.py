@@ -398,6 +398,17 @@ def test_an_ep_option_without_ep_is_a_usage_error_not_a_silent_empty_run(pyteste
     assert f"{option.split('=')[0]} without --ep: name the EP to check (--ep NAME)" in result.stderr.str()
 
 
+@pytest.mark.parametrize("content, error", [(None, "missing.yaml:1:1: cannot read: No such file or directory"), ("", "missing.yaml:1:1: the file is empty"),
+                                            ("x: [", "missing.yaml:1:5: not valid YAML")])
+def test_a_spec_file_that_cannot_be_read_is_one_usage_error_naming_it(pytester, content, error):
+    if content is not None:
+        pytester.makefile(".yaml", missing=content)
+    result = pytester.runpytest_subprocess(*BASE, "missing.yaml", "--ep=cpu", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == "ERROR: invalid spec files (1 error):"
+    assert result.stderr.lines[1].startswith(f"  {error}"), result.stderr.lines
+
+
 REFDEV = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
 
 # Runs before the copy contracts (files named on the command line come first) and passes on
