@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -291,3 +292,13 @@ def test_probe_library_that_is_not_a_shared_library_exits_2_naming_it(tmp_path, 
     assert completed.returncode == 2
     assert completed.stderr.startswith("ort-conformance: " + message.format(path)), completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+@pytest.mark.parametrize("ep", [[], ["--ep", "cpu"]], ids=["every-ep", "cpu"])
+def test_probe_without_onnxruntime_says_which_to_install(tmp_path, ep):
+    (tmp_path / "onnxruntime.py").write_text("raise ImportError('No module named onnxruntime')\n")  # shadows the installed one
+    completed = subprocess.run([sys.executable, "-m", "conformance.cli", "probe", *ep], capture_output=True, text=True, timeout=120,
+                               env=dict(os.environ, PYTHONPATH=str(tmp_path)))
+    assert completed.returncode == 2
+    assert completed.stderr.startswith("ort-conformance: onnxruntime is not importable"), completed.stderr
+    assert "pip install ort-ep-conformance[cpu]" in completed.stderr and "Traceback" not in completed.stderr
