@@ -167,6 +167,20 @@ class ConformanceRun:
             except (WorkerLost, WorkerRefused) as exc:
                 ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
 
+    def _probe_all(self) -> bool:
+        """The copy matrix of every EP device; False when Ctrl-C stopped it."""
+        try:
+            for ep in self.eps:
+                self._probe(ep)
+        except KeyboardInterrupt:
+            return False
+        return True
+
+    def _mark_not_probed(self) -> None:
+        for ep in self.eps:
+            ep.capabilities += [{"ep": ep.facts["provider"], "device": device["label"], "error": "not probed: the run was interrupted", "pairs": []}
+                                for device in ep.facts["devices"][len(ep.capabilities):]]
+
     def run_case(self, item: "ContractItem") -> tuple[Outcome, str, dict, float]:
         if item.contract.own_process:
             worker = self._own_worker(item.ep)
@@ -255,14 +269,14 @@ class ConformanceRun:
         # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
         self.collected = max(self.collected, session.testscollected)
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
-        for ep in self.eps:
-            if interrupted:
-                # The user asked to stop: the report is written now, not after a probe that may
-                # wait for a hung worker (up to twice --conformance-timeout).
-                ep.capabilities = [{"ep": ep.facts["provider"], "device": d["label"], "error": "not probed: the run was interrupted", "pairs": []}
-                                   for d in ep.facts["devices"]]
-            else:
-                self._probe(ep)
+        # An interrupted run writes its report at once, not after a probe that may wait for a
+        # hung worker (up to twice --conformance-timeout); Ctrl-C during the probe stops the
+        # probe alone, never the report.
+        if not interrupted and not self._probe_all():
+            interrupted = True
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.INTERRUPTED
+        self._mark_not_probed()
         data = report.build(self, interrupted=interrupted)
         self.written = report.write_all(data, self.report_dir)
         self.verdict = data["verdict"]

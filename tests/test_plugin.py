@@ -457,6 +457,29 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_pat
     assert report["capabilities"][0]["error"] == "not probed: the run was interrupted"
 
 
+# Ctrl-C arrives while the copy matrix is probed, after every check finished.
+CTRL_C_IN_THE_PROBE = """\
+from conformance.plugin import ConformanceRun
+
+
+def interrupted(self, ep):
+    raise KeyboardInterrupt
+
+
+ConformanceRun._probe = interrupted
+"""
+
+
+def test_ctrl_c_during_the_copy_probe_keeps_every_result_and_exits_interrupted(tmp_path):
+    (tmp_path / "conftest.py").write_text(CTRL_C_IN_THE_PROBE)
+    run = pytest_in(tmp_path, "--ep=cpu", "-k", "roundtrip")
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, run.stdout[-2000:]
+    report = run.report
+    assert report["run"]["interrupted"] is True and report["verdict"] == "incomplete"
+    assert len(report["results"]) == report["run"]["collected"] > 0
+    assert [m["error"] for m in report["capabilities"]] == ["not probed: the run was interrupted"]
+
+
 # --- (f) vendor contracts on the command line ------------------------------------------------
 
 
