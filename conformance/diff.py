@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from conformance.bundle import REPORT_KEYS, BundleError, read, reason_of
+from conformance.outcomes import BROKEN, Outcome
 
-BAD = ("fail", "crash", "timeout", "error")
+# A case is bad when it broke (fail, crash, timeout) or the kit could not run it (error).
+BAD = tuple(outcome.value for outcome in (*BROKEN, Outcome.ERROR))
 # Copy statuses from better to worse; a step down from a working status is a regression.
 MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "required_but_missing": 2, "broken": 2}
 
