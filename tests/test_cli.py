@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -302,3 +303,10 @@ def test_probe_without_onnxruntime_says_which_to_install(tmp_path, ep):
     assert completed.returncode == 2
     assert completed.stderr.startswith("ort-conformance: onnxruntime is not importable"), completed.stderr
     assert "pip install ort-ep-conformance[cpu]" in completed.stderr and "Traceback" not in completed.stderr
+
+
+def test_benchmark_repeat_below_one_is_a_usage_error_before_any_run():
+    root = Path(__file__).resolve().parents[1]
+    completed = subprocess.run([sys.executable, str(root / "benchmarks" / "run.py"), "--repeat", "0"], capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2
+    assert "--repeat expects 1 or more runs, got 0" in completed.stderr and "Traceback" not in completed.stderr
