@@ -34,6 +34,37 @@ MANIFEST_SOURCES = ("ep", "onnxruntime", "kit_version", "devices", "verdict", "r
 REPORT_KEYS = ("schema", "kit_version", "onnxruntime", "ep", "devices", "verdict", "summary", "results", "capabilities")
 NEEDS_A_REASON = (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE, Outcome.WAIVED, Outcome.KNOWN_ISSUE)
 
+# The parts of report.json and manifest.json that verify() and diff read, with their types: a
+# file altered by hand is then a list of problems, never a crash of the verifier.
+_DEVICES = {"type": "array", "items": {"type": "object", "required": ["label"]}}
+REPORT_SHAPE = {
+    "type": "object",
+    "required": list(REPORT_KEYS),
+    "properties": {
+        "onnxruntime": {"type": "object"}, "ep": {"type": "object"}, "devices": _DEVICES, "verdict": {"type": "string"},
+        "summary": {"type": "object"}, "run": {"type": "object"}, "contracts": {"type": "object", "additionalProperties": {"type": "object"}},
+        "results": {"type": "array", "items": {
+            "type": "object", "required": ["contract", "ep", "device", "params", "outcome", "message", "subject"],
+            "properties": {"params": {"type": "object"}, "outcome": {"type": "string"}, "message": {"type": "string"}}}},
+        "capabilities": {"type": "array", "items": {
+            "type": "object", "required": ["ep", "device"],
+            "properties": {"pairs": {"type": "array", "items": {"type": "object", "required": ["source", "destination", "status"]}}}}},
+    },
+}
+MANIFEST_SHAPE = {
+    "type": "object",
+    "properties": {"files": {"type": "object", "additionalProperties": {"type": "string"}}, "devices": _DEVICES,
+                   "onnxruntime": {"type": "object"}, "ep": {"type": "object"}},
+}
+
+
+def shape_problems(shape: dict[str, Any], instance: Any) -> list[str]:
+    """Where `instance` is not of `shape` (a JSON Schema), as 'json path: message' lines."""
+    from jsonschema import Draft202012Validator  # imported here: most commands never need it
+
+    errors = sorted(Draft202012Validator(shape).iter_errors(instance), key=lambda e: e.json_path)
+    return [f"{e.json_path}: {e.message[:160]}" for e in errors]
+
 
 class BundleError(Exception):
     """A bundle that cannot be written or read: the file at fault and what is wrong with it."""
@@ -156,14 +187,17 @@ def verify(bundle: Path, *, required_contracts: set[str] | None = None) -> list[
         return [Problem(str(bundle), f"no {MANIFEST}")]
     except ValueError as exc:
         return [Problem(MANIFEST, f"not JSON: {exc}")]
+    malformed = [Problem(MANIFEST, problem) for problem in shape_problems(MANIFEST_SHAPE, data)]
+    if malformed:
+        return malformed
     problems = _hashes(files, data)
     try:
         report = json.loads(files["report.json"])
     except (KeyError, ValueError) as exc:
         return problems + [Problem("report.json", f"missing or not JSON: {exc}")]
-    missing_keys = [k for k in REPORT_KEYS if k not in report]
-    if missing_keys:
-        return problems + [Problem("report.json", f"missing keys: {', '.join(missing_keys)}")]
+    malformed = [Problem("report.json", problem) for problem in shape_problems(REPORT_SHAPE, report)]
+    if malformed:
+        return problems + malformed
     problems += _versions(data, report)
     problems += _results(report, required_contracts or set())
     if "junit.xml" in files:

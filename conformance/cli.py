@@ -273,8 +273,8 @@ def _shipped_required_contracts(path: Path) -> set[str]:
         report = json.loads(bundle.read(path)["report.json"])
     except (bundle.BundleError, KeyError, ValueError):
         return set()
-    if report.get("kit_version") != __version__:
-        return set()
+    if not isinstance(report, dict) or report.get("kit_version") != __version__:
+        return set()  # verify() says what is wrong with the report, if anything
     try:
         catalogue = load_catalogue(known_checks=known_checks())
     except SpecErrors:

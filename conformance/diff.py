@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.bundle import REPORT_KEYS, BundleError, read, reason_of
+from conformance.bundle import REPORT_SHAPE, BundleError, read, reason_of, shape_problems
 from conformance.outcomes import BROKEN, Outcome
 
 # A case is bad when it broke (fail, crash, timeout) or the kit could not run it (error).
@@ -23,8 +23,6 @@ BAD = tuple(outcome.value for outcome in (*BROKEN, Outcome.ERROR))
 MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "required_but_missing": 2, "broken": 2}
 
 
-# What compare() reads of each result (of the report, it reads interface keys alone).
-RESULT_KEYS = ("ep", "device", "contract", "params", "outcome", "message", "subject")
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -50,15 +48,10 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def _check_shape(path: Path, report: Any) -> None:
-    if not isinstance(report, dict):
-        raise BundleError(path, f"not a conformance report: a JSON {type(report).__name__}, not an object")
-    missing = [key for key in REPORT_KEYS if key not in report]
-    if missing:
-        raise BundleError(path, f"not a conformance report: no {', '.join(missing)}")
-    for index, result in enumerate(report["results"]):
-        lacks = [key for key in RESULT_KEYS if key not in result] if isinstance(result, dict) else list(RESULT_KEYS)
-        if lacks:
-            raise BundleError(path, f"results[{index}] lacks {', '.join(lacks)}")
+    problems = shape_problems(REPORT_SHAPE, report)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise BundleError(path, f"not a conformance report: {problems[0]}{more}")
 
 
 def _key(result: dict[str, Any]) -> tuple:

@@ -170,3 +170,31 @@ def test_diff_of_a_good_and_a_faulty_reference_ep_run_exits_one_naming_the_regre
     assert "RefDevExecutionProvider refdev cpu>default: supported -> broken" in output
     assert cli.main(["diff", str(tmp_path / "bad.tar.gz"), str(good)]) == 0, "the way back is fixes, not regressions"
     assert "fixes (" in capsys.readouterr().out
+
+
+def _set(name, value):
+    def change(files):
+        files[name] = json.dumps(value).encode()
+    return change
+
+
+def _replace(name, **values):
+    def change(files):
+        files[name] = json.dumps({**json.loads(files[name]), **values}).encode()
+    return change
+
+
+@pytest.mark.parametrize("change, problem", [
+    (_set("manifest.json", []), "manifest.json: $: [] is not of type 'object'"),
+    (_replace("manifest.json", files=[]), "manifest.json: $.files: [] is not of type 'object'"),
+    (_set("report.json", "x"), "report.json: $: 'x' is not of type 'object'"),
+    (_replace("report.json", results=[1]), "report.json: $.results[0]: 1 is not of type 'object'"),
+    (_replace("report.json", ep=[], devices=[{}]), "report.json: $.devices[0]: 'label' is a required property"),
+], ids=["manifest-list", "manifest-files", "report-string", "result-number", "device-without-label"])
+def test_verify_of_a_bundle_altered_by_hand_lists_problems_and_never_crashes(cpu_bundle, tmp_path, capsys, change, problem):
+    altered = rewrite(cpu_bundle, tmp_path / "altered.tar.gz", change, rehash=not problem.startswith("manifest"))
+    code, output = verify(altered, capsys)
+    assert code == 1 and problem in output and "Traceback" not in output
+    if "$.devices" in problem:
+        assert "report.json: $.ep: [] is not of type 'object'" in output  # every problem, not the first alone
+    assert cli.main(["diff", str(altered), str(cpu_bundle)]) == (0 if problem.startswith("manifest") else 2)
