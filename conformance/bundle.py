@@ -30,7 +30,6 @@ from conformance.outcomes import Outcome, Result, counts, verdict
 SCHEMA = "ort-ep-conformance/bundle/1"
 MANIFEST = "manifest.json"
 REQUIRED_FILES = ("report.json", "report.md", "report.html", "junit.xml")
-MANIFEST_SOURCES = ("ep", "onnxruntime", "kit_version", "devices", "verdict", "run")  # report.json keys the manifest copies
 REPORT_KEYS = ("schema", "kit_version", "onnxruntime", "ep", "devices", "verdict", "summary", "results", "capabilities")
 NEEDS_A_REASON = (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE, Outcome.WAIVED, Outcome.KNOWN_ISSUE)
 
@@ -42,7 +41,7 @@ REPORT_SHAPE = {
     "required": list(REPORT_KEYS),
     "properties": {
         "onnxruntime": {"type": "object"}, "ep": {"type": "object"}, "devices": _DEVICES, "verdict": {"type": "string"},
-        "summary": {"type": "object"}, "run": {"type": "object"}, "contracts": {"type": "object", "additionalProperties": {"type": "object"}},
+        "summary": {"type": "object"}, "run": {"type": "object", "required": ["platform", "python"]}, "contracts": {"type": "object", "additionalProperties": {"type": "object"}},
         "results": {"type": "array", "items": {
             "type": "object", "required": ["contract", "ep", "device", "params", "outcome", "message", "subject"],
             "properties": {"params": {"type": "object"}, "outcome": {"type": "string"}, "message": {"type": "string"}}}},
@@ -64,6 +63,14 @@ def shape_problems(shape: dict[str, Any], instance: Any) -> list[str]:
 
     errors = sorted(Draft202012Validator(shape).iter_errors(instance), key=lambda e: e.json_path)
     return [f"{e.json_path}: {e.message[:160]}" for e in errors]
+
+
+def require_report_shape(path: Path, report: Any) -> None:
+    """BundleError naming `path` and the first problem when `report` is not of REPORT_SHAPE."""
+    problems = shape_problems(REPORT_SHAPE, report)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise BundleError(path, f"not a conformance report: {problems[0]}{more}")
 
 
 class BundleError(Exception):
@@ -106,14 +113,12 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
 
 
 def _report(files: dict[str, bytes], report_dir: Path) -> dict[str, Any]:
-    """report.json's data, with the keys the manifest is made of."""
+    """report.json's data, of the shape the manifest is made from."""
     try:
         report = json.loads(files["report.json"])
     except ValueError as exc:
         raise BundleError(report_dir / "report.json", f"not JSON: {exc}") from None
-    missing = [key for key in MANIFEST_SOURCES if key not in report] if isinstance(report, dict) else list(MANIFEST_SOURCES)
-    if missing:
-        raise BundleError(report_dir / "report.json", f"not a conformance report: no {', '.join(missing)}")
+    require_report_shape(report_dir / "report.json", report)
     return report
 
 

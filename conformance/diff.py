@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.bundle import REPORT_SHAPE, BundleError, read, reason_of, shape_problems
+from conformance.bundle import BundleError, read, reason_of, require_report_shape
 from conformance.outcomes import BROKEN, Outcome
 
 # A case is bad when it broke (fail, crash, timeout) or the kit could not run it (error).
@@ -43,15 +43,8 @@ def load(path: Path) -> dict[str, Any]:
         raise BundleError(path, f"not JSON: {exc}") from None
     except OSError as exc:
         raise BundleError(path, f"cannot be read: {reason_of(exc)}") from None
-    _check_shape(path, report)
+    require_report_shape(path, report)
     return report
-
-
-def _check_shape(path: Path, report: Any) -> None:
-    problems = shape_problems(REPORT_SHAPE, report)
-    if problems:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise BundleError(path, f"not a conformance report: {problems[0]}{more}")
 
 
 def _key(result: dict[str, Any]) -> tuple:

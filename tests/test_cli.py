@@ -164,8 +164,9 @@ def test_probe_library_call_returns_the_matrix_even_after_its_module_is_imported
 
 # --- bad input: one clear message naming the file, a non-zero exit, never a traceback ----------
 
-MINIMAL_REPORT = {"ep": {"name": "CPUExecutionProvider"}, "onnxruntime": {"version": "1"}, "kit_version": "0", "devices": [],
-                  "verdict": "conformant", "run": {"platform": "linux", "python": "3"}}
+MINIMAL_REPORT = {"schema": "ort-ep-conformance/report/1", "ep": {"name": "CPUExecutionProvider"}, "onnxruntime": {"version": "1"},
+                  "kit_version": "0", "devices": [], "verdict": "conformant", "summary": {}, "results": [], "capabilities": [],
+                  "run": {"platform": "linux", "python": "3"}}
 
 
 def bad_inputs(folder) -> dict[str, object]:
