@@ -128,7 +128,13 @@ class ConformanceRun:
                 except EpUnavailable as exc:
                     raise pytest.UsageError(str(exc)) from None
                 ep = EpUnderTest(name, runner.facts, None, runner, init=self._init(name))
+            self._refuse_twice(ep)
             self.eps.append(ep)
+
+    def _refuse_twice(self, ep: EpUnderTest) -> None:
+        same = next((other for other in self.eps if other.facts["provider"] == ep.facts["provider"]), None)
+        if same:
+            raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts['provider']}): give it once")
 
     def _init(self, name: str) -> dict[str, Any]:
         # This process validates the spec files against the schemas; its workers need not.
@@ -369,7 +375,7 @@ def _invalid_specs(errors: list[str]) -> pytest.UsageError:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    names = config.getoption("ep")
+    names = list(dict.fromkeys(config.getoption("ep")))  # an EP named twice is checked once
     if not names:
         given = [option for option, value in (("--ep-library", config.getoption("ep_library")), ("--ep-option", config.getoption("ep_option"))) if value]
         if given:

@@ -409,6 +409,19 @@ def test_a_spec_file_that_cannot_be_read_is_one_usage_error_naming_it(pytester, 
     assert result.stderr.lines[1].startswith(f"  {error}"), result.stderr.lines
 
 
+def test_an_ep_named_twice_is_checked_once(pytester):
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.OK
+    report = json.loads((pytester.path / "reports" / "report.json").read_text(encoding="utf-8"))
+    assert [ep["name"] for ep in report["eps"]] == ["CPUExecutionProvider"]
+
+
+def test_two_names_of_one_ep_are_a_usage_error(pytester):
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "--ep=CPUExecutionProvider", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--ep cpu and --ep CPUExecutionProvider name the same EP (CPUExecutionProvider): give it once" in result.stderr.str()
+
+
 REFDEV = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
 
 # Runs before the copy contracts (files named on the command line come first) and passes on
