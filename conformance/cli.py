@@ -164,10 +164,15 @@ def _probe(args) -> int:
     except WorkerLost as exc:
         print(f"ort-conformance: the EP could not be loaded: {exc}", file=sys.stderr)
         return 3
-    lost = any(device.get("error") for ep in matrix["eps"] for device in ep["devices"])
     if args.json:
         print(json.dumps(matrix, indent=2))
-        return 1 if lost else 0
+    else:
+        _print_matrix(matrix)
+    lost = any(device.get("error") for ep in matrix["eps"] for device in ep["devices"])
+    return 1 if lost else 0
+
+
+def _print_matrix(matrix: dict) -> None:
     for ep in matrix["eps"]:
         for device in ep["devices"]:
             print(f"{ep['ep']} — device {device['device']} (onnxruntime {ep['onnxruntime']})")
@@ -182,7 +187,6 @@ def _probe(args) -> int:
                     print(f"  {'':>{width}}    {method} GB/s: {_figures(figures)}")
             if device.get("host_memcpy"):
                 print(f"  host memcpy GB/s: {_figures(device['host_memcpy'])}")
-    return 1 if lost else 0
 
 
 def _figures(figures: dict) -> str:
