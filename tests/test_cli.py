@@ -97,6 +97,13 @@ def test_validate_a_folder_without_spec_files_exits_2(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == f"ort-conformance: no spec files (*.yaml, *.yml) in {tmp_path}"
 
 
+def test_validate_a_binary_file_is_one_error_naming_it(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "libmy_ep.so").write_bytes(b"\x7fELF\x02\x01\x01\x00\xc6\x28")
+    assert cli.main(["validate", "libmy_ep.so"]) == 1
+    assert capsys.readouterr().err.splitlines() == ["libmy_ep.so:1:1: not a YAML file: not UTF-8 text (byte 8)", "1 error in spec files"]
+
+
 def test_catalogue_check_passes_when_up_to_date_and_fails_when_stale(tmp_path, capsys):
     output = tmp_path / "contracts.md"
     assert cli.main(["catalogue", "-o", str(output)]) == 0
