@@ -60,6 +60,7 @@ def _label(key: tuple) -> str:
 @dataclass
 class Diff:
     verdict: tuple[str, str]
+    ep: tuple[str, str]  # the EP each run checked: cases of two different EPs are never the same case
     regressions: list[dict[str, str]] = field(default_factory=list)
     fixes: list[dict[str, str]] = field(default_factory=list)
     findings: list[dict[str, str]] = field(default_factory=list)
@@ -74,13 +75,14 @@ class Diff:
         return bool(self.regressions) or any(change["regression"] for change in self.matrix)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "verdict": {"old": self.verdict[0], "new": self.verdict[1]}, "regressed": self.regressed}
+        return {**self.__dict__, "verdict": {"old": self.verdict[0], "new": self.verdict[1]}, "ep": {"old": self.ep[0], "new": self.ep[1]},
+                "regressed": self.regressed}
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> Diff:
     before = {_key(r): r for r in old["results"]}
     after = {_key(r): r for r in new["results"]}
-    diff = Diff((old["verdict"], new["verdict"]))
+    diff = Diff((old["verdict"], new["verdict"]), (old["ep"].get("name"), new["ep"].get("name")))
     for key in sorted(set(before) & set(after)):
         was, now = before[key], after[key]
         if was["outcome"] == now["outcome"]:
@@ -120,6 +122,8 @@ def _matrix_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> lis
 
 def render(diff: Diff) -> str:
     out = [f"verdict: {diff.verdict[0]} -> {diff.verdict[1]}"]
+    if diff.ep[0] != diff.ep[1]:
+        out.append(f"note: these are runs of two EPs ({diff.ep[0]} -> {diff.ep[1]}), which share no case")
 
     def section(title: str, lines: list[str]) -> None:
         if lines:

@@ -318,3 +318,14 @@ def test_benchmark_repeat_below_one_is_a_usage_error_before_any_run():
     completed = subprocess.run([sys.executable, str(root / "benchmarks" / "run.py"), "--repeat", "0"], capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2
     assert "--repeat expects 1 or more runs, got 0" in completed.stderr and "Traceback" not in completed.stderr
+
+
+def test_diff_of_runs_of_two_eps_says_so(cpu_report, tmp_path, capsys):
+    report = json.loads(cpu_report.read_text(encoding="utf-8"))
+    report["ep"]["name"] = "OtherExecutionProvider"
+    for result in report["results"]:
+        result["ep"] = "OtherExecutionProvider"
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    assert cli.main(["diff", str(cpu_report), str(tmp_path / "report.json")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "note: these are runs of two EPs (CPUExecutionProvider -> OtherExecutionProvider), which share no case"
