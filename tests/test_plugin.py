@@ -422,6 +422,15 @@ def test_two_names_of_one_ep_are_a_usage_error(pytester):
     assert "--ep cpu and --ep CPUExecutionProvider name the same EP (CPUExecutionProvider): give it once" in result.stderr.str()
 
 
+@pytest.mark.parametrize("argument", ["tests", "test_plain.py", "missing.py"])
+def test_a_test_file_or_folder_named_with_ep_is_a_usage_error_not_dropped(pytester, argument):
+    pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
+    pytester.mkdir("tests")
+    result = pytester.runpytest_subprocess(*BASE, argument, "--ep=cpu", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"with --ep, pytest collects the contract catalogue and the spec files (*.yaml) named on the command line; not {argument}" in result.stderr.str()
+
+
 REFDEV = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
 
 # Runs before the copy contracts (files named on the command line come first) and passes on
