@@ -88,7 +88,7 @@ class ConformanceRun:
         self.strict = config.getoption("conformance_strict")
         self.library = config.getoption("ep_library")
         self.options = _parse_options(config.getoption("ep_option"))
-        self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_args(config)
+        self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(config)
         self.catalogue: Catalogue | None = None  # loaded by start(), once the workers are launched
         self.contract_files: set[Path] = set()
         self.workers: list[Worker] = []  # every worker launched, to close them all
@@ -352,7 +352,18 @@ def _parse_options(pairs: list[str]) -> dict[str, str]:
 
 
 def _user_spec_args(config: pytest.Config) -> list[str]:
+    """Spec files named on the command line, or items of them (`copy.yaml::copy.roundtrip-exact[...]`)."""
     return [arg for arg in config.args if Path(arg.split("::")[0]).suffix in (".yaml", ".yml")]
+
+
+def _user_spec_files(config: pytest.Config) -> list[str]:
+    """The files of those arguments that the shipped specs do not already hold, each once."""
+    files = dict.fromkeys(arg.split("::")[0] for arg in _user_spec_args(config))
+    return [file for file in files if not any(_inside(file, folder) for folder in shipped_spec_dirs())]
+
+
+def _inside(file: str, folder: Path) -> bool:
+    return Path(file).resolve().is_relative_to(folder.resolve())
 
 
 def _refuse_other_args(config: pytest.Config) -> None:
@@ -405,7 +416,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # Collect the shipped catalogue (and any spec files named on the command line), not the
     # test files of whatever folder pytest was started in.
     user_specs = _user_spec_args(config)
-    config.args[:] = user_specs + [str(p) for p in shipped_spec_dirs() if p.name == "contracts"]
+    contracts = next(p for p in shipped_spec_dirs() if p.name == "contracts")
+    # Items (file::id) and shipped contract files named on the command line select those; other
+    # spec files (an EP declaration, a vendor's contracts) add to the whole catalogue.
+    selected = any("::" in arg or _inside(arg, contracts) for arg in user_specs)
+    config.args[:] = user_specs + ([] if selected else [str(contracts)])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

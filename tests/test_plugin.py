@@ -431,6 +431,21 @@ def test_a_test_file_or_folder_named_with_ep_is_a_usage_error_not_dropped(pytest
     assert f"with --ep, pytest collects the contract catalogue and the spec files (*.yaml) named on the command line; not {argument}" in result.stderr.str()
 
 
+SHIPPED_COPY = Path(__file__).resolve().parents[1] / "specs" / "contracts" / "copy.yaml"
+
+
+@pytest.mark.parametrize("arguments, items", [
+    ([f"{SHIPPED_COPY}::copy.roundtrip-exact[cpu-float32-scalar]"], ["copy.roundtrip-exact[cpu-float32-scalar]"]),
+    (["vendor.yaml::vendor.update-from-numpy[cpu-int64-3]"], ["vendor.update-from-numpy[cpu-int64-3]"]),
+], ids=["shipped-item", "vendor-item"])
+def test_an_item_named_on_the_command_line_runs_alone(pytester, arguments, items):
+    pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
+    result = pytester.runpytest_subprocess(*BASE, *arguments, "--ep=cpu", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:] + result.stderr.str()
+    report = json.loads((pytester.path / "reports" / "report.json").read_text(encoding="utf-8"))
+    assert [r["nodeid"].split("::")[-1] for r in report["results"]] == items
+
+
 REFDEV = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
 
 # Runs before the copy contracts (files named on the command line come first) and passes on
