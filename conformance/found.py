@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from conformance.bundle import reason_of
 from conformance.contracts import CLAIMS, Catalogue, EpSpec, KnownIssue
 from conformance.eps import memory_label
 
@@ -40,7 +41,7 @@ def load_reports(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ReportError(f"{path}: cannot read a report: {exc}") from None
+            raise ReportError(f"{path}: cannot read a report: {reason_of(exc)}") from None
         schema = data.get("schema") if isinstance(data, dict) else None
         if not str(schema or "").startswith("ort-ep-conformance/report/"):
             raise ReportError(f"{path}: not an ort-ep-conformance report (schema {schema!r})")
