@@ -29,13 +29,15 @@ HOST_COPY_RATIO_AT_256MIB = 0.9
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, metavar="N", help="runs per timing; the best counts (default: 3)")
     parser.add_argument("--max-size", default="256MiB", metavar="SIZE", help="largest copy, e.g. 16MiB (default: 256MiB)")
     parser.add_argument("--ep", metavar="NAME", help="time the copies of this EP only (default: cpu, refdev, webgpu, cuda where present)")
     parser.add_argument("--ep-library", metavar="PATH", help="plugin EP library providing --ep")
     parser.add_argument("--skip-run", action="store_true", help="copies only, no conformance runs")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat expects 1 or more runs, got {args.repeat}")
     largest = _parse_size(args.max_size)
     if largest is None:
         print(f"benchmarks/run.py: --max-size expects a size such as 4KiB or 64MiB, got {args.max_size!r}", file=sys.stderr)

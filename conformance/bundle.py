@@ -12,6 +12,7 @@ results give. It checks consistency, not authorship: the bundle is not signed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -19,11 +20,11 @@ import tarfile
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from conformance import junit
+from conformance.junit import Problem  # its path: a file of the bundle, or the bundle itself
 from conformance.outcomes import Outcome, Result, counts, verdict
 
 SCHEMA = "ort-ep-conformance/bundle/1"
@@ -32,9 +33,58 @@ REQUIRED_FILES = ("report.json", "report.md", "report.html", "junit.xml")
 REPORT_KEYS = ("schema", "kit_version", "onnxruntime", "ep", "devices", "verdict", "summary", "results", "capabilities")
 NEEDS_A_REASON = (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE, Outcome.WAIVED, Outcome.KNOWN_ISSUE)
 
+# The parts of report.json and manifest.json that verify() and diff read, with their types: a
+# file altered by hand is then a list of problems, never a crash of the verifier.
+_DEVICES = {"type": "array", "items": {"type": "object", "required": ["label"]}}
+REPORT_SHAPE = {
+    "type": "object",
+    "required": list(REPORT_KEYS),
+    "properties": {
+        "onnxruntime": {"type": "object"}, "ep": {"type": "object"}, "devices": _DEVICES, "verdict": {"type": "string"},
+        "summary": {"type": "object"}, "run": {"type": "object", "required": ["platform", "python"]}, "contracts": {"type": "object", "additionalProperties": {"type": "object"}},
+        "results": {"type": "array", "items": {
+            "type": "object", "required": ["contract", "ep", "device", "params", "outcome", "message", "subject"],
+            "properties": {"params": {"type": "object"}, "outcome": {"type": "string"}, "message": {"type": "string"}}}},
+        "capabilities": {"type": "array", "items": {
+            "type": "object", "required": ["ep", "device"],
+            "properties": {"pairs": {"type": "array", "items": {"type": "object", "required": ["source", "destination", "status"]}}}}},
+    },
+}
+MANIFEST_SHAPE = {
+    "type": "object",
+    "properties": {"files": {"type": "object", "additionalProperties": {"type": "string"}}, "devices": _DEVICES,
+                   "onnxruntime": {"type": "object"}, "ep": {"type": "object"}},
+}
+
+
+def shape_problems(shape: dict[str, Any], instance: Any) -> list[str]:
+    """Where `instance` is not of `shape` (a JSON Schema), as 'json path: message' lines."""
+    from jsonschema import Draft202012Validator  # imported here: most commands never need it
+
+    errors = sorted(Draft202012Validator(shape).iter_errors(instance), key=lambda e: e.json_path)
+    return [f"{e.json_path}: {e.message[:160]}" for e in errors]
+
+
+def require_report_shape(path: Path, report: Any) -> None:
+    """BundleError naming `path` and the first problem when `report` is not of REPORT_SHAPE."""
+    problems = shape_problems(REPORT_SHAPE, report)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise BundleError(path, f"not a conformance report: {problems[0]}{more}")
+
 
 class BundleError(Exception):
-    """The bundle cannot be written: a missing input, said in one line."""
+    """A bundle that cannot be written or read: the file at fault and what is wrong with it."""
+
+    def __init__(self, path: Path | str, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = str(path)
+        self.message = message
+
+
+def reason_of(exc: Exception) -> str:
+    """An OSError in a few words ("No such file or directory"), without repeating the path."""
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def sha256(data: bytes) -> str:
@@ -43,19 +93,33 @@ def sha256(data: bytes) -> str:
 
 def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
     if not (report_dir / "report.json").is_file():
-        raise BundleError(f"no report.json in {report_dir}: run `pytest --ep NAME --conformance-report {report_dir}` first")
+        raise BundleError(report_dir, f"no report.json: run `pytest --ep NAME --conformance-report {report_dir}` first")
     if not junit_file.is_file():
-        raise BundleError(f"no JUnit file at {junit_file}: run pytest with --junitxml={junit_file}, or give --junit FILE")
-    files = {name: (report_dir / name).read_bytes() for name in REQUIRED_FILES[:3] if (report_dir / name).is_file()}
-    missing = [name for name in REQUIRED_FILES[:3] if name not in files]
+        raise BundleError(junit_file, f"no JUnit file: run pytest with --junitxml={junit_file}, or give --junit FILE")
+    missing = [name for name in REQUIRED_FILES[:3] if not (report_dir / name).is_file()]
     if missing:
-        raise BundleError(f"{report_dir} lacks {', '.join(missing)}: rerun the conformance run with this kit")
-    files["junit.xml"] = junit_file.read_bytes()
-    for path in sorted((report_dir / "models").glob("*.onnx")):
-        files[f"models/{path.name}"] = path.read_bytes()
-    for path in sorted(report_dir.glob("worker-*.log")):
-        files[f"logs/{path.name}"] = path.read_bytes()
+        raise BundleError(report_dir, f"lacks {', '.join(missing)}: rerun the conformance run with this kit")
+    sources = {name: report_dir / name for name in REQUIRED_FILES[:3]}
+    sources["junit.xml"] = junit_file
+    sources.update((f"models/{path.name}", path) for path in sorted((report_dir / "models").glob("*.onnx")))
+    sources.update((f"logs/{path.name}", path) for path in sorted(report_dir.glob("worker-*.log")))
+    files = {}
+    for name, path in sources.items():
+        try:
+            files[name] = path.read_bytes()
+        except OSError as exc:
+            raise BundleError(path, f"cannot be read: {reason_of(exc)}") from None
     return files
+
+
+def _report(files: dict[str, bytes], report_dir: Path) -> dict[str, Any]:
+    """report.json's data, of the shape the manifest is made from."""
+    try:
+        report = json.loads(files["report.json"])
+    except ValueError as exc:
+        raise BundleError(report_dir / "report.json", f"not JSON: {exc}") from None
+    require_report_shape(report_dir / "report.json", report)
+    return report
 
 
 def manifest(report: dict[str, Any], files: dict[str, bytes], vendor: str | None) -> dict[str, Any]:
@@ -79,29 +143,27 @@ def manifest(report: dict[str, Any], files: dict[str, bytes], vendor: str | None
 
 def write(report_dir: Path, output: Path, *, junit_file: Path | None = None, vendor: str | None = None) -> dict[str, Any]:
     files = _inputs(report_dir, junit_file or report_dir / "junit.xml")
-    data = manifest(json.loads(files["report.json"]), files, vendor)
+    data = manifest(_report(files, report_dir), files, vendor)
     files[MANIFEST] = (json.dumps(data, indent=2) + "\n").encode()
-    output.parent.mkdir(parents=True, exist_ok=True)
+    if output.is_dir():
+        raise BundleError(output, "is a folder: give the archive's file name")
     temporary = output.with_name(f".{output.name}.partial")
-    with tarfile.open(temporary, "w:gz") as archive:
-        for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
-            archive.addfile(info, io.BytesIO(files[name]))
-    temporary.replace(output)
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(temporary, "w:gz") as archive:
+            for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
+                archive.addfile(info, io.BytesIO(files[name]))
+        temporary.replace(output)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise BundleError(output, f"cannot be written: {reason_of(exc)}") from None
     return data
 
 
 # --- verify ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Problem:
-    where: str  # a file of the bundle, or the bundle itself
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.message}"
 
 
 def read(bundle: Path) -> dict[str, bytes]:
@@ -111,31 +173,36 @@ def read(bundle: Path) -> dict[str, bytes]:
             members = [m for m in archive.getmembers() if m.isfile()]
             unsafe = [m.name for m in members if m.name.startswith("/") or ".." in Path(m.name).parts]
             if unsafe:
-                raise BundleError(f"{bundle}: unsafe member names {unsafe}")
+                raise BundleError(bundle, f"unsafe member names {unsafe}")
             return {m.name: archive.extractfile(m).read() for m in members}
-    except (tarfile.TarError, OSError) as exc:
-        raise BundleError(f"{bundle} is not a readable bundle: {exc}") from None
+    except tarfile.TarError:
+        raise BundleError(bundle, "not a bundle (a .tar.gz archive written by `ort-conformance bundle`)") from None
+    except OSError as exc:
+        raise BundleError(bundle, f"cannot be read: {reason_of(exc)}") from None
 
 
 def verify(bundle: Path, *, required_contracts: set[str] | None = None) -> list[Problem]:
     try:
         files = read(bundle)
     except BundleError as exc:
-        return [Problem(str(bundle), str(exc))]
+        return [Problem(exc.path, exc.message)]
     try:
         data = json.loads(files[MANIFEST])
     except KeyError:
         return [Problem(str(bundle), f"no {MANIFEST}")]
     except ValueError as exc:
         return [Problem(MANIFEST, f"not JSON: {exc}")]
+    malformed = [Problem(MANIFEST, problem) for problem in shape_problems(MANIFEST_SHAPE, data)]
+    if malformed:
+        return malformed
     problems = _hashes(files, data)
     try:
         report = json.loads(files["report.json"])
     except (KeyError, ValueError) as exc:
         return problems + [Problem("report.json", f"missing or not JSON: {exc}")]
-    missing_keys = [k for k in REPORT_KEYS if k not in report]
-    if missing_keys:
-        return problems + [Problem("report.json", f"missing keys: {', '.join(missing_keys)}")]
+    malformed = [Problem("report.json", problem) for problem in shape_problems(REPORT_SHAPE, report)]
+    if malformed:
+        return problems + malformed
     problems += _versions(data, report)
     problems += _results(report, required_contracts or set())
     if "junit.xml" in files:
@@ -146,10 +213,15 @@ def verify(bundle: Path, *, required_contracts: set[str] | None = None) -> list[
 def check_library(bundle: Path, library: Path) -> list[Problem]:
     """Whether `library` is the EP library the bundle's run loaded."""
     try:
-        declared = json.loads(read(bundle)[MANIFEST])["ep"].get("library_sha256")
         actual = sha256(library.read_bytes())
-    except (BundleError, KeyError, ValueError, OSError) as exc:
-        return [Problem(str(library), f"cannot compare with the bundle: {exc}")]
+    except OSError as exc:
+        return [Problem(str(library), f"cannot be read: {reason_of(exc)}")]
+    try:
+        declared = json.loads(read(bundle)[MANIFEST])["ep"].get("library_sha256")
+    except (BundleError, LookupError, ValueError, TypeError, AttributeError):
+        return []  # verify() says what is wrong with the bundle or its manifest
+    if declared is None:
+        return [Problem(str(library), "the bundle's run loaded no EP library")]
     if declared != actual:
         return [Problem(str(library), f"sha256 {actual} is not the bundle's EP library ({declared})")]
     return []

@@ -204,6 +204,15 @@ def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, 
 
 
 def _present_eps() -> list[str]:
-    code = "import json, onnxruntime as o; print(json.dumps(sorted({d.ep_name for d in o.get_ep_devices()})))"
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    return json.loads(output)
+    """Every EP get_ep_devices() lists, asked in a child process (this one never imports
+    onnxruntime); WorkerRefused with the kit's message when onnxruntime cannot be imported."""
+    from conformance.isolation import WorkerRefused
+
+    code = ("import json, sys\n"
+            "from conformance.eps import EpUnavailable, import_onnxruntime\n"
+            "try:\n    ort = import_onnxruntime()\nexcept EpUnavailable as exc:\n    sys.exit(str(exc))\n"
+            "print(json.dumps(sorted({d.ep_name for d in ort.get_ep_devices()})))")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise WorkerRefused(completed.stderr.strip() or f"listing the EPs present failed (exit status {completed.returncode})")
+    return json.loads(completed.stdout)

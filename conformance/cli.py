@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 from conformance import __version__
+from conformance.bundle import reason_of
+from conformance.options import ep_options, seconds
 
 EXAMPLES = """\
 examples:
@@ -39,35 +41,69 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    validate = commands.add_parser("validate", help="check spec files against the schemas and the catalogue")
-    validate.add_argument("paths", nargs="*", metavar="PATH", help="spec files or folders (default: the shipped specs)")
+    def command(name: str, summary: str, details: str, examples: str):
+        return commands.add_parser(name, help=summary, description=f"{summary[0].upper()}{summary[1:]}.\n\n{details}",
+                                   epilog=f"examples:\n{examples}", formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    probe = commands.add_parser("probe", help="print the copy-capability matrix of EP devices")
+    validate = command("validate", "check spec files against the schemas and the catalogue",
+                       "A file of yours is checked together with the shipped catalogue it refers to. Every error is\n"
+                       "printed as file:line:column. Exit 0 when valid, 1 with the errors, 2 when a path does not exist.",
+                       "  ort-conformance validate                 the shipped specs\n"
+                       "  ort-conformance validate myep.yaml       your EP declaration (or contracts) with the catalogue")
+    validate.add_argument("paths", nargs="*", metavar="PATH", help="spec files or folders of them (default: the shipped specs)")
+
+    probe = command("probe", "print the copy-capability matrix of EP devices",
+                    "Tries every copy direction between the CPU and each EP device's memories, in a worker process,\n"
+                    "with GB/s figures. Exit 0; 1 when the probe of a device was lost (crash or timeout); 2 on bad\n"
+                    "input or an EP that is not here; 3 when the EP's worker could not start.",
+                    "  ort-conformance probe --ep cpu\n"
+                    "  ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json")
     probe.add_argument("--ep", metavar="NAME", help="EP alias or provider name (default: every EP listed by get_ep_devices())")
-    probe.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first")
+    probe.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first (needs --ep)")
     probe.add_argument("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option; repeatable")
     probe.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    probe.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS", help="time one EP may take (default: 60)")
+    probe.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS",
+                       help="time the probe of one EP device may take before its worker is killed (default: 60)")
 
-    catalogue = commands.add_parser("catalogue", help="generate the contract catalogue (Markdown) from the YAML")
+    catalogue = command("catalogue", "generate the contract catalogue (Markdown) from the YAML",
+                        "The catalogue is generated from specs/contracts/*.yaml, the single source of truth.",
+                        "  ort-conformance catalogue -o docs/contracts.md\n"
+                        "  ort-conformance catalogue --check -o docs/contracts.md   in CI: exit 1 when it is stale")
     catalogue.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
-    catalogue.add_argument("--check", action="store_true", help="exit 1 when FILE differs from what would be generated")
+    catalogue.add_argument("--check", action="store_true", help="write nothing; exit 1 when FILE differs from what would be generated")
 
-    bundle = commands.add_parser("bundle", help="write the submission archive of a conformance run")
+    bundle = command("bundle", "write the submission archive of a conformance run",
+                     "One .tar.gz: manifest.json (versions, hashes of every file), report.json/.md/.html, junit.xml,\n"
+                     "the worker logs and the models used. Exit 0, or 2 when an input is missing or unreadable.",
+                     "  pytest --ep cpu --junitxml reports/junit.xml\n"
+                     "  ort-conformance bundle --vendor ACME -o acme.tar.gz")
     bundle.add_argument("--report-dir", default="reports", metavar="DIR", help="the run's report folder (default: reports/)")
     bundle.add_argument("--junit", metavar="FILE", help="the run's JUnit file (default: DIR/junit.xml)")
-    bundle.add_argument("-o", "--output", metavar="FILE", help="the archive to write (default: conformance-<EP>.tar.gz)")
-    bundle.add_argument("--vendor", metavar="NAME", help="who submits the bundle")
+    bundle.add_argument("-o", "--output", metavar="FILE", help="the archive to write (default: conformance-<EP label>.tar.gz)")
+    bundle.add_argument("--vendor", metavar="NAME", help="who submits the bundle (recorded in the manifest)")
 
-    verify = commands.add_parser("verify", help="check a submission bundle; exit 1 with the list of problems")
-    verify.add_argument("bundle", metavar="BUNDLE")
+    verify = command("verify", "check a submission bundle; exit 1 with the list of problems",
+                     "Complete (every required contract on every device, no skip without a reason) and consistent\n"
+                     "(hashes, versions, summary, verdict and junit.xml agree). It does not prove authorship.",
+                     "  ort-conformance verify acme.tar.gz\n"
+                     "  ort-conformance verify acme.tar.gz --library ./libmy_ep.so")
+    verify.add_argument("bundle", metavar="BUNDLE", help="the .tar.gz written by `ort-conformance bundle`")
     verify.add_argument("--library", metavar="PATH", help="also check that this EP library is the one the bundle was made with (sha256)")
 
-    diff = commands.add_parser("diff", help="compare two runs (report.json, report folders or bundles); exit 1 on regressions")
-    diff.add_argument("old", metavar="OLD")
-    diff.add_argument("new", metavar="NEW")
+    diff = command("diff", "compare two runs (report.json, report folders or bundles); exit 1 on regressions",
+                   "Lists regressions (a case that now fails, crashes, times out or errors, or a copy direction that\n"
+                   "broke), fixes, new findings against onnxruntime and contract changes. Exit 0, 1 on a\n"
+                   "regression, 2 when either side is not a report.",
+                   "  ort-conformance diff old/report.json reports/\n"
+                   "  ort-conformance diff old.tar.gz new.tar.gz --json")
+    diff.add_argument("old", metavar="OLD", help="the earlier run: report.json, its folder, or a bundle")
+    diff.add_argument("new", metavar="NEW", help="the later run, in any of the same forms")
     diff.add_argument("--json", action="store_true", help="print JSON instead of text")
-    found = commands.add_parser("found", help="regenerate \"What we found\" (Markdown) from conformance reports")
+
+    found = command("found", "regenerate \"What we found\" (Markdown) from conformance reports",
+                    "One section per lane: what the EP spec claims, whether the run verified it, and each failure\n"
+                    "with the upstream issue it matches. Exit 0, 1 when a report cannot be read.",
+                    "  ort-conformance found reports/*/report.json -o docs/found.md")
     found.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per lane (reports/<lane>/report.json)")
     found.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
@@ -84,11 +120,15 @@ def main(argv: list[str] | None = None) -> int:
 
 def _validate(args) -> int:
     from conformance.checks import known_checks
-    from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+    from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs, spec_files
 
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
         print(f"ort-conformance: no such file or folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    empty = [p for p in args.paths if Path(p).is_dir() and not spec_files([p])]
+    if empty:
+        print(f"ort-conformance: no spec files (*.yaml, *.yml) in {', '.join(empty)}", file=sys.stderr)
         return 2
     shipped = [str(p) for p in shipped_spec_dirs()]
     # A vendor's file is checked together with the shipped catalogue it refers to.
@@ -107,15 +147,12 @@ def _validate(args) -> int:
 def _probe(args) -> int:
     from conformance.isolation import WorkerLost, WorkerRefused
     from conformance.capabilities import probe_eps
-    from conformance.report import NO_EP_DEVICE
 
-    options = {}
-    for pair in args.ep_option:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            print(f"ort-conformance: --ep-option expects KEY=VALUE, got {pair!r}", file=sys.stderr)
-            return 2
-        options[key] = value
+    try:
+        options = ep_options(args.ep_option)
+    except ValueError as exc:
+        print(f"ort-conformance: {exc}", file=sys.stderr)
+        return 2
     if args.ep_library and not args.ep:
         print("ort-conformance: --ep-library needs --ep naming the EP the library provides", file=sys.stderr)
         return 2
@@ -129,7 +166,15 @@ def _probe(args) -> int:
         return 3
     if args.json:
         print(json.dumps(matrix, indent=2))
-        return 0
+    else:
+        _print_matrix(matrix)
+    lost = any(device.get("error") for ep in matrix["eps"] for device in ep["devices"])
+    return 1 if lost else 0
+
+
+def _print_matrix(matrix: dict) -> None:
+    from conformance.report import NO_EP_DEVICE
+
     for ep in matrix["eps"]:
         for device in ep["devices"]:
             print(f"{ep['ep']} — device {device['device']} (onnxruntime {ep['onnxruntime']})")
@@ -148,7 +193,6 @@ def _probe(args) -> int:
                     print(f"  {'':>{width}}    {method} GB/s: {_figures(figures)}")
             if device.get("host_memcpy"):
                 print(f"  host memcpy GB/s: {_figures(device['host_memcpy'])}")
-    return 0
 
 
 def _figures(figures: dict) -> str:
@@ -169,16 +213,29 @@ def _catalogue(args) -> int:
         if not args.output:
             print("ort-conformance: --check needs --output FILE", file=sys.stderr)
             return 2
-        current = Path(args.output).read_text(encoding="utf-8") if Path(args.output).exists() else ""
+        try:
+            current = Path(args.output).read_text(encoding="utf-8") if Path(args.output).exists() else ""
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"ort-conformance: {args.output}: cannot be read: {reason_of(exc)}", file=sys.stderr)
+            return 2
         if current != text:
             print(f"{args.output} is stale: regenerate it with `ort-conformance catalogue -o {args.output}`", file=sys.stderr)
             return 1
         print(f"{args.output} is up to date")
         return 0
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
+    return _emit(text, args.output)
+
+
+def _emit(text: str, output: str | None) -> int:
+    """Writes `text` to `output` (stdout when None); a file that cannot be written is exit 2."""
+    if not output:
         sys.stdout.write(text)
+        return 0
+    try:
+        Path(output).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"ort-conformance: {output}: cannot be written: {reason_of(exc)}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -188,8 +245,8 @@ def _bundle(args) -> int:
     report_dir = Path(args.report_dir)
     try:
         name = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))["ep"].get("label") or "ep"
-    except (OSError, ValueError, KeyError):
-        name = "ep"
+    except (OSError, ValueError, LookupError, TypeError, AttributeError):
+        name = "ep"  # write() below says what is wrong with the report
     output = Path(args.output or f"conformance-{name}.tar.gz")
     try:
         data = bundle.write(report_dir, output, junit_file=Path(args.junit) if args.junit else None, vendor=args.vendor)
@@ -226,8 +283,8 @@ def _shipped_required_contracts(path: Path) -> set[str]:
         report = json.loads(bundle.read(path)["report.json"])
     except (bundle.BundleError, KeyError, ValueError):
         return set()
-    if report.get("kit_version") != __version__:
-        return set()
+    if not isinstance(report, dict) or report.get("kit_version") != __version__:
+        return set()  # verify() says what is wrong with the report, if anything
     try:
         catalogue = load_catalogue(known_checks=known_checks())
     except SpecErrors:
@@ -240,13 +297,9 @@ def _diff(args) -> int:
     from conformance.bundle import BundleError
 
     try:
-        old, new = diff.load(Path(args.old)), diff.load(Path(args.new))
-        result = diff.compare(old, new)
+        result = diff.compare(diff.load(Path(args.old)), diff.load(Path(args.new)))
     except BundleError as exc:
         print(f"ort-conformance: {exc}", file=sys.stderr)
-        return 2
-    except (KeyError, TypeError) as exc:
-        print(f"ort-conformance: not a conformance report: missing {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.json else diff.render(result))
     return 1 if result.regressed else 0
@@ -262,12 +315,10 @@ def _found(args) -> int:
     except (ReportError, SpecErrors) as exc:
         print(f"ort-conformance: {exc}", file=sys.stderr)
         return 1
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+    status = _emit(text, args.output)
+    if args.output and status == 0:
         print(f"wrote {args.output} from {len(args.reports)} reports")
-    else:
-        sys.stdout.write(text)
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -14,25 +14,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.bundle import BundleError, read
+from conformance.bundle import BundleError, read, reason_of, require_report_shape
+from conformance.outcomes import BROKEN, Outcome
 
-BAD = ("fail", "crash", "timeout", "error")
+# A case is bad when it broke (fail, crash, timeout) or the kit could not run it (error).
+BAD = tuple(outcome.value for outcome in (*BROKEN, Outcome.ERROR))
 # Copy statuses from better to worse; a step down from a working status is a regression.
 MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "required_but_missing": 2, "broken": 2}
 
 
+
+
 def load(path: Path) -> dict[str, Any]:
-    """report.json's data from a report file, a folder holding one, or a bundle."""
+    """report.json's data from a report file, a folder holding one, or a bundle; BundleError
+    when there is none, or when it lacks what compare() reads."""
+    if path.is_dir():
+        path = path / "report.json"
     try:
-        if path.is_dir():
-            path = path / "report.json"
         if path.suffix == ".json":
-            return json.loads(path.read_text(encoding="utf-8"))
-        return json.loads(read(path)["report.json"])
+            report = json.loads(path.read_text(encoding="utf-8"))
+        else:
+            report = json.loads(read(path)["report.json"])
     except KeyError:
-        raise BundleError(f"{path}: the bundle holds no report.json") from None
-    except (OSError, ValueError) as exc:
-        raise BundleError(f"{path}: not a report or a bundle: {exc}") from None
+        raise BundleError(path, "the bundle holds no report.json") from None
+    except UnicodeDecodeError:
+        raise BundleError(path, "not a report.json (not UTF-8 text)") from None
+    except ValueError as exc:
+        raise BundleError(path, f"not JSON: {exc}") from None
+    except OSError as exc:
+        raise BundleError(path, f"cannot be read: {reason_of(exc)}") from None
+    require_report_shape(path, report)
+    return report
 
 
 def _key(result: dict[str, Any]) -> tuple:
@@ -48,6 +60,7 @@ def _label(key: tuple) -> str:
 @dataclass
 class Diff:
     verdict: tuple[str, str]
+    ep: tuple[str, str]  # the EP each run checked: cases of two different EPs are never the same case
     regressions: list[dict[str, str]] = field(default_factory=list)
     fixes: list[dict[str, str]] = field(default_factory=list)
     findings: list[dict[str, str]] = field(default_factory=list)
@@ -62,13 +75,14 @@ class Diff:
         return bool(self.regressions) or any(change["regression"] for change in self.matrix)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "verdict": {"old": self.verdict[0], "new": self.verdict[1]}, "regressed": self.regressed}
+        return {**self.__dict__, "verdict": {"old": self.verdict[0], "new": self.verdict[1]}, "ep": {"old": self.ep[0], "new": self.ep[1]},
+                "regressed": self.regressed}
 
 
 def compare(old: dict[str, Any], new: dict[str, Any]) -> Diff:
     before = {_key(r): r for r in old["results"]}
     after = {_key(r): r for r in new["results"]}
-    diff = Diff((old["verdict"], new["verdict"]))
+    diff = Diff((old["verdict"], new["verdict"]), (old["ep"].get("name"), new["ep"].get("name")))
     for key in sorted(set(before) & set(after)):
         was, now = before[key], after[key]
         if was["outcome"] == now["outcome"]:
@@ -108,6 +122,8 @@ def _matrix_changes(old: list[dict[str, Any]], new: list[dict[str, Any]]) -> lis
 
 def render(diff: Diff) -> str:
     out = [f"verdict: {diff.verdict[0]} -> {diff.verdict[1]}"]
+    if diff.ep[0] != diff.ep[1]:
+        out.append(f"note: these are runs of two EPs ({diff.ep[0]} -> {diff.ep[1]}), which share no case")
 
     def section(title: str, lines: list[str]) -> None:
         if lines:

@@ -138,7 +138,6 @@ def fallback_reason(ort, target: EpTarget) -> str | None:
     a session asked for it logs an error and silently runs on the CPU EP (microsoft/onnxruntime
     issue 23372). The session's own provider list is what tells: a provider missing from it
     was never created."""
-    import onnx
     from onnx import TensorProto, helper
 
     graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
@@ -164,10 +163,15 @@ def _listed(ort, provider: str) -> bool:
 
 
 def _register_library(ort, target: EpTarget, path: str, registration: str) -> None:
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise EpUnavailable(f"EP library not found: {path}")
+    if not os.path.isfile(path):
+        raise EpUnavailable(f"EP library {path} is not a file (a shared library is expected)")
     target.library = os.path.abspath(path)
-    target.library_sha256 = sha256_of(path)
+    try:
+        target.library_sha256 = sha256_of(path)
+    except OSError as exc:
+        raise EpUnavailable(f"EP library {path} cannot be read: {exc.strerror or exc}") from None
     target.registration = registration
     try:
         ort.register_execution_provider_library(registration, target.library)

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from conformance.bundle import reason_of
 from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.report import advertised_memory, unlisted_note
@@ -24,6 +25,10 @@ from conformance.report.markdown import spec_claims as claims_table, throughput_
 
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
 BROKEN = ("fail", "crash", "timeout", "error")
+
+
+# The keys of report.json that render() reads.
+READ_KEYS = ("onnxruntime", "ep", "devices", "verdict", "verdict_reasons", "summary", "findings", "results", "capabilities", "run")
 
 
 class ReportError(Exception):
@@ -38,9 +43,13 @@ def load_reports(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ReportError(f"{path}: cannot read a report: {exc}") from None
-        if not str(data.get("schema", "")).startswith("ort-ep-conformance/report/"):
-            raise ReportError(f"{path}: not an ort-ep-conformance report (schema {data.get('schema')!r})")
+            raise ReportError(f"{path}: cannot read a report: {reason_of(exc)}") from None
+        schema = data.get("schema") if isinstance(data, dict) else None
+        if not str(schema or "").startswith("ort-ep-conformance/report/"):
+            raise ReportError(f"{path}: not an ort-ep-conformance report (schema {schema!r})")
+        missing = [key for key in READ_KEYS if key not in data]
+        if missing:
+            raise ReportError(f"{path}: an incomplete report: no {', '.join(missing)}")
         loaded.append((file.parent.name, data))
     return loaded
 

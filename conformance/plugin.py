@@ -9,6 +9,7 @@ xfail, so it does not fail a conformant EP's run. Without `--ep` the plugin does
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from conformance import applicability, report
 from conformance.checks import CHECKS, load_all
 from conformance.contracts import Catalogue, Contract
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
+from conformance.options import ep_options, seconds
 from conformance.outcomes import Outcome, Result
 from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
 from conformance import strict as strict_rules
@@ -37,13 +39,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ep", action="append", default=[], metavar="NAME",
                     help="EP to check: an alias from the EP specs (cpu, webgpu, refdev, ...) or the provider's own name "
                          "(e.g. CUDAExecutionProvider); repeatable. "
-                         "Without --ep the plugin collects nothing.")
-    group.addoption("--ep-library", metavar="PATH", help="register this plugin EP library first; --ep names the EP it provides")
+                         "Without --ep the plugin collects nothing. Spec files named on the command line "
+                         "(myep.yaml) are checked with the shipped catalogue. "
+                         "Examples: pytest --ep=cpu; pytest --ep=cpu --junitxml=reports/junit.xml -n 2")
+    group.addoption("--ep-library", metavar="PATH",
+                    help="register this plugin EP library first; --ep names the EP it provides "
+                         "(e.g. pytest --ep-library ./libmy_ep.so --ep MyEp)")
     group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="provider option for the EP (keys starting with 'session.' become session config entries); repeatable")
+                    help="provider option for the EP (keys starting with 'session.' become session config entries); "
+                         "repeatable (e.g. --ep-option device_id=1)")
     group.addoption("--conformance-report", metavar="DIR", default="reports",
                     help="folder for report.json, report.md, report.html and the models used (default: reports/)")
-    group.addoption("--conformance-timeout", metavar="SECONDS", type=float, default=60.0,
+    group.addoption("--conformance-timeout", metavar="SECONDS", type=seconds, default=60.0,
                     help="time one check may take before its worker is killed and the check recorded as timeout (default: 60)")
     group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
                     help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements "
@@ -51,7 +58,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "always run in a worker: they can take the process down")
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
-                         "by the EP spec), or an incomplete run, fails the run; the report says it was a strict run")
+                         "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
 
 
 @dataclass
@@ -82,7 +89,7 @@ class ConformanceRun:
         self.strict = config.getoption("conformance_strict")
         self.library = config.getoption("ep_library")
         self.options = _parse_options(config.getoption("ep_option"))
-        self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_args(config)
+        self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(config)
         self.catalogue: Catalogue | None = None  # loaded by start(), once the workers are launched
         self.contract_files: set[Path] = set()
         self.workers: list[Worker] = []  # every worker launched, to close them all
@@ -103,7 +110,7 @@ class ConformanceRun:
         self.plan_position: dict[tuple[Worker, str], int] = {}
 
     def start(self, names: list[str]) -> None:
-        self.report_dir.mkdir(parents=True, exist_ok=True)
+        _check_writable(self.report_dir)
         # Workers import onnxruntime and load their EP while this process loads the catalogue.
         launched = {name: self._launch(Worker(self._init(name), timeout=self.timeout, log=self.report_dir / f"worker-{_safe(name)}.log"))
                     for name in names} if self.isolated else {}
@@ -123,7 +130,13 @@ class ConformanceRun:
                 except EpUnavailable as exc:
                     raise pytest.UsageError(str(exc)) from None
                 ep = EpUnderTest(name, runner.facts, None, runner, init=self._init(name))
+            self._refuse_twice(ep)
             self.eps.append(ep)
+
+    def _refuse_twice(self, ep: EpUnderTest) -> None:
+        same = next((other for other in self.eps if other.facts["provider"] == ep.facts["provider"]), None)
+        if same:
+            raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts['provider']}): give it once")
 
     def _init(self, name: str) -> dict[str, Any]:
         # This process validates the spec files against the schemas; its workers need not.
@@ -161,6 +174,20 @@ class ConformanceRun:
                     ep.capabilities.append(capability_matrix(ep.runner.context(device["index"]), planned.request["sizes"]))
             except (WorkerLost, WorkerRefused) as exc:
                 ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
+
+    def _probe_all(self) -> bool:
+        """The copy matrix of every EP device; False when Ctrl-C stopped it."""
+        try:
+            for ep in self.eps:
+                self._probe(ep)
+        except KeyboardInterrupt:
+            return False
+        return True
+
+    def _mark_not_probed(self) -> None:
+        for ep in self.eps:
+            ep.capabilities += [{"ep": ep.facts["provider"], "device": device["label"], "error": "not probed: the run was interrupted", "pairs": []}
+                                for device in ep.facts["devices"][len(ep.capabilities):]]
 
     def run_case(self, item: "ContractItem") -> tuple[Outcome, str, dict, float]:
         if item.contract.own_process:
@@ -256,8 +283,14 @@ class ConformanceRun:
         # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
         self.collected = max(self.collected, session.testscollected)
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
-        for ep in self.eps:
-            self._probe(ep)
+        # An interrupted run writes its report at once, not after a probe that may wait for a
+        # hung worker (up to twice --conformance-timeout); Ctrl-C during the probe stops the
+        # probe alone, never the report.
+        if not interrupted and not self._probe_all():
+            interrupted = True
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.INTERRUPTED
+        self._mark_not_probed()
         data = report.build(self, interrupted=interrupted)
         self.written = report.write_all(data, self.report_dir)
         self.verdict = data["verdict"]
@@ -304,22 +337,52 @@ class Planned:
     item: "ContractItem | None" = None
 
 
+def _check_writable(folder: Path) -> None:
+    """Refuses, before any check runs, a report folder whose report could not be written at the end."""
+    if folder.exists() and not folder.is_dir():
+        raise pytest.UsageError(f"--conformance-report {folder}: is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise pytest.UsageError(f"--conformance-report {folder}: cannot be written: {exc.strerror or exc}") from None
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def _parse_options(pairs: list[str]) -> dict[str, str]:
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise pytest.UsageError(f"--ep-option expects KEY=VALUE, got {pair!r}")
-        options[key] = value
-    return options
+    try:
+        return ep_options(pairs)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _user_spec_args(config: pytest.Config) -> list[str]:
+    """Spec files named on the command line, or items of them (`copy.yaml::copy.roundtrip-exact[...]`)."""
     return [arg for arg in config.args if Path(arg.split("::")[0]).suffix in (".yaml", ".yml")]
+
+
+def _user_spec_files(config: pytest.Config) -> list[str]:
+    """The files of those arguments that the shipped specs do not already hold, each once."""
+    files = dict.fromkeys(arg.split("::")[0] for arg in _user_spec_args(config))
+    return [file for file in files if not any(_inside(file, folder) for folder in shipped_spec_dirs())]
+
+
+def _inside(file: str, folder: Path) -> bool:
+    return Path(file).resolve().is_relative_to(folder.resolve())
+
+
+def _refuse_other_args(config: pytest.Config) -> None:
+    """With --ep only spec files are collected: a test file or folder named on the command line
+    would be dropped without a word, so it is a usage error."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return  # testpaths or the current folder, not the user's choice
+    others = [arg for arg in config.args if arg not in _user_spec_args(config)]
+    if others:
+        raise pytest.UsageError(f"with --ep, pytest collects the contract catalogue and the spec files (*.yaml) named on the "
+                                f"command line; not {', '.join(others)}")
 
 
 def _load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
@@ -334,7 +397,7 @@ def _load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
 
 
 def _invalid_specs(errors: list[str]) -> pytest.UsageError:
-    return pytest.UsageError(f"invalid spec files ({len(errors)} errors):\n" + "\n".join(f"  {e}" for e in errors))
+    return pytest.UsageError(f"invalid spec files ({len(errors)} error{'s' if len(errors) != 1 else ''}):\n" + "\n".join(f"  {e}" for e in errors))
 
 
 # --- hooks -----------------------------------------------------------------------------------
@@ -342,9 +405,13 @@ def _invalid_specs(errors: list[str]) -> pytest.UsageError:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    names = config.getoption("ep")
+    names = list(dict.fromkeys(config.getoption("ep")))  # an EP named twice is checked once
     if not names:
+        given = [option for option, value in (("--ep-library", config.getoption("ep_library")), ("--ep-option", config.getoption("ep_option"))) if value]
+        if given:
+            raise pytest.UsageError(f"{' and '.join(given)} without --ep: name the EP to check (--ep NAME)")
         return
+    _refuse_other_args(config)
     config.addinivalue_line("markers", "conformance: a contract check generated by ort-ep-conformance")
     run = ConformanceRun(config)
     config.stash[RUN_KEY] = run
@@ -357,7 +424,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # Collect the shipped catalogue (and any spec files named on the command line), not the
     # test files of whatever folder pytest was started in.
     user_specs = _user_spec_args(config)
-    config.args[:] = user_specs + [str(p) for p in shipped_spec_dirs() if p.name == "contracts"]
+    contracts = next(p for p in shipped_spec_dirs() if p.name == "contracts")
+    # Items (file::id) and shipped contract files named on the command line select those; other
+    # spec files (an EP declaration, a vendor's contracts) add to the whole catalogue.
+    selected = any("::" in arg or _inside(arg, contracts) for arg in user_specs)
+    config.args[:] = user_specs + ([] if selected else [str(contracts)])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

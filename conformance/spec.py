@@ -275,6 +275,9 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
         except OSError as exc:
             errors.append(SpecError(display, 1, 1, "", f"cannot read: {exc.strerror or exc}"))
             continue
+        except UnicodeDecodeError as exc:
+            errors.append(SpecError(display, 1, 1, "", f"not a YAML file: not UTF-8 text (byte {exc.start})"))
+            continue
         digest.update(file.name.encode() + b"\0" + text.encode() + b"\0")
         doc, parse_errors = parse_yaml(text, display)
         errors.extend(parse_errors)

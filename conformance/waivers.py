@@ -56,10 +56,6 @@ def selects(selector: str | None, version: str | None) -> bool:
     return True
 
 
-def expired(waiver: Waiver, onnxruntime_version: str, ep_version: str | None = None) -> bool:
-    return bool(expiry(waiver, onnxruntime_version, ep_version))
-
-
 def expiry(waiver: Waiver, onnxruntime_version: str, ep_version: str | None) -> str:
     """Why the waiver no longer holds, or '' while it does."""
     if waiver.until is not None and _COMPARE[">="](*_padded(onnxruntime_version, waiver.until)):

@@ -184,14 +184,14 @@ def test_expired_waiver_does_not_apply(until):
 
 
 def test_waiver_until_a_later_version_applies():
-    assert waivers.expired(waiver(until="1.33"), "1.32.0") is False
+    assert waivers.expiry(waiver(until="1.33"), "1.32.0", None) == ""
     assert waivers.apply(result(Outcome.FAIL), ep_spec(waiver_list=[waiver(until="1.33")]), FACTS).outcome is Outcome.WAIVED
 
 
 def test_waiver_compares_versions_numerically_not_as_text():
-    assert waivers.expired(waiver(until="1.4"), "1.32.0")
-    assert not waivers.expired(waiver(until="1.100"), "1.32.0")
-    assert waivers.expired(waiver(until="1.32"), "1.32.0.dev20250101")
+    assert waivers.expiry(waiver(until="1.4"), "1.32.0", None)
+    assert not waivers.expiry(waiver(until="1.100"), "1.32.0", None)
+    assert waivers.expiry(waiver(until="1.32"), "1.32.0.dev20250101", None)
 
 
 def test_waiver_for_another_contract_or_device_does_not_apply():

@@ -6,10 +6,13 @@ scenarios that need their own command line run through `pytester.runpytest_subpr
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
-import textwrap
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +110,17 @@ def test_without_ep_the_plugin_collects_nothing_and_plain_tests_run(pytester):
     assert not (pytester.path / "reports").exists()
     assert "collected 1 item" in result.stdout.str()
     assert "verdict:" not in result.stdout.str()
+
+
+def test_pytest_help_explains_every_conformance_option_with_defaults_and_examples(pytester):
+    result = pytester.runpytest_subprocess("--help", timeout=TIMEOUT)
+    group = result.stdout.str().split("ONNX Runtime EP conformance (ort-ep-conformance):")[1].split("\n\n")[0]
+    for option in ("--ep=NAME", "--ep-library=PATH", "--ep-option=KEY=VALUE", "--conformance-report=DIR", "--conformance-timeout=SECONDS",
+                   "--conformance-isolation", "--conformance-strict"):
+        assert option in group
+    flat = " ".join(group.split())
+    assert "(default: reports/)" in flat and "(default: 60)" in flat and "worker (default)" in flat
+    assert "pytest --ep=cpu" in flat and "--ep-library ./libmy_ep.so --ep MyEp" in flat and "--ep-option device_id=1" in flat
 
 
 def test_the_plugin_is_registered_through_its_entry_point(pytester):
@@ -351,6 +365,155 @@ def test_malformed_ep_option_is_a_usage_error(pytester):
     result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "--ep-option=novalue", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--ep-option expects KEY=VALUE, got 'novalue'" in result.stderr.str()
+
+
+@pytest.mark.parametrize("option", ["--ep-option==1", "--conformance-timeout=0", "--conformance-timeout=-1", "--conformance-timeout=nan",
+                                    "--conformance-timeout=soon", "--ep-library=missing.so", "--ep-library=.", "--ep-library=bad.so",
+                                    "--conformance-isolation=sometimes"])
+def test_bad_option_values_are_usage_errors_without_traceback(pytester, option):
+    pytester.makefile(".so", bad="not a shared library")
+    result = pytester.runpytest_subprocess(*BASE, "--ep=refdev", option, timeout=TIMEOUT)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+    name, _, value = option.partition("=")
+    assert (value in output) if name in ("--ep-option", "--ep-library") else f"argument {name}:" in output
+
+
+@pytest.mark.parametrize("folder, message", [("a-file", "is a file, not a folder"), ("a-file/reports", "cannot be written")])
+def test_a_report_folder_that_cannot_be_written_is_a_usage_error_before_any_check(pytester, folder, message):
+    pytester.makefile("", **{"a-file": "not a folder"})
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", f"--conformance-report={folder}", timeout=TIMEOUT)
+    output = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, output
+    assert f"--conformance-report {folder}: {message}" in output
+    assert "Traceback" not in output and "INTERNALERROR" not in output
+
+
+@pytest.mark.parametrize("option", ["--ep-library=libmy_ep.so", "--ep-option=device_id=1"])
+def test_an_ep_option_without_ep_is_a_usage_error_not_a_silent_empty_run(pytester, option):
+    result = pytester.runpytest_subprocess(*BASE, option, timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{option.split('=')[0]} without --ep: name the EP to check (--ep NAME)" in result.stderr.str()
+
+
+@pytest.mark.parametrize("content, error", [(None, "missing.yaml:1:1: cannot read: No such file or directory"), ("", "missing.yaml:1:1: the file is empty"),
+                                            ("x: [", "missing.yaml:1:5: not valid YAML")])
+def test_a_spec_file_that_cannot_be_read_is_one_usage_error_naming_it(pytester, content, error):
+    if content is not None:
+        pytester.makefile(".yaml", missing=content)
+    result = pytester.runpytest_subprocess(*BASE, "missing.yaml", "--ep=cpu", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == "ERROR: invalid spec files (1 error):"
+    assert result.stderr.lines[1].startswith(f"  {error}"), result.stderr.lines
+
+
+def test_an_ep_named_twice_is_checked_once(pytester):
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.OK
+    report = json.loads((pytester.path / "reports" / "report.json").read_text(encoding="utf-8"))
+    assert [ep["name"] for ep in report["eps"]] == ["CPUExecutionProvider"]
+
+
+def test_two_names_of_one_ep_are_a_usage_error(pytester):
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "--ep=CPUExecutionProvider", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--ep cpu and --ep CPUExecutionProvider name the same EP (CPUExecutionProvider): give it once" in result.stderr.str()
+
+
+@pytest.mark.parametrize("argument", ["tests", "test_plain.py", "missing.py"])
+def test_a_test_file_or_folder_named_with_ep_is_a_usage_error_not_dropped(pytester, argument):
+    pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
+    pytester.mkdir("tests")
+    result = pytester.runpytest_subprocess(*BASE, argument, "--ep=cpu", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"with --ep, pytest collects the contract catalogue and the spec files (*.yaml) named on the command line; not {argument}" in result.stderr.str()
+
+
+SHIPPED_COPY = Path(__file__).resolve().parents[1] / "specs" / "contracts" / "copy.yaml"
+
+
+@pytest.mark.parametrize("arguments, items", [
+    ([f"{SHIPPED_COPY}::copy.roundtrip-exact[cpu-float32-scalar]"], ["copy.roundtrip-exact[cpu-float32-scalar]"]),
+    (["vendor.yaml::vendor.update-from-numpy[cpu-int64-3]"], ["vendor.update-from-numpy[cpu-int64-3]"]),
+], ids=["shipped-item", "vendor-item"])
+def test_an_item_named_on_the_command_line_runs_alone(pytester, arguments, items):
+    pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
+    result = pytester.runpytest_subprocess(*BASE, *arguments, "--ep=cpu", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:] + result.stderr.str()
+    report = json.loads((pytester.path / "reports" / "report.json").read_text(encoding="utf-8"))
+    assert [r["nodeid"].split("::")[-1] for r in report["results"]] == items
+
+
+REFDEV = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
+
+# Runs before the copy contracts (files named on the command line come first) and passes on
+# the reference EP even in its `hang` mode, which hangs every copy.
+FIRST_CONTRACT = """\
+family: first
+title: A contract that finishes before the copies hang
+contracts:
+  - id: first.declaration
+    statement: The EP's declaration MUST equal what its devices advertise (run first).
+    subject: ep
+    severity: required
+    sources:
+      - {kind: measured, ref: "this test"}
+    applies_when: {declared: true, ep_device: true}
+    check: memory-info.declaration
+"""
+
+
+def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_path):
+    if not REFDEV.exists():
+        pytest.skip("the reference EP is not built (make -C refdev)")
+    (tmp_path / "first.yaml").write_text(FIRST_CONTRACT)
+    log = tmp_path / "reports" / "worker-refdev.log"
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "first.yaml", "--ep-library", str(REFDEV), "--ep", "refdev"],
+                               cwd=tmp_path, env=dict(os.environ, ORT_REFDEV_FAULT="hang"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not (log.exists() and "never returns" in log.read_text(errors="replace")):  # a copy hangs: the worker is stuck
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.2)
+        time.sleep(1)  # pytest takes the first contract's reply, already sent
+        interrupted_at = time.monotonic()
+        process.send_signal(signal.SIGINT)  # what a timeout or Ctrl-C sends
+        process.wait(timeout=30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # pytest and its workers, whatever happened
+    # The report does not wait for the hung check (60 s) or for a copy probe of the hung worker.
+    assert time.monotonic() - interrupted_at < 20
+    report = json.loads((tmp_path / "reports" / "report.json").read_text(encoding="utf-8"))
+    assert report["run"]["interrupted"] is True
+    assert report["verdict"] == "incomplete" and "interrupted" in report["verdict_reasons"][0]
+    assert [(r["contract"], r["outcome"]) for r in report["results"]] == [("first.declaration", "pass")]
+    assert report["capabilities"][0]["error"] == "not probed: the run was interrupted"
+
+
+# Ctrl-C arrives while the copy matrix is probed, after every check finished.
+CTRL_C_IN_THE_PROBE = """\
+from conformance.plugin import ConformanceRun
+
+
+def interrupted(self, ep):
+    raise KeyboardInterrupt
+
+
+ConformanceRun._probe = interrupted
+"""
+
+
+def test_ctrl_c_during_the_copy_probe_keeps_every_result_and_exits_interrupted(tmp_path):
+    (tmp_path / "conftest.py").write_text(CTRL_C_IN_THE_PROBE)
+    run = pytest_in(tmp_path, "--ep=cpu", "-k", "roundtrip")
+    assert run.returncode == pytest.ExitCode.INTERRUPTED, run.stdout[-2000:]
+    report = run.report
+    assert report["run"]["interrupted"] is True and report["verdict"] == "incomplete"
+    assert len(report["results"]) == report["run"]["collected"] > 0
+    assert [m["error"] for m in report["capabilities"]] == ["not probed: the run was interrupted"]
 
 
 # --- (f) vendor contracts on the command line ------------------------------------------------

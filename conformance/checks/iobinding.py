@@ -72,7 +72,7 @@ def host_accessible_in_place(ctx, binding: str, recipe: str = "relu", dtype: str
                f"v = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info={ha})\n"
                + ("v.numpy()[...] = x\nb.bind_ortvalue_input('x', v); b.bind_output('y')\n" if binding == "input" else
                   "b.bind_cpu_input('x', x); b.bind_ortvalue_output('y', v)\n")
-               + f"s.run_with_iobinding(b)\nprint(b.get_outputs()[0].numpy(), np.maximum(x, 0))")
+               + "s.run_with_iobinding(b)\nprint(b.get_outputs()[0].numpy(), np.maximum(x, 0))")
     memory = {"host_accessible": ctx.memory_facts("host_accessible")}
     produced = bindings.get_outputs()[0]
     if produced.data_ptr() != output.data_ptr():

@@ -20,7 +20,7 @@ from conformance import __version__
 from conformance.claims import spec_claims
 from conformance.eps import memory_label
 from conformance import waivers as waiver_rules
-from conformance.outcomes import BROKEN, Outcome, Result, counts, verdict
+from conformance.outcomes import Outcome, Result, counts, verdict
 
 SCHEMA = "ort-ep-conformance/report/1"
 
@@ -186,7 +186,7 @@ def describe_failure(result: Result, contract) -> str:
         f"{contract.id} [{contract.severity}, subject: {contract.subject}] failed on {result.ep} ({result.device}), params {result.params}",
         f"  statement: {contract.statement}",
         f"  spec:      {result.spec}",
-        f"  sources:   " + "; ".join(f"{s.kind} {s.ref}" for s in contract.sources),
+        "  sources:   " + "; ".join(f"{s.kind} {s.ref}" for s in contract.sources),
     ]
     for violation in result.details.get("violations", []):
         lines.append(f"  violation: {violation['message']}")

@@ -1,0 +1,33 @@
+"""Command-line values shared by `ort-conformance` and the pytest plugin, parsed one way.
+
+Each refuses a bad value with the message a user should read: `ep_options` with ValueError,
+`seconds` with argparse.ArgumentTypeError, which argparse (and pytest's option parser) shows as
+"argument --X: MESSAGE" since it is the option's `type`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def ep_options(pairs: list[str]) -> dict[str, str]:
+    """`--ep-option KEY=VALUE` values as a dict; a pair without `=` or without a key is refused."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--ep-option expects KEY=VALUE, got {pair!r}")
+        options[key] = value
+    return options
+
+
+def seconds(text: str) -> float:
+    """A timeout: a finite number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expects a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expects a number of seconds above 0, got {text!r}")
+    return value
