@@ -6,6 +6,7 @@ with `copy_tensors` on real bytes into a sentinel-filled destination. Each pair 
 
 - `supported`: the bytes arrived intact;
 - `broken`: the copy claimed success but the bytes differ;
+- `unverified`: the copy claimed success, but no way back to the CPU could read the bytes to check them;
 - `required_but_missing`: refused, though the contract requires it (non-CPU DEFAULT memory);
 - `not_required`: refused, and no copy is needed (both ends are CPU-visible memory);
 - `unsupported`: refused, and no contract requires it.
@@ -34,7 +35,7 @@ from conformance.eps import memory_facts
 
 PROBE_BYTES = 4096
 THROUGHPUT_BUDGET_SECONDS = 1.5
-STATUSES = ("supported", "broken", "required_but_missing", "not_required", "unsupported")
+STATUSES = ("supported", "unverified", "broken", "required_but_missing", "not_required", "unsupported")
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ def _value(ctx, info, storage: np.ndarray):
 
 
 def _try(ctx, source_info, destination_info) -> tuple[str, str]:
-    """('copied' | 'wrong_bytes' | 'refused', detail)."""
+    """('copied' | 'unverified' | 'wrong_bytes' | 'refused', detail)."""
     dtype = tensors.DTYPES["uint8"]
     data = tensors.sample(dtype, (PROBE_BYTES,), seed=13)
     try:
@@ -114,7 +115,7 @@ def _try(ctx, source_info, destination_info) -> tuple[str, str]:
         try:
             ctx.ort.copy_tensors([destination], [ctx.wrap_cpu(landing, dtype)], None)
         except Exception as exc:
-            return "copied", f"copied, but the result could not be read back to check it: {exc}"
+            return "unverified", f"the copy returned, but its result could not be read back to check it: {exc}"
     diff = tensors.compare(data.tobytes(), landing.tobytes())
     return ("wrong_bytes", diff.describe()) if diff else ("copied", f"{PROBE_BYTES} bytes intact")
 
@@ -128,6 +129,8 @@ def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
             required = _required(ctx, source.name, destination.name)
             if result == "copied":
                 status = "supported"
+            elif result == "unverified":
+                status = "unverified"
             elif result == "wrong_bytes":
                 status = "broken"
             elif required:

@@ -20,7 +20,7 @@ from conformance.outcomes import BROKEN, Outcome
 # A case is bad when it broke (fail, crash, timeout) or the kit could not run it (error).
 BAD = tuple(outcome.value for outcome in (*BROKEN, Outcome.ERROR))
 # Copy statuses from better to worse; a step down from a working status is a regression.
-MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "required_but_missing": 2, "broken": 2}
+MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "unverified": 1, "required_but_missing": 2, "broken": 2}
 
 
 

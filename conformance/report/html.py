@@ -19,6 +19,7 @@ from conformance.report.markdown import BROKEN
 
 STATUS_LEGEND = {
     "supported": "the bytes arrived intact",
+    "unverified": "the copy returned, but its bytes could not be read back to check them",
     "broken": "the copy claimed success but the bytes differ",
     "required_but_missing": "refused, though the contract requires it",
     "not_required": "refused; both ends are CPU-visible, no copy is needed",
@@ -35,7 +36,7 @@ pre { background: #f6f8fa; border: 1px solid #d0d7de; padding: 8px; overflow-x: 
 .verdict-conformant { background: #1a7f37; } .verdict-non_conformant { background: #cf222e; } .verdict-incomplete { background: #9a6700; }
 .strict { font-weight: bold; color: #8250df; }
 .cap-supported { background: #aceebb; } .cap-broken { background: #ff8182; } .cap-required_but_missing { background: #ffb3b8; }
-.cap-not_required { background: #eaeef2; } .cap-unsupported { background: #fff1b8; }
+.cap-not_required { background: #eaeef2; } .cap-unverified { background: #ddf4ff; } .cap-unsupported { background: #fff1b8; }
 .out-pass { color: #1a7f37; } .out-fail, .out-crash, .out-timeout { color: #cf222e; font-weight: bold; }
 .out-error { color: #9a6700; font-weight: bold; } .out-not_run, .out-waived, .out-known_issue { color: #9a6700; }
 .out-not_applicable { color: #57606a; }
