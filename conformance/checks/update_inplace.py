@@ -57,11 +57,12 @@ def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterat
     values = tensors.sample(dt, shp, seed=1)
     source = _source_layout(values, layout)
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), memory, dt)
-    before = destination.data_ptr()
-    destination.update_inplace(source)
     snippet = (f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info={ctx.memory_expr(memory)})\n"
                f"p = v.data_ptr(); src = np.arange({tensors.element_count(shp)}).astype(np.{dt.storage.name}).reshape({shp})"
                + ("" if layout == "contiguous" else f"  # laid out {layout}") + "\nv.update_inplace(src); assert v.data_ptr() == p; print(v.numpy())")
+    before = destination.data_ptr()
+    ctx.attempt(f"update_inplace of a {layout} numpy array into {memory} memory", snippet)
+    destination.update_inplace(source)
     yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
     yield from _diff_violation(ctx, f"{layout} numpy source", tensors.payload(values, dt), ctx.read(destination, memory, dt, shp), memory, snippet)
 
@@ -94,11 +95,12 @@ def from_ortvalue(ctx, direction: str, dtype: str, shape: str) -> Iterator[Viola
     values = tensors.sample(dt, shp, seed=2)
     source = ctx.place(values, source_kind, dt)
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), destination_kind, dt)
-    before = destination.data_ptr()
-    destination.update_inplace(source)
     snippet = (f"{ctx.preamble()}\nsrc = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr(source_kind)})\n"
                f"dst = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr(destination_kind)})\n"
                "p = dst.data_ptr(); dst.update_inplace(src); assert dst.data_ptr() == p")
+    before = destination.data_ptr()
+    ctx.attempt(f"update_inplace(OrtValue) {direction}", snippet)
+    destination.update_inplace(source)
     yield from _address_violation(ctx, before, destination.data_ptr(), destination_kind, snippet)
     yield from _diff_violation(ctx, direction, tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp), destination_kind, snippet)
 
@@ -127,6 +129,7 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
     snippet = (f"{ctx.preamble()}\ndst = ort.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, memory_info={ctx.memory_expr(memory)})\n"
                f"src = np.zeros({src_shape}, np.{src_dtype.storage.name})" + ("\nsrc = ort.OrtValue.ortvalue_from_numpy(src)" if source == "ortvalue" else "")
                + "\ndst.update_inplace(src)  # expected: an error")
+    ctx.attempt(f"update_inplace({source}) with a mismatched source ({request})", snippet)
     try:
         destination.update_inplace(payload)
     except Exception:
