@@ -338,6 +338,38 @@ def test_a_type_the_ep_declines_is_not_applicable_where_it_takes_float32(runner,
     assert outcome is Outcome.NOT_RUN and "took no node of model 'add'" in message
 
 
+class KeptInItsMemory:
+    """A value whose update_inplace refuses a source in another memory, as onnxruntime's Python
+    layer does for WebGPU values ("WebGPU OrtValue copies require WebGPU source and destination
+    values"); copy_tensors between the memories works."""
+
+    def __init__(self, value, kind):
+        self.value, self.kind = value, kind
+
+    def __getattr__(self, name):
+        return getattr(self.value, name)
+
+    def update_inplace(self, source):
+        if getattr(source, "kind", "cpu") != self.kind:
+            raise ValueError("copies require source and destination values in the same memory")
+        self.value.update_inplace(getattr(source, "value", source))
+
+
+def test_no_host_staging_is_timed_where_update_inplace_across_memories_is_refused(runner, ctx, monkeypatch):
+    real_place, real_allocate = ctx.place, ctx.allocate
+    device = lambda kind: "default" if kind == "default" else "cpu"
+    monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: KeptInItsMemory(real_place(storage, kind, dt), device(kind)))
+    monkeypatch.setattr(ctx, "allocate", lambda kind, dt, shape: KeptInItsMemory(real_allocate(kind, dt, shape), device(kind)))
+
+    def copy(sources, destinations):  # plain onnxruntime has no CPU→CPU copy_tensors: the same bytes moved
+        for source, destination in zip(sources, destinations):
+            destination.value.update_inplace(source.value)
+
+    monkeypatch.setattr(ctx, "copy", copy)
+    result = runner.run("update-inplace.no-host-staging", 0, {"dtype": "float32", "shape": "64x64"})
+    assert result["outcome"] == "pass", result
+
+
 def test_onnxruntime_python_layer_refusals_are_told_apart_from_c_errors():
     namespace: dict = {}
     fake_file = os.path.join(os.sep, "site-packages", "onnxruntime", "capi", "fake.py")
