@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from conformance import tensors
-from conformance.checks import ClaimedButUnrunnable, NotApplicable, NotRun, Violation
+from conformance.checks import ClaimedButUnrunnable, NotApplicable, NotRun, Violation, first_line
 from conformance.eps import EpTarget, import_onnxruntime, memory_label
 from conformance.models import ModelCache, UnbuildableModel
 
@@ -201,12 +201,11 @@ class CheckContext:
         # The nodes the EP claimed are not observable through the public API when the session
         # fails; a one-node model says it exactly.
         claimed = f"the 1 node ({ops[0]})" if len(ops) == 1 else f"1 or more of the {len(ops)} nodes ({', '.join(ops)})"
-        said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ClaimedButUnrunnable(Violation(
             f"{self.target.provider} claimed {claimed} of model '{recipe}' with {dtype.name} in GetCapability but could not create "
             "a kernel for them (NOT_IMPLEMENTED); the CPU EP alone runs the model",
             expected=f"{self.target.provider} runs the nodes it claims, or declines them so that onnxruntime places them on another EP",
-            actual=f"session creation failed: {type(exc).__name__}: {said}",
+            actual=f"session creation failed: {first_line(exc)}",
             reproducer=f"{self.reproducer}  # fails: NOT_IMPLEMENTED\n"
                        f"ort.InferenceSession({str(path)!r}, providers=['CPUExecutionProvider'])  # the CPU EP alone runs it")) from None
 

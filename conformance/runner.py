@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from conformance import eps
-from conformance.checks import CHECKS, NotApplicable, NotRun, Violation, load_all
+from conformance.checks import CHECKS, NotApplicable, NotRun, Violation, first_line, load_all
 from conformance.context import CheckContext
 from conformance.models import ModelCache
 from conformance.outcomes import Outcome
@@ -100,11 +100,6 @@ class Runner:
             return Outcome.PASS, "", {}
         message = violations[0].message + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
         return Outcome.FAIL, message, {**details, "violations": [asdict(v) for v in violations]}
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
 
 
 def _raised(ctx: CheckContext, exc: BaseException, who: str) -> Violation:

@@ -327,12 +327,13 @@ def placed_elsewhere(monkeypatch, ctx, declined: set[str]):
     monkeypatch.setattr(ctx, "session", session)
 
 
-def test_a_type_the_ep_declines_is_not_applicable_where_it_takes_float32(runner, ctx, monkeypatch):
+def test_a_model_the_ep_declines_is_not_applicable_where_it_takes_another(runner, ctx, monkeypatch):
     declined = {"int16"}
     placed_elsewhere(monkeypatch, ctx, declined)
     outcome, message = run(runner, "session.claimed-nodes-run", recipe="add", dtype="int16")
     assert outcome is Outcome.NOT_APPLICABLE
-    assert message == "CPUExecutionProvider declines add with int16 (it takes the float32 model): onnxruntime placed the nodes on OtherExecutionProvider"
+    assert message == ("CPUExecutionProvider declines add with int16 (it takes the float32 model 'add'): "
+                       "onnxruntime placed the nodes on OtherExecutionProvider")
     declined.add("float32")  # an EP that takes nothing at all is not functional here: not_run
     outcome, message = run(runner, "session.claimed-nodes-run", recipe="add", dtype="int16")
     assert outcome is Outcome.NOT_RUN and "took no node of model 'add'" in message

@@ -43,6 +43,12 @@ class NotRun(Exception):
     """The contract applies but cannot run here (hardware absent, API too old, nothing to run)."""
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception in one line: its type and the first line of its message."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
 class ClaimedButUnrunnable(NotRun):
     """The EP claimed nodes of a model in GetCapability, then could not create a kernel for
     them, while the CPU EP alone runs the model: the EP should have declined those nodes so that

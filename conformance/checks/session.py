@@ -67,9 +67,26 @@ def claimed_nodes_run(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     try:
         ctx.require_nodes_on_ep(info)
     except NotRun:
-        # Declined: honest where the EP takes the same model in float32 (it works, and chose not
-        # to take this type); where it takes nothing at all, the EP is not functional here.
-        if dtype == "float32" or not ctx.session(recipe, tensors.DTYPES["float32"], SESSION_SHAPE).assignment.get(ctx.target.provider):
+        # Declined: an honest choice where the EP takes some other model here; where it takes
+        # none at all, it is not functional here (a silent fallback), and nothing was shown.
+        taken = _a_model_the_ep_takes(ctx)
+        if not taken:
             raise
-        raise NotApplicable(f"{ctx.target.provider} declines {recipe} with {dtype} (it takes the float32 model): "
+        raise NotApplicable(f"{ctx.target.provider} declines {recipe} with {dtype} (it takes {taken}): "
                             f"onnxruntime placed the nodes on {', '.join(info.assignment)}") from None
+
+
+FUNCTIONAL_PROBES = ("add", "relu", "identity")  # float32 models an EP that works here likely takes
+
+
+def _a_model_the_ep_takes(ctx) -> str:
+    """A float32 model of which the EP takes nodes, in words ('' when it takes none of them)."""
+    float32 = tensors.DTYPES["float32"]
+    for recipe in FUNCTIONAL_PROBES:
+        try:
+            info = ctx.session(recipe, float32, SESSION_SHAPE)
+        except (NotApplicable, NotRun):
+            continue
+        if info.assignment.get(ctx.target.provider):
+            return f"the float32 model '{recipe}'"
+    return ""
