@@ -11,12 +11,12 @@ import contextlib
 import ctypes
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from conformance import tensors
-from conformance.checks import NotApplicable, NotRun
+from conformance.checks import ClaimedButUnrunnable, NotApplicable, NotRun, Violation, first_line
 from conformance.eps import EpTarget, import_onnxruntime, memory_label
 from conformance.models import ModelCache, UnbuildableModel
 
@@ -40,6 +40,26 @@ class CheckContext:
         self.facts = target.facts["devices"][device_index]
         self.models = models
         self._sessions: dict[tuple[str, str, tuple[int, ...]], SessionInfo] = {}
+        self.step = ""  # what the running check does now, in words
+        self.reproducer = ""  # how to reproduce it
+        self._on_progress: Callable[[dict[str, str]], None] | None = None
+
+    # --- what the running check does ---------------------------------------------------------
+
+    def begin(self, on_progress: Callable[[dict[str, str]], None] | None = None) -> None:
+        """A new check starts: it has said nothing yet; `on_progress` hears each `attempt`."""
+        self.step, self.reproducer, self._on_progress = "", "", on_progress
+
+    def attempt(self, step: str, reproducer: str | None = None) -> None:
+        """Says what the check does next, and how to reproduce it, before doing it. A call that
+        kills the process or hangs leaves no answer: the worker passes this on at once
+        (`on_progress`), so the parent still knows the step and the reproducer; a call that
+        raises is reported with them. The reproducer stands until the next one is given."""
+        self.step = step
+        if reproducer is not None:
+            self.reproducer = reproducer
+        if self._on_progress is not None:
+            self._on_progress({"step": self.step, "reproducer": self.reproducer})
 
     # --- memories --------------------------------------------------------------------------
 
@@ -135,46 +155,69 @@ class CheckContext:
                 model, path = self.models.get(recipe, dtype, shape)
             except UnbuildableModel as exc:
                 raise NotApplicable(str(exc)) from None
-            options = self.ort.SessionOptions()
-            options.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            options.log_severity_level = 3
-            # The checks observe where values live and what the nodes compute, not parallel
-            # speed: one thread per session, because creating a session's thread pools costs
-            # 4-13 ms on a small machine, the largest single cost of a run.
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            options.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
-            provider_options = {k: v for k, v in self.target.options.items() if not k.startswith("session.")}
-            for key_, value in self.target.options.items():
-                if key_.startswith("session."):
-                    options.add_session_config_entry(key_, value)
+            self.attempt(f"creating a session of model '{recipe}' ({dtype.name} {list(shape)}) on {self.target.provider}",
+                         f"{self.preamble()}\n{self.session_snippet(path)}")
             try:
-                if self.device is not None:
-                    options.add_provider_for_devices([self.device], provider_options)
-                    session = self.ort.InferenceSession(model, options)
-                else:
-                    session = self.ort.InferenceSession(model, options, providers=[(self.target.provider, provider_options), "CPUExecutionProvider"])
+                session = self._create_session(model)
             except Exception as exc:
-                missing = self._no_kernel_anywhere(model)
-                if missing:
-                    raise NotApplicable(f"{recipe} with {dtype.name}: neither {self.target.provider} nor the CPU EP takes it ({missing})") from None
+                self._explain_refused_session(exc, model, path, recipe, dtype)
                 raise
             self._sessions[key] = SessionInfo(session, path, recipe, self._assignment(session))
         return self._sessions[key]
 
-    def _no_kernel_anywhere(self, model: bytes) -> str:
-        """When a session for the EP fails, whether the CPU EP alone has no kernel either: then
-        no EP takes the model and the case does not apply (onnxruntime's message for this case
-        differs when a plugin EP is registered, so the kit asks the CPU EP directly)."""
+    def _create_session(self, model: bytes):
+        options = self.ort.SessionOptions()
+        options.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.log_severity_level = 3
+        # The checks observe where values live and what the nodes compute, not parallel
+        # speed: one thread per session, because creating a session's thread pools costs
+        # 4-13 ms on a small machine, the largest single cost of a run.
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
+        provider_options = {k: v for k, v in self.target.options.items() if not k.startswith("session.")}
+        for key, value in self.target.options.items():
+            if key.startswith("session."):
+                options.add_session_config_entry(key, value)
+        if self.device is not None:
+            options.add_provider_for_devices([self.device], provider_options)
+            return self.ort.InferenceSession(model, options)
+        return self.ort.InferenceSession(model, options, providers=[(self.target.provider, provider_options), "CPUExecutionProvider"])
+
+    def _explain_refused_session(self, exc: Exception, model: bytes, path: Path | None, recipe: str, dtype: tensors.DType) -> None:
+        """When a session for the EP fails, asks the CPU EP alone for the same model (onnxruntime's
+        message differs when a plugin EP is registered, so the kit asks directly). If the CPU EP
+        has no kernel either, no EP takes the model: the case does not apply. If the CPU EP runs
+        it and the EP's session failed with NOT_IMPLEMENTED, the EP claimed nodes it could not
+        run (ClaimedButUnrunnable). Otherwise the error stands as it is."""
+        refusal = self._cpu_alone_refuses(model)
+        if refusal is not None:
+            if "NOT_IMPLEMENTED" in refusal or "Could not find an implementation" in refusal:
+                raise NotApplicable(f"{recipe} with {dtype.name}: neither {self.target.provider} nor the CPU EP takes it ({refusal[:200]})") from None
+            return
+        if "NOT_IMPLEMENTED" not in str(exc):
+            return
+        ops = list(self.models.recipes[recipe].ops)
+        # The nodes the EP claimed are not observable through the public API when the session
+        # fails; a one-node model says it exactly.
+        claimed = f"the 1 node ({ops[0]})" if len(ops) == 1 else f"1 or more of the {len(ops)} nodes ({', '.join(ops)})"
+        raise ClaimedButUnrunnable(Violation(
+            f"{self.target.provider} claimed {claimed} of model '{recipe}' with {dtype.name} in GetCapability but could not create "
+            "a kernel for them (NOT_IMPLEMENTED); the CPU EP alone runs the model",
+            expected=f"{self.target.provider} runs the nodes it claims, or declines them so that onnxruntime places them on another EP",
+            actual=f"session creation failed: {first_line(exc)}",
+            reproducer=f"{self.reproducer}  # fails: NOT_IMPLEMENTED\n"
+                       f"ort.InferenceSession({str(path)!r}, providers=['CPUExecutionProvider'])  # the CPU EP alone runs it")) from None
+
+    def _cpu_alone_refuses(self, model: bytes) -> str | None:
+        """The first line of the CPU EP's refusal of `model` (None when it creates the session)."""
         options = self.ort.SessionOptions()
         options.log_severity_level = 3
         try:
             self.ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         except Exception as exc:
-            text = str(exc)
-            if "NOT_IMPLEMENTED" in text or "Could not find an implementation" in text:
-                return text.splitlines()[0][:200]
-        return ""
+            return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return None
 
     def _assignment(self, session) -> dict[str, list[str]]:
         if not self.target.facts["api"]["graph_assignment_info"]:
@@ -210,6 +253,17 @@ class CheckContext:
             lines.append(f"ort.register_execution_provider_library({self.target.registration!r}, {self.target.library!r})")
         if self.device is not None:
             lines.append(f"dev = [d for d in ort.get_ep_devices() if d.ep_name == {self.target.provider!r}][{self.device_index}]")
+        return "\n".join(lines)
+
+    def session_snippet(self, model_path: Path | str | None, config: dict[str, str] | None = None) -> str:
+        """Lines that create `s`, a session of the model on the EP under test (after `preamble`)."""
+        provider_options = {k: v for k, v in self.target.options.items() if not k.startswith("session.")}
+        lines = ["so = ort.SessionOptions()"]
+        lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in (config or {}).items()]
+        if self.device is not None:
+            lines += [f"so.add_provider_for_devices([dev], {provider_options!r})", f"s = ort.InferenceSession({str(model_path)!r}, so)"]
+        else:
+            lines.append(f"s = ort.InferenceSession({str(model_path)!r}, so, providers=[({self.target.provider!r}, {provider_options!r}), 'CPUExecutionProvider'])")
         return "\n".join(lines)
 
     def memory_expr(self, kind: str) -> str:

@@ -21,13 +21,30 @@ import time
 from pathlib import Path
 from typing import Any
 
+from conformance.reproduce import kit_snippet
+
 
 class WorkerLost(Exception):
-    """The worker crashed or timed out; `outcome` is 'crash' or 'timeout'."""
+    """The worker crashed or timed out; `outcome` is 'crash' or 'timeout'. `details` say what
+    the lost request was doing (once `attribute` has been told), as a result's details do."""
 
-    def __init__(self, outcome: str, message: str):
-        super().__init__(message)
+    def __init__(self, outcome: str, message: str, *, actual: str, tail: str = ""):
+        super().__init__(message + tail)
         self.outcome = outcome
+        self.message, self.actual, self.tail = message, actual, tail
+        self.details: dict[str, Any] = {}
+
+    def attribute(self, note: dict[str, str] | None, fallback: str) -> "WorkerLost":
+        """Names the step the request had announced (`note`, sent ahead by the worker) and its
+        reproducer; `fallback` reproduces the request where it announced none."""
+        step = (note or {}).get("step", "")
+        message = self.message + (f" while {step}" if step else "")
+        self.args = (message + self.tail,)
+        expected = "the call to return, with a result or an error" if self.outcome == "crash" else "the check to finish in time"
+        violation = {"message": message, "expected": expected, "actual": self.actual, "memory": {},
+                     "reproducer": (note or {}).get("reproducer") or fallback}
+        self.details = {**({"step": step} if step else {}), "violations": [violation]}
+        return self
 
 
 class WorkerRefused(Exception):
@@ -63,6 +80,8 @@ class Worker:
         self._started = False
         self._pending: dict[str, str] = {}  # id -> what, in the order the worker runs them
         self._answers: dict[str, dict[str, Any] | Exception] = {}
+        self._requests: dict[str | None, dict[str, Any]] = {}  # id (None: a lone request) -> request, until answered
+        self._notes: dict[str | None, dict[str, str]] = {}  # id -> the step its check last announced
         self._progress = 0.0  # when the worker last finished a request (or got work while idle)
 
     def start(self) -> dict[str, Any]:
@@ -85,6 +104,8 @@ class Worker:
                 log.close()
         self._buffer = b""
         self._pending.clear()
+        self._requests.clear()
+        self._notes.clear()
         self.facts = None
         self._send(self.init)
 
@@ -109,8 +130,15 @@ class Worker:
         return self._exchange(message, timeout or self.timeout, what)
 
     def _exchange(self, message: dict[str, Any], timeout: float, what: str) -> dict[str, Any]:
+        self._requests[None] = message
         self._send(message)
-        reply = self._receive(time.monotonic() + timeout, timeout, what)
+        try:
+            reply = self._answer(time.monotonic() + timeout, timeout, what)
+        except WorkerLost as lost:
+            raise self._attributed(lost, None) from None
+        finally:
+            self._requests.pop(None, None)
+            self._notes.pop(None, None)
         if not reply.get("ok"):
             raise WorkerRefused.from_reply(reply)
         return reply
@@ -125,6 +153,7 @@ class Worker:
         if not self._pending:
             self._progress = time.monotonic()
         self._pending.update((id_, what) for id_, _, what in requests)
+        self._requests.update((id_, request) for id_, request, _ in requests)
         self._send({"op": "batch", "requests": [dict(request, id=id_) for id_, request, _ in requests]})
 
     def outstanding(self, id_: str) -> bool:
@@ -145,15 +174,36 @@ class Worker:
     def _take_next_answer(self) -> None:
         running, what = next(iter(self._pending.items()))
         try:
-            reply = self._receive(self._progress + self.timeout, self.timeout, what)
+            reply = self._answer(self._progress + self.timeout, self.timeout, what)
         except WorkerLost as lost:
             self._pending.clear()
-            self._answers[running] = lost
+            self._answers[running] = self._attributed(lost, running)
+            self._requests.clear()
+            self._notes.clear()
             return
         self._progress = time.monotonic()
         id_ = reply.pop("id", running)
         self._pending.pop(id_, None)
+        self._requests.pop(id_, None)
+        self._notes.pop(id_, None)
         self._answers[id_] = reply if reply.get("ok") else WorkerRefused.from_reply(reply)
+
+    def _answer(self, deadline: float, timeout: float, what: str) -> dict[str, Any]:
+        """The next reply that answers a request; the notes a check sends ahead of its answer
+        (the step it is about to take, see CheckContext.attempt) are kept for `_attributed`."""
+        while True:
+            reply = self._receive(deadline, timeout, what)
+            if "progress" not in reply:
+                return reply
+            self._notes[reply.get("id")] = reply["progress"]
+
+    def _attributed(self, lost: WorkerLost, id_: str | None) -> WorkerLost:
+        """`lost`, told what request `id_` was doing: the step and reproducer its check sent
+        ahead, else the case run through the kit."""
+        request = self._requests.get(id_) or {}
+        is_case = request.get("op") == "run" and {"contract", "device", "params"} <= request.keys()
+        fallback = kit_snippet(self.init, request["contract"], request["device"], request["params"]) if is_case else ""
+        return lost.attribute(self._notes.get(id_), fallback)
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.process and self.process.stdin
@@ -168,18 +218,19 @@ class Worker:
         line = self._read_line(deadline)
         if line is None:
             self._kill()
-            raise WorkerLost("timeout", f"{what} did not finish within {timeout:g} s; the worker was killed and replaced")
+            raise WorkerLost("timeout", f"{what} did not finish within {timeout:g} s; the worker was killed and replaced",
+                             actual=f"no answer after {timeout:g} s")
         if line == b"":
             code = self.process.wait()
             self.process = None
             how = f"killed by {signal_name(code)}" if code < 0 else f"exited with status {code}"
-            raise WorkerLost("crash", f"the process running {what} was {how}{self._log_tail()}")
+            raise WorkerLost("crash", f"the process running {what} was {how}", actual=how, tail=self._log_tail())
         try:
             return json.loads(line)
         except ValueError:
             self._kill()
             raise WorkerLost("crash", f"the process running {what} answered something that is not a reply "
-                                      f"({line[:80]!r}); it was killed and replaced") from None
+                                      f"({line[:80]!r}); it was killed and replaced", actual="not a reply") from None
 
     def _read_line(self, deadline: float) -> bytes | None:
         """One line from the worker; b'' at end of file; None when `deadline` passed."""

@@ -321,7 +321,7 @@ def _outcome_of(reply_of) -> tuple[Outcome, str, dict, float]:
     try:
         reply = reply_of()
     except WorkerLost as exc:
-        return Outcome(exc.outcome), str(exc), {}, 0.0
+        return Outcome(exc.outcome), str(exc), exc.details, 0.0
     except WorkerRefused as exc:
         return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
     return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]

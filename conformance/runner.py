@@ -11,13 +11,14 @@ import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from conformance import eps
-from conformance.checks import CHECKS, NotApplicable, NotRun, Violation, load_all
+from conformance.checks import CHECKS, NotApplicable, NotRun, Violation, first_line, load_all
 from conformance.context import CheckContext
 from conformance.models import ModelCache
 from conformance.outcomes import Outcome
+from conformance.reproduce import kit_snippet
 from conformance.spec import load_catalogue
 
 
@@ -46,6 +47,7 @@ class Runner:
     def __init__(self, ep: str, *, specs: list[str] | None = None, library: str | None = None,
                  options: dict[str, str] | None = None, models_dir: str | None = None, schema_checked: bool = False):
         load_all()
+        self.init = {"ep": ep, "specs": specs, "library": library, "options": options}  # what a reproducer must set up
         self.catalogue = load_catalogue(specs, known_checks=CHECKS, schema_checked=schema_checked)
         self.target = eps.resolve(ep, self.catalogue, library=library, options=options)
         self.target.facts = eps.describe(self.target)
@@ -61,10 +63,15 @@ class Runner:
             self._contexts[device] = CheckContext(self.target, device, self.models)
         return self._contexts[device]
 
-    def run(self, contract_id: str, device: int, params: dict[str, Any]) -> dict[str, Any]:
+    def run(self, contract_id: str, device: int, params: dict[str, Any], progress: Callable[[dict[str, str]], None] | None = None) -> dict[str, Any]:
+        """One case; `progress` hears each step the check announces before taking it."""
         contract = self.catalogue.contract(contract_id)
+        ctx = self.context(device)
+        ctx.begin(progress)
         started = time.perf_counter()
-        outcome, message, details = self._run(CHECKS[contract.check], self.context(device), params)
+        outcome, message, details = self._run(CHECKS[contract.check], ctx, params)
+        if outcome is Outcome.FAIL:
+            _complete(details["violations"], ctx.reproducer or kit_snippet(self.init, contract_id, device, params))
         return {"outcome": outcome.value, "message": message, "details": details, "duration": time.perf_counter() - started}
 
     def _run(self, function, ctx: CheckContext, params: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
@@ -78,7 +85,7 @@ class Runner:
                 outcome = Outcome.NOT_APPLICABLE if isinstance(exc, NotApplicable) else Outcome.NOT_RUN
                 return outcome, str(exc), {}
             # What was already found stands; the check stopped early for the reason given.
-            violations.append(Violation(f"the check stopped after that: {exc}"))
+            violations.append(Violation(f"the check stopped after that: {exc}", expected="the check to go on", actual=str(exc)))
         except Exception as exc:
             if not is_onnxruntime_error(exc):
                 return Outcome.ERROR, f"the kit failed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc(limit=-4)}
@@ -86,10 +93,26 @@ class Runner:
                 # Refused by onnxruntime's Python layer before the EP was asked: a finding
                 # against onnxruntime, whoever's promise the contract is.
                 details["subject"] = "runtime"
-                violations.append(Violation(f"onnxruntime's Python layer refused: {type(exc).__name__}: {exc}"))
+                violations.append(_raised(ctx, exc, "onnxruntime's Python layer refused"))
             else:
-                violations.append(Violation(f"onnxruntime raised {type(exc).__name__}: {exc}".strip()))
+                violations.append(_raised(ctx, exc, "onnxruntime raised"))
         if not violations:
             return Outcome.PASS, "", {}
         message = violations[0].message + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
         return Outcome.FAIL, message, {**details, "violations": [asdict(v) for v in violations]}
+
+
+def _raised(ctx: CheckContext, exc: BaseException, who: str) -> Violation:
+    """A check stopped by an onnxruntime error: what it was doing (the step it announced), what
+    onnxruntime said, and the check's reproducer (filled in by `run` where it gave none)."""
+    step = f" while {ctx.step}" if ctx.step else ""
+    return Violation(f"{who}{step}: {type(exc).__name__}: {exc}".strip(),
+                     expected=f"{ctx.step} to succeed" if ctx.step else "the check's onnxruntime calls to succeed",
+                     actual=first_line(exc), reproducer=ctx.reproducer)
+
+
+def _complete(violations: list[dict[str, Any]], reproducer: str) -> None:
+    """Every violation says how to reproduce it: where the check gave no snippet of its own,
+    the last one it announced (`CheckContext.attempt`), else the case run through the kit."""
+    for violation in violations:
+        violation["reproducer"] = violation["reproducer"] or reproducer

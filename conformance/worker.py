@@ -11,11 +11,11 @@ import json
 import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 
 def serve(requests, replies) -> None:
-    handler = Handler()
+    handler = Handler(lambda note: _write(replies, note))
     for line in requests:
         request = json.loads(line)
         if request["op"] == "exit":
@@ -34,10 +34,12 @@ def _write(replies, reply: dict[str, Any]) -> None:
 
 
 class Handler:
-    """Answers one request at a time; holds the Runner once `init` has created it."""
+    """Answers one request at a time; holds the Runner once `init` has created it. `notify`
+    sends a line ahead of the answer: what a check is about to do, in case it never answers."""
 
-    def __init__(self):
+    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None):
         self.runner = None
+        self.notify = notify
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         from conformance.eps import EpUnavailable
@@ -60,7 +62,10 @@ class Handler:
                                  schema_checked=request.get("schema_checked", False))
             return {"ok": True, "facts": self.runner.facts}
         if op == "run":
-            return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"])}
+            def progress(note: dict[str, str]) -> None:
+                self.notify({"id": request.get("id"), "progress": note})
+
+            return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"], progress)}
         if op == "probe":
             from conformance.capabilities import capability_matrix
 

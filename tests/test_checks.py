@@ -241,6 +241,136 @@ def test_violations_found_before_a_check_stops_are_kept(runner, ctx):
     assert [v["message"] for v in details["violations"]] == ["first problem", "the check stopped after that: could not go on"]
 
 
+class FailingUpdate:
+    """A device value whose update_inplace fails in onnxruntime, as an EP copy that errors would."""
+
+    def __init__(self, value):
+        self._value = value
+
+    def __getattr__(self, name):
+        return getattr(self._value, name)
+
+    def update_inplace(self, source):
+        raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : the device was lost\nat copy.cc:12")
+
+
+def test_an_onnxruntime_error_fails_with_the_step_what_it_said_and_a_reproducer(runner, ctx, monkeypatch):
+    params = dict(direction="cpu>default", dtype="float32", shape="3x5")
+    assert run(runner, "update-inplace.from-ortvalue", **params)[0] is Outcome.PASS
+    real_place = ctx.place
+    monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: FailingUpdate(real_place(storage, kind, dt)))
+    result = runner.run("update-inplace.from-ortvalue", 0, params)
+    assert result["outcome"] == "fail"
+    (violation,) = result["details"]["violations"]
+    assert violation["message"].startswith("onnxruntime raised while update_inplace(OrtValue) cpu>default: RuntimeError:")
+    assert violation["expected"] == "update_inplace(OrtValue) cpu>default to succeed"
+    assert violation["actual"] == "RuntimeError: [ONNXRuntimeError] : 1 : FAIL : the device was lost"
+    assert "dst.update_inplace(src)" in violation["reproducer"] and violation["reproducer"].startswith("import numpy as np, onnxruntime as ort")
+
+
+def test_a_failure_whose_check_announced_nothing_is_reproduced_through_the_kit(runner, ctx, monkeypatch):
+    from conformance.checks import CHECKS
+
+    def silent_check(ctx, **params):
+        yield Violation("wrong")
+
+    monkeypatch.setitem(CHECKS, "session.nodes-on-ep", silent_check)
+    result = runner.run("session.nodes-on-ep", 0, {"recipe": "add", "dtype": "float32"})
+    (violation,) = result["details"]["violations"]
+    assert violation["reproducer"].endswith("print(Runner('cpu').run('session.nodes-on-ep', 0, {'recipe': 'add', 'dtype': 'float32'}))")
+
+
+def claim_then_fail_sessions(monkeypatch, ctx):
+    """The EP under test claims the nodes of every model, then fails the session with
+    NOT_IMPLEMENTED (as onnxruntime-ggml 0.2.0 does for 16-bit integer and bfloat16 models);
+    the CPU EP alone, asked by the kit, still runs them."""
+    from onnxruntime.capi.onnxruntime_pybind11_state import NotImplemented as OrtNotImplemented
+
+    def create(model):
+        raise OrtNotImplemented("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : unsupported: tensor element type 5")
+
+    monkeypatch.setattr(ctx, "_create_session", create)
+    monkeypatch.setattr(ctx, "_sessions", {})
+
+
+def test_an_ep_that_claims_nodes_it_cannot_run_fails_its_own_contract(runner, ctx, monkeypatch):
+    params = dict(recipe="identity", dtype="int16")
+    assert run(runner, "session.claimed-nodes-run", **params)[0] is Outcome.PASS
+    claim_then_fail_sessions(monkeypatch, ctx)
+    result = runner.run("session.claimed-nodes-run", 0, params)
+    assert result["outcome"] == "fail"
+    (violation,) = result["details"]["violations"]
+    assert violation["message"] == ("CPUExecutionProvider claimed the 1 node (Identity) of model 'identity' with int16 in GetCapability but could "
+                                    "not create a kernel for them (NOT_IMPLEMENTED); the CPU EP alone runs the model")
+    assert violation["actual"] == "session creation failed: NotImplemented: [ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : unsupported: tensor element type 5"
+    assert "providers=['CPUExecutionProvider'])  # the CPU EP alone runs it" in violation["reproducer"]
+    # Other checks needing that session are not failed for it: they could not run.
+    outcome, message = run(runner, "memory-info.session-inputs", **params)
+    assert outcome is Outcome.NOT_RUN and message.endswith("(the failure of session.claimed-nodes-run)")
+
+
+def test_a_type_no_ep_takes_is_not_applicable_even_where_the_ep_session_fails(runner, ctx, monkeypatch):
+    claim_then_fail_sessions(monkeypatch, ctx)
+    outcome, message = run(runner, "session.claimed-nodes-run", recipe="identity", dtype="int4")
+    assert outcome is Outcome.NOT_APPLICABLE and "neither CPUExecutionProvider nor the CPU EP takes it" in message
+
+
+def placed_elsewhere(monkeypatch, ctx, declined: set[str]):
+    """Sessions in which the EP under test declined the nodes of the `declined` element types."""
+    real = ctx.session
+
+    def session(recipe, dtype, shape):
+        info = real(recipe, dtype, shape)
+        assignment = {"OtherExecutionProvider": info.assignment[ctx.target.provider]} if dtype.name in declined else info.assignment
+        return SessionInfo(info.session, info.model_path, info.recipe, assignment)
+
+    monkeypatch.setattr(ctx, "session", session)
+
+
+def test_a_model_the_ep_declines_is_not_applicable_where_it_takes_another(runner, ctx, monkeypatch):
+    declined = {"int16"}
+    placed_elsewhere(monkeypatch, ctx, declined)
+    outcome, message = run(runner, "session.claimed-nodes-run", recipe="add", dtype="int16")
+    assert outcome is Outcome.NOT_APPLICABLE
+    assert message == ("CPUExecutionProvider declines add with int16 (it takes the float32 model 'add'): "
+                       "onnxruntime placed the nodes on OtherExecutionProvider")
+    declined.add("float32")  # an EP that takes nothing at all is not functional here: not_run
+    outcome, message = run(runner, "session.claimed-nodes-run", recipe="add", dtype="int16")
+    assert outcome is Outcome.NOT_RUN and "took no node of model 'add'" in message
+
+
+class KeptInItsMemory:
+    """A value whose update_inplace refuses a source in another memory, as onnxruntime's Python
+    layer does for WebGPU values ("WebGPU OrtValue copies require WebGPU source and destination
+    values"); copy_tensors between the memories works."""
+
+    def __init__(self, value, kind):
+        self.value, self.kind = value, kind
+
+    def __getattr__(self, name):
+        return getattr(self.value, name)
+
+    def update_inplace(self, source):
+        if getattr(source, "kind", "cpu") != self.kind:
+            raise ValueError("copies require source and destination values in the same memory")
+        self.value.update_inplace(getattr(source, "value", source))
+
+
+def test_no_host_staging_is_timed_where_update_inplace_across_memories_is_refused(runner, ctx, monkeypatch):
+    real_place, real_allocate = ctx.place, ctx.allocate
+    device = lambda kind: "default" if kind == "default" else "cpu"
+    monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: KeptInItsMemory(real_place(storage, kind, dt), device(kind)))
+    monkeypatch.setattr(ctx, "allocate", lambda kind, dt, shape: KeptInItsMemory(real_allocate(kind, dt, shape), device(kind)))
+
+    def copy(sources, destinations):  # plain onnxruntime has no CPU→CPU copy_tensors: the same bytes moved
+        for source, destination in zip(sources, destinations):
+            destination.value.update_inplace(source.value)
+
+    monkeypatch.setattr(ctx, "copy", copy)
+    result = runner.run("update-inplace.no-host-staging", 0, {"dtype": "float32", "shape": "64x64"})
+    assert result["outcome"] == "pass", result
+
+
 def test_onnxruntime_python_layer_refusals_are_told_apart_from_c_errors():
     namespace: dict = {}
     fake_file = os.path.join(os.sep, "site-packages", "onnxruntime", "capi", "fake.py")

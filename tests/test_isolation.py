@@ -204,6 +204,45 @@ def test_a_crash_in_a_batch_costs_the_running_request_and_drops_the_queued_ones(
     assert w.process is None
 
 
+NOTES_THEN_ABORT = """\
+import json, os, sys
+sys.stdin.readline()
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\\n")
+send({"id": "a", "progress": {"step": "copying", "reproducer": "ort.copy_tensors(...)"}})
+send({"ok": True, "id": "a", "n": 1})
+send({"id": "b", "progress": {"step": "binding the input", "reproducer": "b.bind_input(...)"}})
+send({"id": "b", "progress": {"step": "running again", "reproducer": "b.bind_input(...); s.run_with_iobinding(b)"}})
+sys.stdout.flush()
+os.abort()
+"""
+
+
+def test_a_crash_in_a_batch_carries_the_step_and_reproducer_its_check_sent_ahead():
+    """The request that was running gets what its own check announced last before the fatal
+    call; what the request before it announced is not taken for it."""
+    w = fake_worker(NOTES_THEN_ABORT)
+    batch_of_three(w)
+    assert w.collect("a") == {"ok": True, "n": 1}
+    with pytest.raises(WorkerLost, match="^the process running check b was killed by SIGABRT while running again") as lost:
+        w.collect("b")
+    assert lost.value.details["step"] == "running again"
+    (violation,) = lost.value.details["violations"]
+    assert violation["reproducer"] == "b.bind_input(...); s.run_with_iobinding(b)"
+    assert violation["actual"] == "killed by SIGABRT" and violation["expected"]
+
+
+def test_a_lost_case_that_announced_nothing_is_reproduced_through_the_kit():
+    w = fake_worker("import sys, time; sys.stdin.readline(); time.sleep(60)")
+    w.init = dict(CPU_INIT, op="init")
+    with pytest.raises(WorkerLost) as lost:
+        w._exchange(SESSION_INPUTS, 0.5, "the check")
+    (violation,) = lost.value.details["violations"]
+    assert "step" not in lost.value.details and violation["actual"] == "no answer after 0.5 s"
+    assert violation["reproducer"].splitlines()[-1] == (
+        "print(Runner('cpu').run('memory-info.session-inputs', 0, {'recipe': 'identity', 'dtype': 'float32'}))")
+
+
 def test_a_hang_in_a_batch_is_a_timeout_of_the_running_request_measured_from_the_one_before():
     w = fake_worker(ANSWER_FIRST_THEN.format(then="time.sleep(60)"))
     w.timeout = 0.5

@@ -225,6 +225,18 @@ def test_runtime_subject_failure_is_an_xfail_finding_against_onnxruntime(cpu_run
     assert cpu_run.returncode == 0
 
 
+def test_a_crash_finding_names_the_step_it_died_in_and_how_to_reproduce_it(cpu_run):
+    """The worker died, yet the check's step and reproducer, sent ahead of the fatal call, are in the report."""
+    (crash,) = [f for f in cpu_run.report["findings"] if f["outcome"] == "crash"]
+    assert crash["details"]["step"].startswith("binding the input again with a valid value and running")
+    (violation,) = crash["details"]["violations"]
+    assert violation["actual"] == "killed by SIGABRT"
+    reproducer = violation["reproducer"]
+    assert reproducer.startswith("import numpy as np, onnxruntime as ort") and "b.bind_input('x', 'npu', 0" in reproducer
+    assert reproducer.endswith("s.run_with_iobinding(b); print(b.get_outputs()[0].numpy())")
+    assert "reproduce with" not in crash["message"] and "b.bind_input" in (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8")
+
+
 def test_runtime_finding_is_listed_in_report_md(cpu_run):
     text = (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8")
     findings = text.split("## Findings against onnxruntime", 1)[1].split("\n## ", 1)[0]

@@ -43,6 +43,23 @@ class NotRun(Exception):
     """The contract applies but cannot run here (hardware absent, API too old, nothing to run)."""
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception in one line: its type and the first line of its message."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+class ClaimedButUnrunnable(NotRun):
+    """The EP claimed nodes of a model in GetCapability, then could not create a kernel for
+    them, while the CPU EP alone runs the model: the EP should have declined those nodes so that
+    onnxruntime placed them elsewhere. A defect of the EP, which `session.claimed-nodes-run`
+    reports as its failure (`violation`); any other check needing that session cannot run."""
+
+    def __init__(self, violation: Violation):
+        super().__init__(f"the session could not be created: {violation.message} (the failure of session.claimed-nodes-run)")
+        self.violation = violation
+
+
 def known_checks() -> set[str]:
     load_all()
     return set(CHECKS)

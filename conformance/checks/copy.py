@@ -28,6 +28,7 @@ def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = Fal
     snippet = _snippet(ctx, source_kind, destination_kind, dt, shp)
     source = ctx.place(values, source_kind, dt)
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), destination_kind, dt)
+    ctx.attempt(f"copy_tensors {direction}", snippet)
     try:
         ctx.copy([source], [destination])
     except Exception as exc:
@@ -141,6 +142,7 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
         dst_values = [ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), kind, dt) for kind, dt, shp in destinations]
     snippet = (f"{ctx.preamble()}\n# {request}: sources {_describe(sources)}, destinations {_describe(destinations)}\n"
                "ort.copy_tensors(srcs, dsts, None)  # expected: an error")
+    ctx.attempt(f"copy_tensors with a bad request ({request})", snippet)
     try:
         ctx.copy(src_values, dst_values)
     except Exception as exc:

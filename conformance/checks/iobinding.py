@@ -22,7 +22,7 @@ def in_place(ctx, recipe: str, dtype: str, shape: str, memory: str = "default") 
     shp = tensors.parse_shape(shape, dt)
     info = ctx.session(recipe, dt, shp)
     ctx.require_nodes_on_ep(info)
-    snippet = (f"{ctx.preamble()}\n# s: a session of {info.model_path}\nb = s.io_binding()\n"
+    snippet = (f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\nb = s.io_binding()\n"
                f"x = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr(memory)})\n"
                f"y = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr(memory)})\n"
                "b.bind_ortvalue_input('x', x); b.bind_ortvalue_output('y', y); s.run_with_iobinding(b)\nassert b.get_outputs()[0].data_ptr() == y.data_ptr()")
@@ -30,6 +30,7 @@ def in_place(ctx, recipe: str, dtype: str, shape: str, memory: str = "default") 
     expected = reference(recipe, {"x": values})
     source = ctx.place(values, memory, dt)
     output = ctx.place(tensors.sentinel(dt, shp, OUTPUT_SENTINEL), memory, dt)
+    ctx.attempt(f"running with an input and a preallocated output bound in {memory} memory", snippet)
     binding = info.session.io_binding()
     (input_name,), (output_name,) = [i.name for i in info.session.get_inputs()], [o.name for o in info.session.get_outputs()]
     binding.bind_ortvalue_input(input_name, source)
@@ -62,12 +63,13 @@ def host_accessible_in_place(ctx, binding: str, recipe: str = "relu", dtype: str
     with ctx.precondition("writing a HOST_ACCESSIBLE value through numpy()"):
         source = _written_in_place(ctx, values, dt) if binding == "input" else ctx.wrap_cpu(values, dt)
         output = _written_in_place(ctx, landing, dt) if binding == "output" else ctx.wrap_cpu(landing, dt)
+    ctx.attempt(f"running with the {binding} bound in HOST_ACCESSIBLE memory")
     bindings = info.session.io_binding()
     bindings.bind_ortvalue_input(info.session.get_inputs()[0].name, source)
     bindings.bind_ortvalue_output(info.session.get_outputs()[0].name, output)
     info.session.run_with_iobinding(bindings)
     ha = ctx.memory_expr("host_accessible")
-    snippet = (f"{ctx.preamble()}\n# s: a session of {info.model_path}\nb = s.io_binding()\n"
+    snippet = (f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\nb = s.io_binding()\n"
                f"x = np.random.default_rng(11).integers(-8, 9, size={list(shp)}).astype(np.{dt.storage.name})\n"
                f"v = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info={ha})\n"
                + ("v.numpy()[...] = x\nb.bind_ortvalue_input('x', v); b.bind_output('y')\n" if binding == "input" else
@@ -203,9 +205,26 @@ def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> Ba
 
 
 def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str) -> str:
-    return (f"{ctx.preamble()}\n# s: a session of {setup.info.model_path} on the EP\nb = s.io_binding()\n"
-            f"# bind the {which} '{setup.input_name if which == 'input' else setup.output_name}' to {request}, "
-            f"the rest valid in {ctx.memory_expr(setup.memory)}\ns.run_with_iobinding(b)  # expected: an error")
+    """Python that binds `request` to the input or output of the session, the other end valid,
+    and runs it (the run is expected to be refused)."""
+    name = setup.input_name if which == "input" else setup.output_name
+    shape, mem = list(BINDING_SHAPE), ctx.memory_expr(setup.memory)
+    bad = {"wrong-shape": f"[{BINDING_SHAPE[0] + 1}, {BINDING_SHAPE[1]}], np.float32", "wrong-rank": f"[{BINDING_SHAPE[0] * BINDING_SHAPE[1]}], np.float32",
+           "wrong-element-type": f"{shape}, np.int32"}.get(request)
+    if bad:
+        bind = (f"bad = ort.OrtValue.ortvalue_from_shape_and_type({bad}, memory_info=mem)\n"
+                f"b.bind_ortvalue_{which}({name!r}, bad)")
+    elif which == "output" and request == "unreachable-device":
+        bind = f"b.bind_output({name!r}, {unreachable_device(ctx)!r}, 0)"
+    else:
+        bind = (f"buf = np.zeros({shape}, np.float32)  # host memory, said to live on a device nobody advertises\n"
+                f"b.bind_{which}({name!r}, {unreachable_device(ctx)!r}, 0, np.float32, {shape}, buf.ctypes.data)")
+    return (f"{ctx.preamble()}\n{ctx.session_snippet(setup.info.model_path)}\nmem = {mem}\n"
+            f"x = ort.OrtValue.ortvalue_from_shape_and_type({shape}, np.float32, memory_info=mem)\n"
+            f"y = ort.OrtValue.ortvalue_from_shape_and_type({shape}, np.float32, memory_info=mem)\nb = s.io_binding()\n"
+            + (f"b.bind_ortvalue_input({setup.input_name!r}, x)\n" if which == "output" else f"b.bind_ortvalue_output({setup.output_name!r}, y)\n")
+            + "try:  # expected: an error, when binding or when running\n" + "".join(f"    {line}\n" for line in bind.splitlines())
+            + "    s.run_with_iobinding(b)\nexcept Exception as e:\n    print('refused:', e)")
 
 
 @check("iobinding.rejects-bad-output")
@@ -219,6 +238,7 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
     snippet = _binding_snippet(ctx, setup, "output", request)
     bad = BadBinding()
     try:  # onnxruntime may refuse when binding or when running
+        ctx.attempt(f"binding the output to {request} and running", snippet)
         bad = _bind_bad(ctx, setup, binding, "output", request)
         setup.info.session.run_with_iobinding(binding)
     except (NotApplicable, NotRun):
@@ -254,7 +274,13 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
     else:
         io.bind_ortvalue_output(setup.output_name, _valid_output(ctx, setup))
     bound = request
+    name = setup.input_name if binding == "input" else setup.output_name
+    snippet = _binding_snippet(ctx, setup, binding, request) + (
+        f"\n# then bind {name!r} again with a valid value and run: expected the right values\n"
+        + (f"b.bind_ortvalue_input({name!r}, x)\n" if binding == "input" else f"b.bind_ortvalue_output({name!r}, y)\n")
+        + "s.run_with_iobinding(b); print(b.get_outputs()[0].numpy())")
     try:  # onnxruntime may refuse when binding or when running
+        ctx.attempt(f"binding the {binding} to {request} and running", snippet)
         bound = _bind_bad(ctx, setup, io, binding, request).bound
         setup.info.session.run_with_iobinding(io)
     except (NotApplicable, NotRun):
@@ -263,9 +289,8 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
         refusal = f"refused: {str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__}"
     else:
         refusal = "accepted"  # not this contract's concern (iobinding.rejects-bad-output): the rebind must work all the same
-    snippet = _binding_snippet(ctx, setup, binding, request) + (
-        f"\n# then bind '{setup.input_name if binding == 'input' else setup.output_name}' again with a valid value and run: expected the right values")
     output = _valid_output(ctx, setup)
+    ctx.attempt(f"binding the {binding} again with a valid value and running, after the bad binding was {refusal.split(':')[0]}")
     try:
         if binding == "input":
             io.bind_ortvalue_input(setup.input_name, setup.source)

@@ -8,7 +8,6 @@ or a hang in a release or unregister path then costs this one result.
 from __future__ import annotations
 
 import gc
-import sys
 from typing import Any, Callable, Iterator
 
 from conformance import tensors
@@ -16,12 +15,6 @@ from conformance.checks import NotApplicable, Violation, check
 from conformance.checks.session import reference, small_integers
 
 RECIPE, SHAPE = "relu", (2, 3)
-
-
-def _progress(step: str) -> None:
-    # The worker's stderr is its log; when the process dies, the kit quotes the log's last
-    # lines, so they say which step it died in.
-    print(f"lifecycle: {step}", file=sys.stderr, flush=True)
 
 
 def _devices(ctx) -> list:
@@ -88,7 +81,7 @@ def plugin_library(ctx) -> Iterator[Violation]:
              lambda: f"{len(_devices(ctx))} devices of {target.provider} are still listed" if _devices(ctx) else ""),
         ]
     for step, run in steps:
-        _progress(step)
+        ctx.attempt(step, snippet)  # a crash in a release or unregister path names its step
         try:
             wrong = run()
         except Exception as exc:
@@ -97,4 +90,3 @@ def plugin_library(ctx) -> Iterator[Violation]:
         if wrong:
             yield Violation(f"{step}: {wrong}", reproducer=snippet)
             return
-    _progress("done")

@@ -7,7 +7,7 @@ from typing import Iterator
 import numpy as np
 
 from conformance import tensors
-from conformance.checks import Violation, check
+from conformance.checks import ClaimedButUnrunnable, NotApplicable, NotRun, Violation, check
 
 SESSION_SHAPE = (3, 5)
 
@@ -50,3 +50,43 @@ def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     if diff:
         yield Violation(f"model '{recipe}' on {ctx.target.provider} computed wrong values: {diff.describe()}",
                         expected="numpy's result for the same inputs", actual=diff.describe(), reproducer=snippet + "\nprint(s.run(None, feeds))")
+
+
+@check("session.claimed-nodes-run")
+def claimed_nodes_run(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
+    """Creates a session of a one-node model of each element type: the EP either takes the node
+    and creates its kernel (the session exists, the node assigned to the EP), or declines it so
+    that onnxruntime places it elsewhere (not_applicable: an honest decline). Claiming the node
+    and then failing the session is the violation."""
+    dt = tensors.DTYPES[dtype]
+    try:
+        info = ctx.session(recipe, dt, SESSION_SHAPE)
+    except ClaimedButUnrunnable as exc:
+        yield exc.violation
+        return
+    try:
+        ctx.require_nodes_on_ep(info)
+    except NotRun:
+        # Declined: an honest choice where the EP takes some other model here; where it takes
+        # none at all, it is not functional here (a silent fallback), and nothing was shown.
+        taken = _a_model_the_ep_takes(ctx)
+        if not taken:
+            raise
+        raise NotApplicable(f"{ctx.target.provider} declines {recipe} with {dtype} (it takes {taken}): "
+                            f"onnxruntime placed the nodes on {', '.join(info.assignment)}") from None
+
+
+FUNCTIONAL_PROBES = ("add", "relu", "identity")  # float32 models an EP that works here likely takes
+
+
+def _a_model_the_ep_takes(ctx) -> str:
+    """A float32 model of which the EP takes nodes, in words ('' when it takes none of them)."""
+    float32 = tensors.DTYPES["float32"]
+    for recipe in FUNCTIONAL_PROBES:
+        try:
+            info = ctx.session(recipe, float32, SESSION_SHAPE)
+        except (NotApplicable, NotRun):
+            continue
+        if info.assignment.get(ctx.target.provider):
+            return f"the float32 model '{recipe}'"
+    return ""
