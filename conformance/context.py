@@ -11,7 +11,7 @@ import contextlib
 import ctypes
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -23,6 +23,16 @@ from conformance.models import ModelCache, UnbuildableModel
 ASSIGNMENT_CONFIG = "session.record_ep_graph_assignment_info"
 
 
+class CallQuarantined(BaseException):
+    """A check reached an onnxruntime call that crashed or hung earlier on this EP device; the
+    runner records the check as not_run. A BaseException, so that a check catching the EP's
+    errors (Exception) cannot take it for the EP refusing the call."""
+
+    def __init__(self, call: str, reason: str):
+        super().__init__(f"{call}: {reason}")
+        self.call = call
+
+
 @dataclass
 class SessionInfo:
     session: Any
@@ -32,7 +42,13 @@ class SessionInfo:
 
 
 class CheckContext:
+    # Set by the worker process: told each risky call before it is made, so that its parent
+    # knows which call was in flight even when the EP then aborts or hangs (worker.py).
+    call_listener: Callable[[str], None] | None = None
+
     def __init__(self, target: EpTarget, device_index: int, models: ModelCache):
+        # call -> why it must not be made again on this device (set per request by the runner)
+        self.quarantined_calls: dict[str, str] = {}
         self.ort = import_onnxruntime()
         self.target = target
         self.device_index = device_index
@@ -40,6 +56,18 @@ class CheckContext:
         self.facts = target.facts["devices"][device_index]
         self.models = models
         self._sessions: dict[tuple[str, str, tuple[int, ...]], SessionInfo] = {}
+
+    # --- calls in flight -------------------------------------------------------------------
+
+    def announce_call(self, call: str) -> None:
+        """Names the risky onnxruntime call about to be made on this EP device ('copy_tensors
+        cpu>default', 'update_inplace numpy>default', 'InferenceSession creation', ...); raises
+        CallQuarantined instead when that call crashed or hung in an earlier check."""
+        reason = self.quarantined_calls.get(call)
+        if reason is not None:
+            raise CallQuarantined(call, reason)
+        if CheckContext.call_listener is not None:
+            CheckContext.call_listener(call)
 
     # --- memories --------------------------------------------------------------------------
 
@@ -85,12 +113,15 @@ class CheckContext:
             return self.ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type)
         if not self.target.facts["api"]["memory_info_alloc"]:
             raise NotRun(f"onnxruntime {self.ort.__version__} cannot allocate from an EP memory info (needs >= 1.30)")
+        self.announce_call(f"allocate {kind}")
         return self.ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type, memory_info=info)
 
-    def copy(self, sources: list, destinations: list) -> None:
+    def copy(self, sources: list, destinations: list, direction: str, stream=None) -> None:
+        """copy_tensors; `direction` ('cpu>default', ...) names the call in flight."""
         if not self.target.facts["api"]["copy_tensors"]:
             raise NotRun(f"onnxruntime {self.ort.__version__} has no copy_tensors (needs >= 1.23)")
-        self.ort.copy_tensors(sources, destinations, None)
+        self.announce_call(f"copy_tensors {direction}")
+        self.ort.copy_tensors(sources, destinations, stream)
 
     def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes:
         """The bytes of `value`: CPU values directly, device values through a copy to a
@@ -103,7 +134,7 @@ class CheckContext:
             size = value.tensor_size_in_bytes()
             return ctypes.string_at(value.data_ptr(), size) if size else b""
         landing = tensors.sentinel(dtype, shape, 0xA5)
-        self.copy([value], [self.wrap_cpu(landing, dtype)])
+        self.copy([value], [self.wrap_cpu(landing, dtype)], f"{kind}>cpu")
         return tensors.payload(landing, dtype)
 
     def place(self, storage: np.ndarray, kind: str, dtype: tensors.DType):
@@ -111,7 +142,7 @@ class CheckContext:
         if kind == "cpu" or (self.memory_info(kind) is None):
             return self.wrap_cpu(storage, dtype)
         value = self.allocate(kind, dtype, storage.shape)
-        self.copy([self.wrap_cpu(storage, dtype)], [value])
+        self.copy([self.wrap_cpu(storage, dtype)], [value], f"cpu>{kind}")
         return value
 
     @contextlib.contextmanager
@@ -148,6 +179,7 @@ class CheckContext:
             for key_, value in self.target.options.items():
                 if key_.startswith("session."):
                     options.add_session_config_entry(key_, value)
+            self.announce_call("InferenceSession creation")
             try:
                 if self.device is not None:
                     options.add_provider_for_devices([self.device], provider_options)

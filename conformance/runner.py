@@ -15,7 +15,7 @@ from typing import Any
 
 from conformance import eps
 from conformance.checks import CHECKS, NotApplicable, NotRun, Violation, load_all
-from conformance.context import CheckContext
+from conformance.context import CallQuarantined, CheckContext
 from conformance.models import ModelCache
 from conformance.outcomes import Outcome
 from conformance.spec import load_catalogue
@@ -61,10 +61,14 @@ class Runner:
             self._contexts[device] = CheckContext(self.target, device, self.models)
         return self._contexts[device]
 
-    def run(self, contract_id: str, device: int, params: dict[str, Any]) -> dict[str, Any]:
+    def run(self, contract_id: str, device: int, params: dict[str, Any], quarantined: dict[str, str] | None = None) -> dict[str, Any]:
+        """`quarantined`: calls (as CheckContext.announce_call names them) that crashed or hung
+        in earlier checks on this device, with why; the check stops before making one."""
         contract = self.catalogue.contract(contract_id)
         started = time.perf_counter()
-        outcome, message, details = self._run(CHECKS[contract.check], self.context(device), params)
+        context = self.context(device)
+        context.quarantined_calls = quarantined or {}
+        outcome, message, details = self._run(CHECKS[contract.check], context, params)
         return {"outcome": outcome.value, "message": message, "details": details, "duration": time.perf_counter() - started}
 
     def _run(self, function, ctx: CheckContext, params: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
@@ -73,6 +77,10 @@ class Runner:
         try:
             for violation in function(ctx, **params):
                 violations.append(violation)
+        except CallQuarantined as stop:
+            if not violations:
+                return Outcome.NOT_RUN, f"stopped before {stop}", {"quarantined_call": stop.call}
+            violations.append(Violation(f"the check stopped after that, before {stop}"))
         except (NotApplicable, NotRun) as exc:
             if not violations:
                 outcome = Outcome.NOT_APPLICABLE if isinstance(exc, NotApplicable) else Outcome.NOT_RUN

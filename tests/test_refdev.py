@@ -30,8 +30,10 @@ FAULTS = {
     "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep", "iobinding.in-place", "copy.cpu-default-optional"}, "fail"),
     "alloc-fail": ("non_conformant", {"memory-info.allocatable"}, "fail"),
     "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
-    "abort": ("non_conformant", set(), "crash"),
-    "hang": ("non_conformant", set(), "timeout"),
+    # CopyTensors aborts or never returns: the first copy to the device and the first session
+    # run (which copies its inputs there) are lost; see test_a_crashing_call_is_quarantined_alone.
+    "abort": ("non_conformant", {"copy.required-directions", "session.nodes-on-ep"}, "crash"),
+    "hang": ("non_conformant", {"copy.required-directions", "session.nodes-on-ep"}, "timeout"),
     "unregister-crash": ("non_conformant", {"lifecycle.plugin-library"}, "crash"),
     # Also advertises HOST_ACCESSIBLE memory, which refdev's spec does not declare.
     "host-accessible-as-device": ("non_conformant", {"iobinding.host-accessible-in-place", "memory-info.declaration"}, "fail"),
@@ -118,6 +120,34 @@ def test_fault_mode_is_caught_by_its_contract(refdev_library, tmp_path, fault):
         # The run survived: every collected check has a result, and the lost ones are listed.
         assert len(report["results"]) == report["run"]["collected"]
         assert report["run"]["lost"] and all(l["outcome"] == outcome for l in report["run"]["lost"])
+
+
+# Checks that never make the call refdev's CopyTensors crashes or hangs in: they give real
+# results in the abort and hang modes, however many checks were lost before them.
+NO_DEVICE_COPY = {("memory-info.declaration", ()), ("memory-info.allocatable", ("default",)),
+                  ("memory-info.session-inputs", ("add", "float32"))}
+
+
+@pytest.mark.parametrize("fault", ["abort", "hang"])
+def test_a_crashing_call_is_quarantined_alone(refdev_library, tmp_path, fault):
+    report = conformance_run(refdev_library, tmp_path, fault)
+    outcome = FAULTS[fault][2]
+    lost = [r for r in report["results"] if r["outcome"] == outcome]
+    # One loss per call, each naming the call it was in.
+    assert sorted(r["details"]["call"] for r in lost) == ["InferenceSession.run, inputs in cpu", "copy_tensors cpu>default"]
+    assert all(r["details"]["call"] in r["message"] for r in lost)
+    outcomes = {(r["contract"], tuple(r["params"].values())): r["outcome"] for r in report["results"]}
+    assert {case: outcomes[case] for case in NO_DEVICE_COPY} == {case: "pass" for case in NO_DEVICE_COPY}
+    # A check reaching a lost call stops there, naming the call and the check that lost it.
+    first_copy = next(r for r in lost if r["details"]["call"] == "copy_tensors cpu>default")
+    stopped = [r for r in report["results"] if r["details"].get("quarantined_call") == "copy_tensors cpu>default"]
+    assert len(stopped) > 100 and all(r["outcome"] == "not_run" for r in stopped)
+    assert all(f"stopped before copy_tensors cpu>default: that call ended in {outcome} in the earlier check "
+               f"{first_copy['nodeid'].split('::')[-1]}" in r["message"] for r in stopped)
+    stream = next(r for r in report["results"] if r["contract"] == "streams.sync-stream")
+    assert stream["outcome"] == "not_run" and "copy_tensors cpu>default" in stream["message"]  # created the stream, then stopped
+    lifecycle = next(r for r in report["results"] if r["contract"] == "lifecycle.plugin-library")
+    assert lifecycle["outcome"] == "not_run" and "copy_tensors cpu>default" in lifecycle["message"]
 
 
 # fault mode -> the copy directions the probe must report with this status
