@@ -45,12 +45,20 @@ FAULTS = {
 RUNTIME_FINDINGS = {"copy.bad-requests", "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure"}
 
 
+def build_failure_reason(output: str) -> str:
+    """The one-line reason of a failed `make -C refdev`: the last line of fetch-headers.sh or of
+    the Makefile's own checks (make's `*** ... Error 3` line that follows says nothing)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    own = [line for line in lines if line.startswith(("fetch-headers.sh:", "refdev:"))]
+    return (own or lines or ["make -C refdev failed"])[-1]
+
+
 @pytest.fixture(scope="session")
 def refdev_library() -> Path:
     if not LIBRARY.exists():
         build = subprocess.run(["make", "-C", str(ROOT / "refdev")], capture_output=True, text=True)
         if build.returncode != 0:
-            reason = (build.stderr.strip().splitlines() or ["make -C refdev failed"])[-1]
+            reason = build_failure_reason(build.stderr)
             print(f"\nreference EP not built: {reason}", file=sys.stderr)
             pytest.skip(f"the reference EP could not be built here: {reason}")
     return LIBRARY
@@ -242,3 +250,41 @@ print(json.dumps(out))
     out = json.loads(completed.stdout.strip().splitlines()[-1])
     assert out == {"declared": False, "memory-info.declaration": "no vendor declaration (EP spec) was given for this EP",
                    "copy.required-directions": "pass"}
+
+
+# --- when the headers cannot be fetched: the skip reason is the fetch script's own --------------
+
+def failed_build(tmp_path: Path, **env: str) -> str:
+    """`make -C refdev` into an empty build folder with the given environment; its reason."""
+    build = subprocess.run(["make", "-C", str(ROOT / "refdev"), f"BUILD={tmp_path / 'build'}"], capture_output=True, text=True,
+                           env=dict(os.environ, **env), timeout=120)
+    assert build.returncode != 0 and "Error 3" in build.stderr, build.stderr
+    return build_failure_reason(build.stderr)
+
+
+def test_no_apt_source_is_the_skip_reason(tmp_path):
+    (tmp_path / "parts").mkdir()
+    reason = failed_build(tmp_path, REFDEV_APT_SOURCES_LIST=str(tmp_path / "none"), REFDEV_APT_SOURCES_PARTS=str(tmp_path / "parts"))
+    assert reason == (f"fetch-headers.sh: cannot fetch onnxruntime headers: no Debian mirror found in {tmp_path / 'none'} "
+                      f"or {tmp_path / 'parts'}/")
+
+
+def test_an_unreachable_source_is_named_without_its_address(tmp_path):
+    (tmp_path / "parts").mkdir()
+    missing = tmp_path / "no-such-mirror"
+    (tmp_path / "sources.list").write_text(f"deb file://{missing} sid main\n")
+    reason = failed_build(tmp_path, REFDEV_APT_SOURCES_LIST=str(tmp_path / "sources.list"), REFDEV_APT_SOURCES_PARTS=str(tmp_path / "parts"))
+    assert reason.startswith("fetch-headers.sh: cannot fetch onnxruntime headers: apt-get update for suite sid from "
+                             "the Debian mirror of this machine's apt sources failed (E:")
+    assert str(missing) not in reason and "file:" not in reason
+
+
+def test_no_apt_get_is_the_skip_reason(tmp_path):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("bash", "find", "dirname", "make", "gcc", "cc", "mkdir", "sed"):
+        found = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+        if found:
+            (tools / tool).symlink_to(found)
+    reason = failed_build(tmp_path, PATH=str(tools))
+    assert reason == "fetch-headers.sh: cannot fetch onnxruntime headers: apt-get not found"
