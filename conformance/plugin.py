@@ -288,6 +288,8 @@ class ConformanceRun:
         for ep in self.eps:
             if ep.facts.get("unusable"):
                 terminalreporter.write_line(f"{ep.label}: nothing ran: {ep.facts['unusable']}", yellow=True)
+            if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
+                terminalreporter.write_line(f"{ep.label}: EP spec {ep.facts['spec']}")
         for path in self.written:
             terminalreporter.write_line(f"report: {path}")
 
