@@ -312,15 +312,15 @@ def _is_shipped(file: Path) -> bool:
 
 
 def _override_shipped(eps: list[EpSpec], shipped: set[int], where: Where) -> list[EpSpec]:
-    """A vendor's EP spec (a file not shipped with the kit) replaces each shipped spec whose
-    name, alias or provider it would otherwise clash with: a vendor can give their own
-    declaration or waivers for a shipped EP without editing the kit. Two vendor files declaring
-    one name still clash (the cross-check reports it)."""
+    """A vendor's EP spec (a file not shipped with the kit) replaces each shipped spec it
+    shares a name or alias with: a vendor can give their own declaration or waivers for a
+    shipped EP without editing the kit. Two vendor files declaring one name still clash, as
+    does a spec of another name for a shipped provider (the cross-check reports both)."""
     vendors = [ep for ep in eps if id(ep) not in shipped]
     replaced: set[int] = set()  # id() of the shipped specs a vendor spec replaces
     overriding: dict[int, Location] = {}  # id(vendor spec) -> the (first) shipped spec it replaces
     for ep in eps:
-        vendor = next((v for v in vendors if id(ep) in shipped and _clash(v, ep)), None)
+        vendor = next((v for v in vendors if id(ep) in shipped and _same_name(v, ep)), None)
         if vendor is not None:
             replaced.add(id(ep))
             overriding.setdefault(id(vendor), ep.location)
@@ -336,9 +336,10 @@ def _override_shipped(eps: list[EpSpec], shipped: set[int], where: Where) -> lis
     return result
 
 
-def _clash(ep: EpSpec, other: EpSpec) -> bool:
-    names = {n.lower() for n in other.names}
-    return any(name in names and not _same_ep_other_packaging(ep, other, name) for name in {n.lower() for n in ep.names})
+def _same_name(ep: EpSpec, other: EpSpec) -> bool:
+    """Whether two specs share a spec name or alias (the provider alone does not make them
+    one EP: OpenVINO's built-in and plugin specs share theirs)."""
+    return bool({n.lower() for n in (ep.name, *ep.aliases)} & {n.lower() for n in (other.name, *other.aliases)})
 
 
 def _display_path(file: Path) -> str:
