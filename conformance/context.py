@@ -116,11 +116,11 @@ class CheckContext:
         self.announce_call(f"allocate {kind}")
         return self.ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type, memory_info=info)
 
-    def copy(self, sources: list, destinations: list, direction: str, stream=None) -> None:
-        """copy_tensors; `direction` ('cpu>default', ...) names the call in flight."""
+    def copy(self, sources: list, destinations: list, direction: str = "", stream=None) -> None:
+        """copy_tensors; `direction` ('cpu>default', ...) names the call in flight precisely."""
         if not self.target.facts["api"]["copy_tensors"]:
             raise NotRun(f"onnxruntime {self.ort.__version__} has no copy_tensors (needs >= 1.23)")
-        self.announce_call(f"copy_tensors {direction}")
+        self.announce_call(f"copy_tensors {direction}".strip())
         self.ort.copy_tensors(sources, destinations, stream)
 
     def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes:
