@@ -87,33 +87,39 @@ def _required(ctx, source: str, destination: str) -> bool:
     return (source, destination) in declared
 
 
-def _value(ctx, info, storage: np.ndarray):
+def _value(ctx, endpoint: Endpoint, storage: np.ndarray):
     dtype = tensors.DTYPES["uint8"]
-    if info is None:
+    if endpoint.info is None:
         return ctx.wrap_cpu(storage, dtype)
-    return ctx.ort.OrtValue.ortvalue_from_shape_and_type(list(storage.shape), np.uint8, memory_info=info)
+    ctx.announce_call(f"allocate {endpoint.name}")
+    return ctx.ort.OrtValue.ortvalue_from_shape_and_type(list(storage.shape), np.uint8, memory_info=endpoint.info)
 
 
-def _try(ctx, source_info, destination_info) -> tuple[str, str]:
+def _copy(ctx, source, destination, direction: str) -> None:
+    ctx.announce_call(f"copy_tensors {direction}")
+    ctx.ort.copy_tensors([source], [destination], None)
+
+
+def _try(ctx, source_end: Endpoint, destination_end: Endpoint) -> tuple[str, str]:
     """('copied' | 'unverified' | 'wrong_bytes' | 'refused', detail)."""
     dtype = tensors.DTYPES["uint8"]
     data = tensors.sample(dtype, (PROBE_BYTES,), seed=13)
     try:
-        source = _value(ctx, source_info, data)
-        if source_info is not None:
-            ctx.ort.copy_tensors([ctx.wrap_cpu(data, dtype)], [source], None)
+        source = _value(ctx, source_end, data)
+        if source_end.info is not None:
+            _copy(ctx, ctx.wrap_cpu(data, dtype), source, f"cpu>{source_end.name}")
         landing = tensors.sentinel(dtype, (PROBE_BYTES,), 0x5A)
-        destination = _value(ctx, destination_info, landing)
+        destination = _value(ctx, destination_end, landing)
     except Exception as exc:
         return "refused", f"could not set up the source or destination: {exc}"
     try:
-        ctx.ort.copy_tensors([source], [destination], None)
+        _copy(ctx, source, destination, f"{source_end.name}>{destination_end.name}")
     except Exception as exc:
         return "refused", str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if destination_info is not None:
+    if destination_end.info is not None:
         landing = tensors.sentinel(dtype, (PROBE_BYTES,), 0xA5)
         try:
-            ctx.ort.copy_tensors([destination], [ctx.wrap_cpu(landing, dtype)], None)
+            _copy(ctx, destination, ctx.wrap_cpu(landing, dtype), f"{destination_end.name}>cpu")
         except Exception as exc:
             return "unverified", f"the copy returned, but its result could not be read back to check it: {exc}"
     diff = tensors.compare(data.tobytes(), landing.tobytes())
@@ -125,7 +131,7 @@ def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
     pairs = []
     for source in endpoints:
         for destination in endpoints:
-            result, detail = _try(ctx, source.info, destination.info)
+            result, detail = _try(ctx, source, destination)
             required = _required(ctx, source.name, destination.name)
             if result == "copied":
                 status = "supported"
@@ -172,6 +178,7 @@ def _add_throughputs(ctx, infos: dict[str, Any], pairs: list[dict[str, Any]], si
                 if time.monotonic() + expected > deadline:
                     figures[label] = None
                     continue
+                ctx.announce_call(f"{method}{' ortvalue' if method == 'update_inplace' else ''} {pair['source']}>{pair['destination']}")
                 measured = bandwidth.throughput(ctx, infos[pair["source"]], infos[pair["destination"]], method, nbytes,
                                                 trials=3, budget=max(0.0, min(0.2, deadline - time.monotonic())))
                 if "error" in measured:

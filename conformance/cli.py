@@ -141,6 +141,9 @@ def _validate(args) -> int:
         print(f"{len(exc.errors)} error{'s' if len(exc.errors) != 1 else ''} in spec files", file=sys.stderr)
         return 1
     print(f"valid: {len(catalogue.files)} files, {len(catalogue.contracts)} contracts, {len(catalogue.eps)} EP declarations")
+    for ep in catalogue.eps:
+        if ep.overrides:
+            print(f"EP '{ep.name}': {ep.location.path} overrides the shipped {ep.overrides.path}")
     return 0
 
 

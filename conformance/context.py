@@ -23,6 +23,16 @@ from conformance.models import ModelCache, UnbuildableModel
 ASSIGNMENT_CONFIG = "session.record_ep_graph_assignment_info"
 
 
+class CallQuarantined(BaseException):
+    """A check reached an onnxruntime call that crashed or hung earlier on this EP device; the
+    runner records the check as not_run. A BaseException, so that a check catching the EP's
+    errors (Exception) cannot take it for the EP refusing the call."""
+
+    def __init__(self, call: str, reason: str):
+        super().__init__(f"{call}: {reason}")
+        self.call = call
+
+
 @dataclass
 class SessionInfo:
     session: Any
@@ -32,7 +42,13 @@ class SessionInfo:
 
 
 class CheckContext:
+    # Set by the worker process: told each risky call before it is made, so that its parent
+    # knows which call was in flight even when the EP then aborts or hangs (worker.py).
+    call_listener: Callable[[str], None] | None = None
+
     def __init__(self, target: EpTarget, device_index: int, models: ModelCache):
+        # call -> why it must not be made again on this device (set per request by the runner)
+        self.quarantined_calls: dict[str, str] = {}
         self.ort = import_onnxruntime()
         self.target = target
         self.device_index = device_index
@@ -60,6 +76,18 @@ class CheckContext:
             self.reproducer = reproducer
         if self._on_progress is not None:
             self._on_progress({"step": self.step, "reproducer": self.reproducer})
+
+    # --- calls in flight -------------------------------------------------------------------
+
+    def announce_call(self, call: str) -> None:
+        """Names the risky onnxruntime call about to be made on this EP device ('copy_tensors
+        cpu>default', 'update_inplace numpy>default', 'InferenceSession creation', ...); raises
+        CallQuarantined instead when that call crashed or hung in an earlier check."""
+        reason = self.quarantined_calls.get(call)
+        if reason is not None:
+            raise CallQuarantined(call, reason)
+        if CheckContext.call_listener is not None:
+            CheckContext.call_listener(call)
 
     # --- memories --------------------------------------------------------------------------
 
@@ -105,12 +133,15 @@ class CheckContext:
             return self.ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type)
         if not self.target.facts["api"]["memory_info_alloc"]:
             raise NotRun(f"onnxruntime {self.ort.__version__} cannot allocate from an EP memory info (needs >= 1.30)")
+        self.announce_call(f"allocate {kind}")
         return self.ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type, memory_info=info)
 
-    def copy(self, sources: list, destinations: list) -> None:
+    def copy(self, sources: list, destinations: list, direction: str = "", stream=None) -> None:
+        """copy_tensors; `direction` ('cpu>default', ...) names the call in flight precisely."""
         if not self.target.facts["api"]["copy_tensors"]:
             raise NotRun(f"onnxruntime {self.ort.__version__} has no copy_tensors (needs >= 1.23)")
-        self.ort.copy_tensors(sources, destinations, None)
+        self.announce_call(f"copy_tensors {direction}".strip())
+        self.ort.copy_tensors(sources, destinations, stream)
 
     def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes:
         """The bytes of `value`: CPU values directly, device values through a copy to a
@@ -123,7 +154,7 @@ class CheckContext:
             size = value.tensor_size_in_bytes()
             return ctypes.string_at(value.data_ptr(), size) if size else b""
         landing = tensors.sentinel(dtype, shape, 0xA5)
-        self.copy([value], [self.wrap_cpu(landing, dtype)])
+        self.copy([value], [self.wrap_cpu(landing, dtype)], f"{kind}>cpu")
         return tensors.payload(landing, dtype)
 
     def place(self, storage: np.ndarray, kind: str, dtype: tensors.DType):
@@ -131,7 +162,7 @@ class CheckContext:
         if kind == "cpu" or (self.memory_info(kind) is None):
             return self.wrap_cpu(storage, dtype)
         value = self.allocate(kind, dtype, storage.shape)
-        self.copy([self.wrap_cpu(storage, dtype)], [value])
+        self.copy([self.wrap_cpu(storage, dtype)], [value], f"cpu>{kind}")
         return value
 
     @contextlib.contextmanager
@@ -157,6 +188,7 @@ class CheckContext:
                 raise NotApplicable(str(exc)) from None
             self.attempt(f"creating a session of model '{recipe}' ({dtype.name} {list(shape)}) on {self.target.provider}",
                          f"{self.preamble()}\n{self.session_snippet(path)}")
+            self.announce_call("InferenceSession creation")
             try:
                 session = self._create_session(model)
             except Exception as exc:

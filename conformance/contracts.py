@@ -135,6 +135,9 @@ class EpSpec:
     session_outputs: tuple[str, ...] | None = None
     verification: Mapping[str, Verification] = field(default_factory=dict)
     known_issues: tuple[KnownIssue, ...] = ()
+    # A vendor's spec given on the command line replaces a shipped spec of the same EP: where
+    # that one was written (None for a shipped spec, or a vendor's spec of a new EP).
+    overrides: Location | None = None
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -265,6 +265,11 @@ def memory_device_type(ort, info) -> str:
 DEVICE_NAMES = {"cpu": "cpu", "cuda": "gpu", "gpu": "gpu", "webgpu": "gpu", "dml": "gpu", "migraphx": "gpu", "npu": "npu", "cann": "npu"}
 
 
+def spec_used(spec: EpSpec) -> str:
+    """Where the EP's spec was written, and the shipped spec it replaces when a vendor's does."""
+    return f"{spec.location}" + (f" (overrides the shipped {spec.overrides.path})" if spec.overrides else "")
+
+
 def describe(target: EpTarget) -> dict[str, Any]:
     ort = import_onnxruntime()
     devices = []
@@ -300,7 +305,7 @@ def describe(target: EpTarget) -> dict[str, Any]:
         "provider": target.provider,
         "label": target.label,
         "declared": target.spec is not None,
-        "spec": str(target.spec.location) if target.spec else None,
+        "spec": spec_used(target.spec) if target.spec else None,
         "library": target.library,
         "library_sha256": target.library_sha256,
         "plugin_module": target.plugin_module,

@@ -5,8 +5,11 @@ per check); when it dies or stops answering it is replaced. Requests can be sent
 batch (`submit`) and their replies taken as they arrive (`collect`), so the worker runs checks
 while the caller is busy with the results of earlier ones. The worker answers a batch in order,
 so the request running when it crashed or hung is known: that one is lost, the ones queued
-behind it are dropped and can be submitted again to its replacement. Knows nothing of pytest or
-reports.
+behind it are dropped and can be submitted again to its replacement. Before each risky
+onnxruntime call the worker names it in a line of its own ({"calling": ...}), so a loss also
+says which call was in flight, and a check sends ahead the step it takes and how to reproduce
+it ({"id": ..., "progress": ...}), so a lost request still has a reproducer. Knows nothing of
+pytest or reports.
 """
 
 from __future__ import annotations
@@ -26,12 +29,15 @@ from conformance.reproduce import kit_snippet
 
 class WorkerLost(Exception):
     """The worker crashed or timed out; `outcome` is 'crash' or 'timeout'. `details` say what
-    the lost request was doing (once `attribute` has been told), as a result's details do."""
+    the lost request was doing (once `attribute` has been told), as a result's details do;
+    `call` is the onnxruntime call the lost request had announced last (None when it announced
+    none)."""
 
-    def __init__(self, outcome: str, message: str, *, actual: str, tail: str = ""):
+    def __init__(self, outcome: str, message: str, *, actual: str, tail: str = "", call: str | None = None):
         super().__init__(message + tail)
         self.outcome = outcome
         self.message, self.actual, self.tail = message, actual, tail
+        self.call = call
         self.details: dict[str, Any] = {}
 
     def attribute(self, note: dict[str, str] | None, fallback: str) -> "WorkerLost":
@@ -83,6 +89,7 @@ class Worker:
         self._requests: dict[str | None, dict[str, Any]] = {}  # id (None: a lone request) -> request, until answered
         self._notes: dict[str | None, dict[str, str]] = {}  # id -> the step its check last announced
         self._progress = 0.0  # when the worker last finished a request (or got work while idle)
+        self._calling: str | None = None  # the call the running request announced last
 
     def start(self) -> dict[str, Any]:
         self.launch()
@@ -106,6 +113,7 @@ class Worker:
         self._pending.clear()
         self._requests.clear()
         self._notes.clear()
+        self._calling = None
         self.facts = None
         self._send(self.init)
 
@@ -214,23 +222,36 @@ class Worker:
             pass  # the worker is gone; reading will say how it ended
 
     def _receive(self, deadline: float, timeout: float, what: str) -> dict[str, Any]:
-        """The next reply line, or WorkerLost when the worker ended or `deadline` passed."""
+        """The next reply, or WorkerLost when the worker ended or `deadline` passed; the
+        announcements of calls read on the way are noted in `_calling`."""
+        while True:
+            reply = self._receive_line(deadline, timeout, what)
+            if "calling" in reply and "ok" not in reply:
+                self._calling = reply["calling"]
+                continue
+            if "progress" not in reply:  # an answer: the next request announces its own calls
+                self._calling = None
+            return reply
+
+    def _receive_line(self, deadline: float, timeout: float, what: str) -> dict[str, Any]:
         line = self._read_line(deadline)
+        call = self._calling
+        during = f" during {call}" if call else ""
         if line is None:
             self._kill()
-            raise WorkerLost("timeout", f"{what} did not finish within {timeout:g} s; the worker was killed and replaced",
-                             actual=f"no answer after {timeout:g} s")
+            raise WorkerLost("timeout", f"{what} did not finish within {timeout:g} s{f' (stuck in {call})' if call else ''}; "
+                                        "the worker was killed and replaced", actual=f"no answer after {timeout:g} s", call=call)
         if line == b"":
             code = self.process.wait()
             self.process = None
             how = f"killed by {signal_name(code)}" if code < 0 else f"exited with status {code}"
-            raise WorkerLost("crash", f"the process running {what} was {how}", actual=how, tail=self._log_tail())
+            raise WorkerLost("crash", f"the process running {what} was {how}{during}", actual=how, tail=self._log_tail(), call=call)
         try:
             return json.loads(line)
         except ValueError:
             self._kill()
             raise WorkerLost("crash", f"the process running {what} answered something that is not a reply "
-                                      f"({line[:80]!r}); it was killed and replaced", actual="not a reply") from None
+                                      f"({line[:80]!r}); it was killed and replaced", actual="not a reply", call=call) from None
 
     def _read_line(self, deadline: float) -> bytes | None:
         """One line from the worker; b'' at end of file; None when `deadline` passed."""
@@ -257,6 +278,7 @@ class Worker:
 
     def _kill(self) -> None:
         self._pending.clear()
+        self._calling = None
         if self.process:
             self.process.kill()
             self.process.wait()

@@ -28,8 +28,14 @@ from conformance import strict as strict_rules
 from conformance import waivers as waiver_rules
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
-# After this many crashes or hangs on one EP device the rest of its checks are recorded as
-# not_run: an EP that aborts or hangs on every copy costs a few timeouts, not one per check.
+# Quarantine. A check lost to a crash or hang names the onnxruntime call it was making (the
+# worker announces each risky call before making it): that call is not made again on that EP
+# device after its first loss, and later checks stop before it as not_run, naming the call and
+# the lost check; every other check still runs. After one loss, not several: the same call on
+# the same device with the same kind of request fails the same way in practice, and each loss
+# costs a worker restart and, for a hang, the whole timeout. A loss with no call announced
+# (the kit lost in its own code, or an EP crashing outside any announced call) quarantines the
+# check's own call pattern, and after this many such losses the device's remaining checks.
 LOST_CHECKS_PER_DEVICE = 3
 RESULT_KEY = pytest.StashKey[Result]()
 
@@ -69,7 +75,9 @@ class EpUnderTest:
     runner: Any  # conformance.runner.Runner when isolation is off (imported only then: it imports onnx)
     capabilities: list[dict[str, Any]] = field(default_factory=list)
     quarantine: dict[tuple, str] = field(default_factory=dict)
-    lost: dict[int, int] = field(default_factory=dict)  # device index -> checks lost to crash/timeout
+    lost: dict[int, int] = field(default_factory=dict)  # device index -> checks lost with no call announced
+    # device index -> call -> why it is not made again (a check lost while making it)
+    quarantined_calls: dict[int, dict[str, str]] = field(default_factory=dict)
     # A second worker for contracts marked `isolated` (bad requests that may corrupt memory),
     # so that whatever they break cannot leak into the checks that follow in the main worker.
     isolated_worker: Worker | None = None
@@ -193,7 +201,7 @@ class ConformanceRun:
         if item.contract.own_process:
             worker = self._own_worker(item.ep)
             try:
-                return _outcome_of(lambda: worker.request(item.planned().request, what=item.planned().what)["result"])
+                return _outcome_of(lambda: worker.request(self._request(worker, item.planned()), what=item.planned().what)["result"])
             finally:
                 worker.close()
         if not self._runs_in_worker(item):
@@ -234,7 +242,14 @@ class ConformanceRun:
                 return reply
 
     def _send_ahead(self, worker: Worker, planned: "Planned") -> None:
-        worker.submit([(p.id, p.request, p.what) for p in self._ahead(worker, planned)])
+        worker.submit([(p.id, self._request(worker, p), p.what) for p in self._ahead(worker, planned)])
+
+    def _request(self, worker: Worker, planned: "Planned") -> dict[str, Any]:
+        """`planned`'s request with the calls quarantined on its EP device so far (a request is
+        sent again after a loss, so the ones that follow a loss know of it)."""
+        ep = next((ep for ep in self.eps if ep.init.get("ep") == worker.init["ep"]), None)
+        calls = ep.quarantined_calls.get(planned.request["device"]) if ep else None
+        return dict(planned.request, quarantined=calls) if calls else planned.request
 
     def _ahead(self, worker: Worker, planned: "Planned") -> list["Planned"]:
         """`planned`, then the rest of the worker's plan that is still to run."""
@@ -306,6 +321,8 @@ class ConformanceRun:
         for ep in self.eps:
             if ep.facts.get("unusable"):
                 terminalreporter.write_line(f"{ep.label}: nothing ran: {ep.facts['unusable']}", yellow=True)
+            if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
+                terminalreporter.write_line(f"{ep.label}: EP spec {ep.facts['spec']}")
         for path in self.written:
             terminalreporter.write_line(f"report: {path}")
 
@@ -321,7 +338,7 @@ def _outcome_of(reply_of) -> tuple[Outcome, str, dict, float]:
     try:
         reply = reply_of()
     except WorkerLost as exc:
-        return Outcome(exc.outcome), str(exc), exc.details, 0.0
+        return Outcome(exc.outcome), str(exc), {**exc.details, **({"call": exc.call} if exc.call else {})}, 0.0
     except WorkerRefused as exc:
         return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
     return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
@@ -505,8 +522,18 @@ class ContractItem(pytest.Item):
             return self.ep.quarantine[self._crash_key()]
         lost = self.ep.lost.get(self.device["index"], 0)
         if lost >= LOST_CHECKS_PER_DEVICE:
-            return f"the EP device crashed or hung in {lost} checks; its remaining checks are not run"
+            return f"the EP device crashed or hung outside any announced call in {lost} checks; its remaining checks are not run"
         return ""
+
+    def _quarantine(self, lost: Result) -> None:
+        call = lost.details.get("call")
+        if call:
+            calls = self.ep.quarantined_calls.setdefault(self.device["index"], {})
+            calls[call] = f"that call ended in {lost.outcome.value} in the earlier check {self.name}, so it is not made again on this EP device"
+            return
+        self.ep.quarantine[self._crash_key()] = f"an earlier check making the same call ({self.name}) ended in {lost.outcome.value}"
+        if lost.subject == "ep":  # onnxruntime's own crash says nothing about the EP device
+            self.ep.lost[self.device["index"]] = self.ep.lost.get(self.device["index"], 0) + 1
 
     def _crash_key(self) -> tuple:
         """Checks that make the same call on the same EP device share one crash."""
@@ -522,9 +549,7 @@ class ContractItem(pytest.Item):
         else:
             result = self._result(*self.run.run_case(self))
             if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
-                self.ep.quarantine[self._crash_key()] = f"an earlier check making the same call ({self.name}) ended in {result.outcome.value}"
-                if result.subject == "ep":  # onnxruntime's own crash says nothing about the EP device
-                    self.ep.lost[self.device["index"]] = self.ep.lost.get(self.device["index"], 0) + 1
+                self._quarantine(result)
         result = waiver_rules.apply(result, spec, self.ep.facts)
         if self.run.strict:
             result = strict_rules.mark(result, self.contract, spec)

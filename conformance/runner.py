@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from conformance import eps
 from conformance.checks import CHECKS, NotApplicable, NotRun, Violation, first_line, load_all
-from conformance.context import CheckContext
+from conformance.context import CallQuarantined, CheckContext
 from conformance.models import ModelCache
 from conformance.outcomes import Outcome
 from conformance.reproduce import kit_snippet
@@ -63,12 +63,16 @@ class Runner:
             self._contexts[device] = CheckContext(self.target, device, self.models)
         return self._contexts[device]
 
-    def run(self, contract_id: str, device: int, params: dict[str, Any], progress: Callable[[dict[str, str]], None] | None = None) -> dict[str, Any]:
-        """One case; `progress` hears each step the check announces before taking it."""
+    def run(self, contract_id: str, device: int, params: dict[str, Any], progress: Callable[[dict[str, str]], None] | None = None,
+            quarantined: dict[str, str] | None = None) -> dict[str, Any]:
+        """One case; `progress` hears each step the check announces before taking it.
+        `quarantined`: calls (as CheckContext.announce_call names them) that crashed or hung
+        in earlier checks on this device, with why; the check stops before making one."""
         contract = self.catalogue.contract(contract_id)
         ctx = self.context(device)
         ctx.begin(progress)
         started = time.perf_counter()
+        ctx.quarantined_calls = quarantined or {}
         outcome, message, details = self._run(CHECKS[contract.check], ctx, params)
         if outcome is Outcome.FAIL:
             _complete(details["violations"], ctx.reproducer or kit_snippet(self.init, contract_id, device, params))
@@ -80,6 +84,10 @@ class Runner:
         try:
             for violation in function(ctx, **params):
                 violations.append(violation)
+        except CallQuarantined as stop:
+            if not violations:
+                return Outcome.NOT_RUN, f"stopped before {stop}", {"quarantined_call": stop.call}
+            violations.append(Violation(f"the check stopped after that, before {stop}"))
         except (NotApplicable, NotRun) as exc:
             if not violations:
                 outcome = Outcome.NOT_APPLICABLE if isinstance(exc, NotApplicable) else Outcome.NOT_RUN

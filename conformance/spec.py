@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -262,11 +263,13 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
     """Load, validate and cross-check spec files; raise `SpecErrors` with every error found.
     `schema_checked`: the caller validated these same files against the schemas already (a
     pytest run, for its workers), so only the cross-checks are repeated."""
-    files = spec_files(shipped_spec_dirs() if paths is None else paths)
+    # A shipped file named again (e.g. on the command line) is read once.
+    files = list(dict.fromkeys(f.resolve() for f in spec_files(shipped_spec_dirs() if paths is None else paths)))
     errors: list[SpecError] = []
     contracts: list[Contract] = []
     eps: list[EpSpec] = []
     where: Where = {}
+    shipped: set[int] = set()  # id() of the EP specs that ship with the kit
     digest = hashlib.sha256()
     for file in files:
         display = _display_path(file)
@@ -298,10 +301,48 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
         else:
             eps.append(_ep_spec(doc))
             where[id(eps[-1])] = (doc, ("ep",))
+            if _is_shipped(file):
+                shipped.add(id(eps[-1]))
+    eps = _override_shipped(eps, shipped, where)
     errors.extend(_cross_check(contracts, eps, set(known_checks), where))
     if errors:
         raise SpecErrors(errors)
     return Catalogue(tuple(contracts), tuple(eps), tuple(str(f.resolve()) for f in files), digest.hexdigest())
+
+
+def _is_shipped(file: Path) -> bool:
+    return any(file.resolve().parent == shipped.resolve() for shipped in shipped_spec_dirs())
+
+
+def _override_shipped(eps: list[EpSpec], shipped: set[int], where: Where) -> list[EpSpec]:
+    """A vendor's EP spec (a file not shipped with the kit) replaces each shipped spec it
+    shares a name or alias with: a vendor can give their own declaration or waivers for a
+    shipped EP without editing the kit. Two vendor files declaring one name still clash, as
+    does a spec of another name for a shipped provider (the cross-check reports both)."""
+    vendors = [ep for ep in eps if id(ep) not in shipped]
+    replaced: set[int] = set()  # id() of the shipped specs a vendor spec replaces
+    overriding: dict[int, Location] = {}  # id(vendor spec) -> the (first) shipped spec it replaces
+    for ep in eps:
+        vendor = next((v for v in vendors if id(ep) in shipped and _same_name(v, ep)), None)
+        if vendor is not None:
+            replaced.add(id(ep))
+            overriding.setdefault(id(vendor), ep.location)
+    result = []
+    for ep in eps:
+        if id(ep) in replaced:
+            continue
+        if id(ep) in overriding:
+            kept = dataclasses.replace(ep, overrides=overriding[id(ep)])
+            where[id(kept)] = where[id(ep)]
+            ep = kept
+        result.append(ep)
+    return result
+
+
+def _same_name(ep: EpSpec, other: EpSpec) -> bool:
+    """Whether two specs share a spec name or alias (the provider alone does not make them
+    one EP: OpenVINO's built-in and plugin specs share theirs)."""
+    return bool({n.lower() for n in (ep.name, *ep.aliases)} & {n.lower() for n in (other.name, *other.aliases)})
 
 
 def _display_path(file: Path) -> str:

@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 
 def serve(requests, replies) -> None:
-    handler = Handler(lambda note: _write(replies, note))
+    announcer = CallAnnouncer(replies)
+    handler = Handler(lambda note: _write(replies, note), announcer)
     for line in requests:
         request = json.loads(line)
         if request["op"] == "exit":
@@ -23,9 +24,30 @@ def serve(requests, replies) -> None:
         if request["op"] == "batch":
             # Requests sent ahead: each is answered (with its id) as soon as it has run.
             for item in request["requests"]:
+                announcer.new_request()
                 _write(replies, dict(handler.handle(item), id=item["id"]))
         else:
+            announcer.new_request()
             _write(replies, handler.handle(request))
+
+
+class CallAnnouncer:
+    """Tells the parent, in a line {"calling": CALL} before the call is made, which risky
+    onnxruntime call the running request makes next: when the EP then aborts or hangs, the
+    parent knows the call (see CheckContext.announce_call). Repeats of the same call within one
+    request are told once."""
+
+    def __init__(self, replies):
+        self.replies = replies
+        self.last: str | None = None
+
+    def new_request(self) -> None:
+        self.last = None
+
+    def __call__(self, call: str) -> None:
+        if call != self.last:
+            self.last = call
+            _write(self.replies, {"calling": call})
 
 
 def _write(replies, reply: dict[str, Any]) -> None:
@@ -37,16 +59,20 @@ class Handler:
     """Answers one request at a time; holds the Runner once `init` has created it. `notify`
     sends a line ahead of the answer: what a check is about to do, in case it never answers."""
 
-    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None):
+    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None, announcer: CallAnnouncer | None = None):
         self.runner = None
         self.notify = notify
+        self.announcer = announcer
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        from conformance.context import CallQuarantined
         from conformance.eps import EpUnavailable
         from conformance.spec import SpecErrors
 
         try:
             return self._handle(request)
+        except CallQuarantined as stop:  # a probe reached a call that crashed or hung earlier
+            return {"ok": False, "error": f"stopped before {stop}", "kind": "CallQuarantined"}
         except (EpUnavailable, SpecErrors) as exc:
             return {"ok": False, "error": str(exc), "kind": type(exc).__name__}
         except Exception as exc:
@@ -55,7 +81,10 @@ class Handler:
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request["op"]
         if op == "init":
+            from conformance.context import CheckContext
             from conformance.runner import Runner
+
+            CheckContext.call_listener = self.announcer
 
             self.runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
                                  options=request.get("options"), models_dir=request.get("models_dir"),
@@ -65,11 +94,14 @@ class Handler:
             def progress(note: dict[str, str]) -> None:
                 self.notify({"id": request.get("id"), "progress": note})
 
-            return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"], progress)}
+            return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"], progress,
+                                                          quarantined=request.get("quarantined"))}
         if op == "probe":
             from conformance.capabilities import capability_matrix
 
-            return {"ok": True, "capabilities": capability_matrix(self.runner.context(request["device"]), request.get("sizes"))}
+            context = self.runner.context(request["device"])
+            context.quarantined_calls = request.get("quarantined") or {}
+            return {"ok": True, "capabilities": capability_matrix(context, request.get("sizes"))}
         return {"ok": False, "error": f"unknown request {op!r}"}
 
 

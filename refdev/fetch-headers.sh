@@ -2,7 +2,10 @@
 # Fetch onnxruntime's C headers (Debian unstable's libonnxruntime-dev) into build/deps/.
 # The apt source line is derived from this machine's own apt configuration (first Debian
 # mirror found, suite sid, component main); no mirror address is written anywhere.
-# Exit codes: 0 ok (prints the include dir on stdout), 3 headers could not be fetched.
+# Exit codes: 0 ok (prints the include dir on stdout), 3 headers could not be fetched (with a
+# one-line reason on stderr, naming the source without its address).
+# For tests: REFDEV_APT_SOURCES_LIST and REFDEV_APT_SOURCES_PARTS replace /etc/apt/sources.list
+# and /etc/apt/sources.list.d.
 set -eu -o pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -10,8 +13,27 @@ build="${REFDEV_BUILD_DIR:-$here/build}"
 deps="$build/deps"
 pkg="${REFDEV_ORT_DEV_PACKAGE:-libonnxruntime-dev}"
 suite="${REFDEV_APT_SUITE:-sid}"
+sources_list="${REFDEV_APT_SOURCES_LIST:-/etc/apt/sources.list}"
+sources_parts="${REFDEV_APT_SOURCES_PARTS:-/etc/apt/sources.list.d}"
+source_name="the Debian mirror of this machine's apt sources"
+uri=""
 
-fail() { echo "fetch-headers.sh: cannot fetch onnxruntime headers: $*" >&2; exit 3; }
+fail() { echo "fetch-headers.sh: cannot fetch onnxruntime headers: $(without_address "$*")" >&2; exit 3; }
+
+# apt's messages quote the mirror's URL and host: name the source instead, so that the address
+# does not travel into skip reasons, CI logs and reports.
+without_address() {
+    local text="$1" rest host
+    if [ -n "$uri" ]; then
+        rest="${uri#*://}"; rest="${rest%/}"
+        host="${rest%%/*}"
+        text="${text//"$uri"/$source_name}"
+        text="${text//"$rest"/$source_name}"
+        [ -z "$host" ] || text="${text//"$host"/$source_name}"
+    fi
+    # any other URL apt may quote (a redirect, a proxy)
+    printf '%s' "$text" | sed -E -e "s#[A-Za-z][A-Za-z0-9+.-]*:/*($source_name)#\\1#g" -e "s#[A-Za-z][A-Za-z0-9+.-]*://[^ ]*#<an address>#g"
+}
 
 find_include() {
     local h
@@ -31,7 +53,7 @@ command -v dpkg-deb >/dev/null 2>&1 || fail "dpkg-deb not found"
 derive_source() {
     local f
     # one-line format: deb [opts] URI suite comp...
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    for f in "$sources_list" "$sources_parts"/*.list; do
         [ -f "$f" ] || continue
         awk '
             /^[[:space:]]*#/ {next}
@@ -52,7 +74,7 @@ derive_source() {
             }' "$f" || true
     done
     # deb822 format
-    for f in /etc/apt/sources.list.d/*.sources; do
+    for f in "$sources_parts"/*.sources; do
         [ -f "$f" ] || continue
         awk '
             function flush() {
@@ -79,7 +101,7 @@ derive_source() {
 
 src="$(derive_source)"
 src="${src%%$'\n'*}"
-[ -n "$src" ] || fail "no Debian mirror found in /etc/apt/sources.list or /etc/apt/sources.list.d/"
+[ -n "$src" ] || fail "no Debian mirror found in $sources_list or $sources_parts/"
 uri="${src%% *}"
 keyring="${src#* }"
 [ "$keyring" != "$src" ] || keyring=""
@@ -114,13 +136,13 @@ export APT_CONFIG="$apt/apt.conf"
 
 log="$apt/log"
 if ! apt-get -q update >"$log" 2>&1; then
-    fail "apt-get update for suite $suite failed ($(grep -E '^(E|W):' "$log" | tr '\n' ' ' | cut -c1-300))"
+    fail "apt-get update for suite $suite from $source_name failed ($(grep -E '^(E|W):' "$log" | tr '\n' ' ' | cut -c1-300))"
 fi
 if grep -q '^E:' "$log"; then
-    fail "apt-get update for suite $suite reported errors ($(grep '^E:' "$log" | tr '\n' ' ' | cut -c1-300))"
+    fail "apt-get update for suite $suite from $source_name reported errors ($(grep '^E:' "$log" | tr '\n' ' ' | cut -c1-300))"
 fi
 if ! (cd "$apt/dl" && apt-get -q download "$pkg" >>"$log" 2>&1); then
-    fail "apt-get download $pkg from suite $suite failed ($(grep -E '^(E|W):' "$log" | tr '\n' ' ' | cut -c1-300))"
+    fail "apt-get download $pkg (suite $suite) from $source_name failed ($(grep -E '^(E|W):' "$log" | tr '\n' ' ' | cut -c1-300))"
 fi
 
 # apt-get download writes an epoch as %3a in the file name: pick the .deb by its Package field.

@@ -168,7 +168,7 @@ class CheckingCopy:
     """copy_tensors as onnxruntime should do it, on CPU values: refuses mismatched or mixed
     requests before writing anything, copies the bytes otherwise."""
 
-    def __call__(self, sources, destinations):
+    def __call__(self, sources, destinations, direction="", stream=None):
         if not sources or len(sources) != len(destinations):
             raise RuntimeError("Invalid arguments provided to CopyTensors.")
         for source, destination in zip(sources, destinations):
@@ -196,7 +196,7 @@ def test_copy_that_accepts_a_bad_request_fails(runner, ctx, monkeypatch, request
     monkeypatch.setattr(ctx, "copy", CheckingCopy())
     assert run(runner, "copy.bad-requests", request=request_kind, direction="cpu>default")[0] is Outcome.PASS
 
-    def accepting_copy(sources, destinations):
+    def accepting_copy(sources, destinations, direction=""):
         for source, destination in zip(sources, destinations):
             destination.numpy().reshape(-1).view(np.uint8)[:4] = 0  # writes part of the destination
 
@@ -209,7 +209,7 @@ def test_copy_that_accepts_a_bad_request_fails(runner, ctx, monkeypatch, request
 def test_bad_copy_request_refused_but_written_fails(runner, ctx, monkeypatch):
     checking = CheckingCopy()
 
-    def writes_then_refuses(sources, destinations):
+    def writes_then_refuses(sources, destinations, direction=""):
         if len(sources) == 1 and sources[0].data_type() == destinations[0].data_type() and sources[0].shape() == destinations[0].shape():
             return checking(sources, destinations)
         destinations[0].numpy().reshape(-1).view(np.uint8)[:4] = 0
@@ -519,7 +519,7 @@ def test_cpu_default_copy_may_be_refused_but_not_wrong(runner, ctx, monkeypatch)
     # Plain onnxruntime refuses CPU→CPU copies: a missing data transfer is not a failure here.
     assert run(runner, "copy.cpu-default-optional", **params)[0] is Outcome.PASS
 
-    def flipping_copy(sources, destinations):
+    def flipping_copy(sources, destinations, direction=""):
         for source, destination in zip(sources, destinations):
             data = source.numpy().copy()
             data.view(np.uint8).reshape(-1)[0] ^= 1

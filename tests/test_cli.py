@@ -75,6 +75,18 @@ def test_validate_a_vendor_file_with_the_catalogue(tmp_path, monkeypatch, capsys
     assert with_vendor.endswith("EP declarations") and with_vendor != alone
 
 
+def test_validate_a_vendor_spec_of_a_shipped_ep_says_it_overrides_the_shipped_one(tmp_path, monkeypatch, capsys):
+    from conformance import data
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cpu.yaml").write_text((data.eps_dir() / "cpu.yaml").read_text())
+    assert cli.main(["validate", "cpu.yaml"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "EP 'cpu': cpu.yaml overrides the shipped specs/eps/cpu.yaml"
+    (tmp_path / "again.yaml").write_text((data.eps_dir() / "cpu.yaml").read_text())
+    assert cli.main(["validate", "cpu.yaml", "again.yaml"]) == 1
+    assert "again.yaml:3:9: ep.name: EP name or alias 'cpu' is already declared at cpu.yaml:3" in capsys.readouterr().err
+
+
 def test_validate_a_misspelled_key_exits_1_with_path_line_column(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "myep.yaml").write_text(VENDOR_EP.replace("  summary:", "  sumary:"))

@@ -262,3 +262,56 @@ def test_close_kills_a_worker_still_busy_with_a_batch():
     process = w.process
     w.close()
     assert process.poll() == -signal.SIGKILL and w.process is None
+
+
+# --- the call in flight, and calls quarantined after a loss --------------------------------------
+
+ANNOUNCE_THEN = """\
+import json, os, sys, time
+sys.stdin.readline()
+sys.stdout.write(json.dumps({{"calling": "copy_tensors cpu>default"}}) + "\\n")
+sys.stdout.flush()
+{then}
+"""
+
+
+def test_a_crash_names_the_call_the_worker_announced_last():
+    w = fake_worker(ANNOUNCE_THEN.format(then="os.abort()"))
+    with pytest.raises(WorkerLost, match="^the process running the check was killed by SIGABRT during copy_tensors cpu>default") as lost:
+        w._exchange({"op": "run"}, 10, "the check")
+    assert lost.value.call == "copy_tensors cpu>default"
+
+
+def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_the_timeout():
+    hang = "for _ in range(100):\n    sys.stdout.write(json.dumps({'calling': 'copy_tensors cpu>default'}) + '\\n'); sys.stdout.flush(); time.sleep(0.05)\ntime.sleep(60)"
+    w = fake_worker(ANNOUNCE_THEN.format(then=hang))
+    started = time.monotonic()
+    with pytest.raises(WorkerLost, match=r"within 0\.5 s \(stuck in copy_tensors cpu>default\)") as lost:
+        w._exchange({"op": "run"}, 0.5, "the check")
+    assert lost.value.outcome == "timeout" and lost.value.call == "copy_tensors cpu>default"
+    assert time.monotonic() - started < 3
+
+
+def test_an_announcement_is_not_taken_for_the_reply(worker):
+    reply = worker.request(dict(NODES_ON_EP))
+    assert reply["result"]["outcome"] == "pass" and "calling" not in reply
+
+
+NODES_ON_EP = {"op": "run", "contract": "session.nodes-on-ep", "device": 0, "params": {"recipe": "relu", "dtype": "float32"}}
+
+
+def test_a_check_stops_before_a_quarantined_call_as_not_run(worker):
+    why = "that call ended in crash in the earlier check x"
+    reply = worker.request(dict(NODES_ON_EP, quarantined={"InferenceSession.run, inputs in cpu": why}))
+    assert reply["result"]["outcome"] == "not_run"
+    assert reply["result"]["message"] == f"stopped before InferenceSession.run, inputs in cpu: {why}"
+    assert reply["result"]["details"] == {"quarantined_call": "InferenceSession.run, inputs in cpu"}
+    # Other calls still run, and the quarantine belongs to the request that carried it.
+    assert worker.request(dict(NODES_ON_EP, quarantined={"copy_tensors cpu>default": why}))["result"]["outcome"] == "pass"
+    assert worker.request(NODES_ON_EP)["result"]["outcome"] == "pass"
+
+
+def test_a_probe_reaching_a_quarantined_call_is_refused_with_the_reason(worker):
+    with pytest.raises(WorkerRefused, match="^stopped before copy_tensors cpu>cpu: it hung") as refused:
+        worker.request({"op": "probe", "device": 0, "sizes": [], "quarantined": {"copy_tensors cpu>cpu": "it hung"}})
+    assert refused.value.kind == "CallQuarantined"

@@ -531,6 +531,23 @@ def test_ctrl_c_during_the_copy_probe_keeps_every_result_and_exits_interrupted(t
 # --- (f) vendor contracts on the command line ------------------------------------------------
 
 
+def test_a_vendor_spec_of_a_shipped_ep_on_the_command_line_replaces_the_shipped_one(pytester):
+    from conformance import data
+
+    vendor = (data.eps_dir() / "cpu.yaml").read_text() + (
+        "  not_applicable:\n    update-inplace.from-numpy: \"the vendor's build takes no numpy sources\"\n")
+    pytester.makefile(".yaml", cpu=vendor)
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "cpu.yaml", "-k", "from-numpy", timeout=TIMEOUT)
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["cpu: EP spec cpu.yaml:3 (overrides the shipped specs/eps/cpu.yaml)"])
+    report = json.loads((pytester.path / "reports" / "report.json").read_text())
+    assert report["ep"]["spec"] == "cpu.yaml:3 (overrides the shipped specs/eps/cpu.yaml)"
+    outcomes = {r["contract"]: (r["outcome"], r["message"]) for r in report["results"]}
+    assert outcomes["update-inplace.from-numpy"] == ("not_applicable", "declared not applicable by cpu.yaml:3: the vendor's build takes no numpy sources")
+    assert outcomes["update-inplace.from-numpy-large"][0] == "pass"  # the rest of the vendor's declaration applies as before
+
+
+
 def test_vendor_contract_file_adds_items_to_the_shipped_catalogue(pytester):
     pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
     result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-v", timeout=TIMEOUT)

@@ -30,8 +30,10 @@ FAULTS = {
     "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep", "iobinding.in-place", "copy.cpu-default-optional"}, "fail"),
     "alloc-fail": ("non_conformant", {"memory-info.allocatable"}, "fail"),
     "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
-    "abort": ("non_conformant", set(), "crash"),
-    "hang": ("non_conformant", set(), "timeout"),
+    # CopyTensors aborts or never returns: the first copy to the device and the first session
+    # run (which copies its inputs there) are lost; see test_a_crashing_call_is_quarantined_alone.
+    "abort": ("non_conformant", {"copy.required-directions", "session.nodes-on-ep"}, "crash"),
+    "hang": ("non_conformant", {"copy.required-directions", "session.nodes-on-ep"}, "timeout"),
     "unregister-crash": ("non_conformant", {"lifecycle.plugin-library"}, "crash"),
     # Also advertises HOST_ACCESSIBLE memory, which refdev's spec does not declare.
     "host-accessible-as-device": ("non_conformant", {"iobinding.host-accessible-in-place", "memory-info.declaration"}, "fail"),
@@ -46,12 +48,20 @@ FAULTS = {
 RUNTIME_FINDINGS = {"copy.bad-requests", "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure"}
 
 
+def build_failure_reason(output: str) -> str:
+    """The one-line reason of a failed `make -C refdev`: the last line of fetch-headers.sh or of
+    the Makefile's own checks (make's `*** ... Error 3` line that follows says nothing)."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    own = [line for line in lines if line.startswith(("fetch-headers.sh:", "refdev:"))]
+    return (own or lines or ["make -C refdev failed"])[-1]
+
+
 @pytest.fixture(scope="session")
 def refdev_library() -> Path:
     if not LIBRARY.exists():
         build = subprocess.run(["make", "-C", str(ROOT / "refdev")], capture_output=True, text=True)
         if build.returncode != 0:
-            reason = (build.stderr.strip().splitlines() or ["make -C refdev failed"])[-1]
+            reason = build_failure_reason(build.stderr)
             print(f"\nreference EP not built: {reason}", file=sys.stderr)
             pytest.skip(f"the reference EP could not be built here: {reason}")
     return LIBRARY
@@ -121,6 +131,34 @@ def test_fault_mode_is_caught_by_its_contract(refdev_library, tmp_path, fault):
         # The run survived: every collected check has a result, and the lost ones are listed.
         assert len(report["results"]) == report["run"]["collected"]
         assert report["run"]["lost"] and all(l["outcome"] == outcome for l in report["run"]["lost"])
+
+
+# Checks that never make the call refdev's CopyTensors crashes or hangs in: they give real
+# results in the abort and hang modes, however many checks were lost before them.
+NO_DEVICE_COPY = {("memory-info.declaration", ()), ("memory-info.allocatable", ("default",)),
+                  ("memory-info.session-inputs", ("add", "float32"))}
+
+
+@pytest.mark.parametrize("fault", ["abort", "hang"])
+def test_a_crashing_call_is_quarantined_alone(refdev_library, tmp_path, fault):
+    report = conformance_run(refdev_library, tmp_path, fault)
+    outcome = FAULTS[fault][2]
+    lost = [r for r in report["results"] if r["outcome"] == outcome]
+    # One loss per call, each naming the call it was in.
+    assert sorted(r["details"]["call"] for r in lost) == ["InferenceSession.run, inputs in cpu", "copy_tensors cpu>default"]
+    assert all(r["details"]["call"] in r["message"] for r in lost)
+    outcomes = {(r["contract"], tuple(r["params"].values())): r["outcome"] for r in report["results"]}
+    assert {case: outcomes[case] for case in NO_DEVICE_COPY} == {case: "pass" for case in NO_DEVICE_COPY}
+    # A check reaching a lost call stops there, naming the call and the check that lost it.
+    first_copy = next(r for r in lost if r["details"]["call"] == "copy_tensors cpu>default")
+    stopped = [r for r in report["results"] if r["details"].get("quarantined_call") == "copy_tensors cpu>default"]
+    assert len(stopped) > 100 and all(r["outcome"] == "not_run" for r in stopped)
+    assert all(f"stopped before copy_tensors cpu>default: that call ended in {outcome} in the earlier check "
+               f"{first_copy['nodeid'].split('::')[-1]}" in r["message"] for r in stopped)
+    stream = next(r for r in report["results"] if r["contract"] == "streams.sync-stream")
+    assert stream["outcome"] == "not_run" and "copy_tensors cpu>default" in stream["message"]  # created the stream, then stopped
+    lifecycle = next(r for r in report["results"] if r["contract"] == "lifecycle.plugin-library")
+    assert lifecycle["outcome"] == "not_run" and "copy_tensors cpu>default" in lifecycle["message"]
 
 
 # fault mode -> the copy directions the probe must report with this status
@@ -216,3 +254,41 @@ print(json.dumps(out))
     out = json.loads(completed.stdout.strip().splitlines()[-1])
     assert out == {"declared": False, "memory-info.declaration": "no vendor declaration (EP spec) was given for this EP",
                    "copy.required-directions": "pass"}
+
+
+# --- when the headers cannot be fetched: the skip reason is the fetch script's own --------------
+
+def failed_build(tmp_path: Path, **env: str) -> str:
+    """`make -C refdev` into an empty build folder with the given environment; its reason."""
+    build = subprocess.run(["make", "-C", str(ROOT / "refdev"), f"BUILD={tmp_path / 'build'}"], capture_output=True, text=True,
+                           env=dict(os.environ, **env), timeout=120)
+    assert build.returncode != 0 and "Error 3" in build.stderr, build.stderr
+    return build_failure_reason(build.stderr)
+
+
+def test_no_apt_source_is_the_skip_reason(tmp_path):
+    (tmp_path / "parts").mkdir()
+    reason = failed_build(tmp_path, REFDEV_APT_SOURCES_LIST=str(tmp_path / "none"), REFDEV_APT_SOURCES_PARTS=str(tmp_path / "parts"))
+    assert reason == (f"fetch-headers.sh: cannot fetch onnxruntime headers: no Debian mirror found in {tmp_path / 'none'} "
+                      f"or {tmp_path / 'parts'}/")
+
+
+def test_an_unreachable_source_is_named_without_its_address(tmp_path):
+    (tmp_path / "parts").mkdir()
+    missing = tmp_path / "no-such-mirror"
+    (tmp_path / "sources.list").write_text(f"deb file://{missing} sid main\n")
+    reason = failed_build(tmp_path, REFDEV_APT_SOURCES_LIST=str(tmp_path / "sources.list"), REFDEV_APT_SOURCES_PARTS=str(tmp_path / "parts"))
+    assert reason.startswith("fetch-headers.sh: cannot fetch onnxruntime headers: apt-get update for suite sid from "
+                             "the Debian mirror of this machine's apt sources failed (E:")
+    assert str(missing) not in reason and "file:" not in reason
+
+
+def test_no_apt_get_is_the_skip_reason(tmp_path):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("bash", "find", "dirname", "make", "gcc", "cc", "mkdir", "sed"):
+        found = subprocess.run(["bash", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+        if found:
+            (tools / tool).symlink_to(found)
+    reason = failed_build(tmp_path, PATH=str(tools))
+    assert reason == "fetch-headers.sh: cannot fetch onnxruntime headers: apt-get not found"

@@ -242,12 +242,39 @@ def test_ep_not_applicable_entry_for_an_unknown_contract_is_an_error(in_tmp):
     assert error.message == "unknown contract 'copy.host-accessible-alas' (did you mean 'copy.host-accessible-alias'?)"
 
 
-def test_ep_name_already_declared_by_a_shipped_spec_is_an_error(in_tmp):
+def test_a_vendor_spec_of_a_shipped_ep_replaces_the_shipped_one(in_tmp):
+    """A vendor's own cuda.yaml (or cpu.yaml) given with the run replaces the kit's, without
+    editing the installed package; the catalogue says which it replaced."""
+    shipped_cpu = (data.eps_dir() / "cpu.yaml").read_text()
+    vendor = shipped_cpu.replace("summary: onnxruntime's built-in CPU execution provider.", "summary: the vendor's own declaration.")
+    catalogue = load_catalogue([*shipped(), write(in_tmp, "cpu.yaml", vendor)], known_checks=known_checks())
+    used = catalogue.ep_spec("cpu")
+    assert used.summary == "the vendor's own declaration." and used.location.path == "cpu.yaml"
+    assert used.overrides.path == "specs/eps/cpu.yaml"
+    assert [ep.name for ep in catalogue.eps].count("cpu") == 1
+    assert catalogue.ep_spec("CPUExecutionProvider") is used  # by provider name too
+    assert all(ep.overrides is None for ep in catalogue.eps if ep is not used)
+
+
+def test_a_vendor_spec_replaces_a_shipped_one_it_shares_a_name_with(in_tmp):
     text = EP_FILE.replace("name: myep", "name: cpu").replace("name: MyNpu", "name: X")
-    error = only_error([*shipped(), write(in_tmp, "ep.yaml", text)])
-    assert error.path == "ep.yaml"
-    assert error.message.startswith("EP name or alias 'cpu' is already declared at specs/eps/cpu.yaml:")
-    assert (error.line, error.column, error.key) == (2, 9, "ep.name")
+    catalogue = load_catalogue([*shipped(), write(in_tmp, "ep.yaml", text)], known_checks=known_checks())
+    assert catalogue.ep_spec("cpu").provider == "MyExecutionProvider"
+    assert catalogue.ep_spec("cpu").overrides.path == "specs/eps/cpu.yaml"
+
+
+def test_two_vendor_files_declaring_one_ep_name_are_an_error(in_tmp):
+    text = EP_FILE.replace("name: myep", "name: cpu").replace("name: MyNpu", "name: X")
+    first = write(in_tmp, "ep.yaml", text)
+    errors = errors_of([*shipped(), first, write(in_tmp, "again.yaml", text)])
+    assert errors and all(e.path == "again.yaml" for e in errors)
+    assert "EP name or alias 'cpu' is already declared at ep.yaml:2" in [e.message for e in errors]
+
+
+def test_a_shipped_file_named_again_is_not_a_vendor_override(in_tmp):
+    catalogue = load_catalogue([*shipped(), str(data.eps_dir() / "cpu.yaml")], known_checks=known_checks())
+    assert catalogue.ep_spec("cpu").overrides is None
+    assert len(catalogue.files) == len(load_catalogue(shipped()).files)
 
 
 def test_ep_memory_with_a_misspelled_key_is_reported_inside_the_oneof(in_tmp):

@@ -30,7 +30,7 @@ def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = Fal
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), destination_kind, dt)
     ctx.attempt(f"copy_tensors {direction}", snippet)
     try:
-        ctx.copy([source], [destination])
+        ctx.copy([source], [destination], direction)
     except Exception as exc:
         if may_refuse:
             return
@@ -123,7 +123,7 @@ def _valid_copy(ctx, source_kind: str, destination_kind: str) -> None:
     with ctx.precondition(f"a valid copy_tensors {source_kind}>{destination_kind} of the same values"):
         source = ctx.place(tensors.sample(float32, (2, 3), seed=8), source_kind, float32)
         destination = ctx.place(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), destination_kind, float32)
-        ctx.copy([source], [destination])
+        ctx.copy([source], [destination], f"{source_kind}>{destination_kind}")
 
 
 @check("copy.bad-requests")
@@ -144,7 +144,7 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
                "ort.copy_tensors(srcs, dsts, None)  # expected: an error")
     ctx.attempt(f"copy_tensors with a bad request ({request})", snippet)
     try:
-        ctx.copy(src_values, dst_values)
+        ctx.copy(src_values, dst_values, f"{direction}, bad request {request}")
     except Exception as exc:
         if not str(exc).strip():
             yield Violation(f"copy_tensors refused a bad request ({request}) without saying why", expected="an error message",

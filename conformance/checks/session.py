@@ -44,6 +44,7 @@ def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     ctx.require_nodes_on_ep(info)
     recipe_inputs = ctx.models.recipes[recipe].inputs
     feeds = small_integers(recipe_inputs, dt)
+    ctx.announce_call("InferenceSession.run, inputs in cpu")
     (output,) = info.session.run(None, feeds)
     expected = reference(recipe, feeds)
     diff = tensors.compare(tensors.payload(expected.astype(dt.storage), dt), tensors.payload(np.asarray(output), dt))

@@ -14,6 +14,7 @@ def sync_stream(ctx) -> Iterator[Violation]:
         raise NotRun("the EP is not listed by get_ep_devices(); streams belong to EP devices")
     snippet = f"{ctx.preamble()}\nstream = dev.create_sync_stream()"
     try:
+        ctx.announce_call("create_sync_stream")
         stream = ctx.device.create_sync_stream()
     except Exception as exc:
         if not ctx.is_cpu_memory("default"):
@@ -28,9 +29,9 @@ def sync_stream(ctx) -> Iterator[Violation]:
     dt, shape = tensors.DTYPES["float32"], (64, 33)
     values = tensors.sample(dt, shape, seed=12)
     destination = ctx.allocate("default", dt, shape)
-    ctx.ort.copy_tensors([ctx.wrap_cpu(values, dt)], [destination], stream)
+    ctx.copy([ctx.wrap_cpu(values, dt)], [destination], "cpu>default", stream)
     landing = tensors.sentinel(dt, shape, 0xA5)
-    ctx.ort.copy_tensors([destination], [ctx.wrap_cpu(landing, dt)], stream)
+    ctx.copy([destination], [ctx.wrap_cpu(landing, dt)], "default>cpu", stream)
     diff = tensors.compare(tensors.payload(values, dt), tensors.payload(landing, dt))
     if diff:
         yield Violation(f"copies on the EP's sync stream changed the bytes: {diff.describe()}", reproducer=snippet + "\nort.copy_tensors([src], [dst], stream)")
