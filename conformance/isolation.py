@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from conformance.reproduce import kit_snippet
+
+TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class WorkerLost(Exception):
@@ -273,7 +276,8 @@ class Worker:
     def _log_tail(self, lines: int = 3) -> str:
         if not self.log or not self.log.exists():
             return ""
-        tail = [l for l in self.log.read_text(errors="replace").splitlines() if l.strip()][-lines:]
+        text = TERMINAL_COLOURS.sub("", self.log.read_text(errors="replace"))  # onnxruntime colours its log lines
+        tail = [l for l in text.splitlines() if l.strip()][-lines:]
         return ("; its last output: " + " | ".join(tail)) if tail else ""
 
     def _kill(self) -> None:

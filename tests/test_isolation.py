@@ -98,11 +98,11 @@ def test_a_worker_that_exits_is_a_crash_with_its_status():
 def test_a_crash_message_carries_the_tail_of_the_worker_log(tmp_path):
     log = tmp_path / "worker.log"
     with open(log, "wb") as stderr:
-        w = fake_worker("import os, sys; sys.stderr.write('first\\nEP: device lost\\n'); sys.stderr.flush(); os.abort()", stderr=stderr)
+        w = fake_worker("import os, sys; sys.stderr.write('first\\n\\x1b[1;31mEP: device lost\\x1b[m\\n'); sys.stderr.flush(); os.abort()", stderr=stderr)
     w.log = log
     with pytest.raises(WorkerLost) as lost:
         w._exchange({"op": "run"}, 10, "the check")
-    assert str(lost.value).endswith("; its last output: first | EP: device lost")
+    assert str(lost.value).endswith("; its last output: first | EP: device lost")  # without its colours
 
 
 def test_a_worker_that_hangs_is_a_timeout_and_is_killed():
