@@ -381,9 +381,32 @@ def _user_spec_args(config: pytest.Config) -> list[str]:
     return [arg for arg in config.args if Path(arg.split("::")[0]).suffix in (".yaml", ".yml")]
 
 
+def _spec_selections(config: pytest.Config) -> list[str]:
+    """Those arguments, with a checkout's copy of a shipped spec file named as the shipped file."""
+    selections = []
+    for arg in _user_spec_args(config):
+        file, separator, item = arg.partition("::")
+        selections.append(_shipped_copy_of(file) + separator + item)
+    return selections
+
+
+def _shipped_copy_of(file: str) -> str:
+    """The shipped spec file that `file` is, or `file` itself. A checkout's `specs/contracts/x.yaml`
+    is the shipped file when the kit was installed from that checkout (not editable): the
+    installed package carries a copy, which is the one the catalogue holds."""
+    path = Path(file)
+    for folder in shipped_spec_dirs():
+        if _inside(file, folder):
+            return file
+        shipped = folder / path.name
+        if path.parent.name == folder.name and shipped.is_file() and path.is_file() and shipped.read_bytes() == path.read_bytes():
+            return str(shipped)
+    return file
+
+
 def _user_spec_files(config: pytest.Config) -> list[str]:
     """The files of those arguments that the shipped specs do not already hold, each once."""
-    files = dict.fromkeys(arg.split("::")[0] for arg in _user_spec_args(config))
+    files = dict.fromkeys(arg.split("::")[0] for arg in _spec_selections(config))
     return [file for file in files if not any(_inside(file, folder) for folder in shipped_spec_dirs())]
 
 
@@ -440,7 +463,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise
     # Collect the shipped catalogue (and any spec files named on the command line), not the
     # test files of whatever folder pytest was started in.
-    user_specs = _user_spec_args(config)
+    user_specs = _spec_selections(config)
     contracts = next(p for p in shipped_spec_dirs() if p.name == "contracts")
     # Items (file::id) and shipped contract files named on the command line select those; other
     # spec files (an EP declaration, a vendor's contracts) add to the whole catalogue.

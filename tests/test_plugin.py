@@ -447,10 +447,15 @@ SHIPPED_COPY = Path(__file__).resolve().parents[1] / "specs" / "contracts" / "co
 
 @pytest.mark.parametrize("arguments, items", [
     ([f"{SHIPPED_COPY}::copy.roundtrip-exact[cpu-float32-scalar]"], ["copy.roundtrip-exact[cpu-float32-scalar]"]),
+    # A checkout's copy of a shipped file (the kit installed from the checkout, not editable).
+    (["specs/contracts/copy.yaml::copy.roundtrip-exact[cpu-float32-scalar]"], ["copy.roundtrip-exact[cpu-float32-scalar]"]),
     (["vendor.yaml::vendor.update-from-numpy[cpu-int64-3]"], ["vendor.update-from-numpy[cpu-int64-3]"]),
-], ids=["shipped-item", "vendor-item"])
+], ids=["shipped-item", "checkout-copy-item", "vendor-item"])
 def test_an_item_named_on_the_command_line_runs_alone(pytester, arguments, items):
     pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
+    checkout = pytester.path / "specs" / "contracts"
+    checkout.mkdir(parents=True)
+    (checkout / "copy.yaml").write_bytes(SHIPPED_COPY.read_bytes())
     result = pytester.runpytest_subprocess(*BASE, *arguments, "--ep=cpu", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:] + result.stderr.str()
     report = json.loads((pytester.path / "reports" / "report.json").read_text(encoding="utf-8"))
