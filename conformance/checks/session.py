@@ -44,6 +44,10 @@ def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     ctx.require_nodes_on_ep(info)
     recipe_inputs = ctx.models.recipes[recipe].inputs
     feeds = small_integers(recipe_inputs, dt)
+    ctx.attempt(f"running model '{recipe}' ({dt.name}) with inputs in CPU memory",
+                f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\n"
+                f"feeds = {{n: np.arange(1, 16).reshape(3, 5).astype(np.{dt.storage.name}) for n in {list(recipe_inputs)!r}}}\n"
+                "print(s.run(None, feeds))")
     ctx.announce_call("InferenceSession.run, inputs in cpu")
     (output,) = info.session.run(None, feeds)
     expected = reference(recipe, feeds)
