@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import traceback
 from typing import Any, Callable
@@ -106,6 +107,10 @@ class Handler:
 
 
 def main() -> None:
+    # A terminal's Ctrl-C reaches the whole process group; the parent decides what an interrupt
+    # ends (it writes the report and closes its workers), so the worker does not die mid-check
+    # with a traceback in its log.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

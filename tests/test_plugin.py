@@ -481,7 +481,8 @@ contracts:
 """
 
 
-def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_path):
+@pytest.mark.parametrize("to", ["pytest", "process-group"])  # kill -INT, or a terminal's Ctrl-C
+def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_path, to):
     if not REFDEV.exists():
         pytest.skip("the reference EP is not built (make -C refdev)")
     (tmp_path / "first.yaml").write_text(FIRST_CONTRACT)
@@ -496,7 +497,10 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_pat
             time.sleep(0.2)
         time.sleep(1)  # pytest takes the first contract's reply, already sent
         interrupted_at = time.monotonic()
-        process.send_signal(signal.SIGINT)  # what a timeout or Ctrl-C sends
+        if to == "pytest":
+            process.send_signal(signal.SIGINT)  # what a timeout sends
+        else:
+            os.killpg(process.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the worker too
         process.wait(timeout=30)
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -508,6 +512,43 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_pat
     assert report["verdict"] == "incomplete" and "interrupted" in report["verdict_reasons"][0]
     assert [(r["contract"], r["outcome"]) for r in report["results"]] == [("first.declaration", "pass")]
     assert report["capabilities"][0]["error"] == "not probed: the run was interrupted"
+
+
+
+# Registered as a plugin: a conftest's own hooks reach only the items below its folder.
+SLOW_ITEMS = """\
+import time
+
+
+class SlowItems:
+    def pytest_runtest_call(self, item):
+        time.sleep(60)
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(SlowItems())
+"""
+
+
+def test_a_terminal_ctrl_c_is_handled_by_pytest_not_by_its_idle_worker(tmp_path):
+    # The first item waits in pytest while the worker, done with its batch, waits for requests.
+    (tmp_path / "conftest.py").write_text(SLOW_ITEMS)
+    log = tmp_path / "reports" / "worker-cpu.log"
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "--ep=cpu", "-k", "from-numpy"], cwd=tmp_path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while not log.exists():
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.2)
+        time.sleep(3)  # the worker answers its batch and waits
+        os.killpg(process.pid, signal.SIGINT)
+        assert process.wait(timeout=30) == pytest.ExitCode.INTERRUPTED
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    assert json.loads((tmp_path / "reports" / "report.json").read_text(encoding="utf-8"))["run"]["interrupted"] is True
+    assert "KeyboardInterrupt" not in log.read_text(errors="replace")  # no traceback in the worker's log
 
 
 # Ctrl-C arrives while the copy matrix is probed, after every check finished.
