@@ -194,7 +194,7 @@ class CheckContext:
             except Exception as exc:
                 self._explain_refused_session(exc, model, path, recipe, dtype)
                 raise
-            self._sessions[key] = SessionInfo(session, path, recipe, self._assignment(session))
+            self._sessions[key] = SessionInfo(session, path, recipe, self.assignment_of(session))
         return self._sessions[key]
 
     def _create_session(self, model: bytes):
@@ -251,7 +251,8 @@ class CheckContext:
             return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return None
 
-    def _assignment(self, session) -> dict[str, list[str]]:
+    def assignment_of(self, session) -> dict[str, list[str]]:
+        """{EP name: op types of the nodes it runs}; {} where onnxruntime cannot say (before 1.24)."""
         if not self.target.facts["api"]["graph_assignment_info"]:
             return {}
         assignment: dict[str, list[str]] = {}

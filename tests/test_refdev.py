@@ -202,6 +202,7 @@ def test_ep_claiming_no_node_is_incomplete_not_conformant(refdev_library, tmp_pa
     assert report["verdict"] == "incomplete"
     not_run = {r["contract"] for r in report["results"] if r["outcome"] == "not_run"}
     assert "session.nodes-on-ep" in not_run
+    assert "lifecycle.plugin-library" in not_run  # its session ran no node on the EP: nothing of the library was used
 
 
 def test_host_accessible_memory_is_checked_when_advertised(refdev_library, tmp_path):
