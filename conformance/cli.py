@@ -53,9 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     validate.add_argument("paths", nargs="*", metavar="PATH", help="spec files or folders of them (default: the shipped specs)")
 
     probe = command("probe", "print the copy-capability matrix of EP devices",
-                    "Tries every copy direction between the CPU and each EP device's memories, in a worker process,\n"
-                    "with GB/s figures. Exit 0; 1 when the probe of a device was lost (crash or timeout); 2 on bad\n"
-                    "input or an EP that is not here; 3 when the EP's worker could not start.",
+                    "Tries every copy direction among CPU memory, each EP device's DEFAULT and HOST_ACCESSIBLE memory\n"
+                    "and other EP devices' memory, with real bytes in a worker process: supported, unverified,\n"
+                    "broken, required_but_missing, not_required or unsupported, with GB/s figures.\n"
+                    "Exit 0; 1 when the probe of a device was lost (crash or timeout); 2 on bad input or an EP that\n"
+                    "is not here; 3 when the EP's worker could not start.",
                     "  ort-conformance probe --ep cpu\n"
                     "  ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json")
     probe.add_argument("--ep", metavar="NAME", help="EP alias or provider name (default: every EP listed by get_ep_devices())")

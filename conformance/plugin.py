@@ -46,7 +46,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="EP to check: an alias from the EP specs (cpu, webgpu, refdev, ...) or the provider's own name "
                          "(e.g. CUDAExecutionProvider); repeatable. "
                          "Without --ep the plugin collects nothing. Spec files named on the command line "
-                         "(myep.yaml) are checked with the shipped catalogue. "
+                         "(myep.yaml) are checked with the shipped catalogue; one declaring a shipped EP replaces its shipped spec. "
                          "Examples: pytest --ep=cpu; pytest --ep=cpu --junitxml=reports/junit.xml -n 2")
     group.addoption("--ep-library", metavar="PATH",
                     help="register this plugin EP library first; --ep names the EP it provides "
