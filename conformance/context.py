@@ -42,10 +42,6 @@ class SessionInfo:
 
 
 class CheckContext:
-    # Set by the worker process: told each risky call before it is made, so that its parent
-    # knows which call was in flight even when the EP then aborts or hangs (worker.py).
-    call_listener: Callable[[str], None] | None = None
-
     def __init__(self, target: EpTarget, device_index: int, models: ModelCache):
         # call -> why it must not be made again on this device (set per request by the runner)
         self.quarantined_calls: dict[str, str] = {}
@@ -58,13 +54,15 @@ class CheckContext:
         self._sessions: dict[tuple[str, str, tuple[int, ...]], SessionInfo] = {}
         self.step = ""  # what the running check does now, in words
         self.reproducer = ""  # how to reproduce it
+        self._call: str | None = None  # the risky call announced last
         self._on_progress: Callable[[dict[str, str]], None] | None = None
 
     # --- what the running check does ---------------------------------------------------------
 
     def begin(self, on_progress: Callable[[dict[str, str]], None] | None = None) -> None:
-        """A new check starts: it has said nothing yet; `on_progress` hears each `attempt`."""
-        self.step, self.reproducer, self._on_progress = "", "", on_progress
+        """A new check starts: it has said nothing yet; `on_progress` hears each `attempt` and
+        each newly announced call."""
+        self.step, self.reproducer, self._call, self._on_progress = "", "", None, on_progress
 
     def attempt(self, step: str, reproducer: str | None = None) -> None:
         """Says what the check does next, and how to reproduce it, before doing it. A call that
@@ -82,12 +80,16 @@ class CheckContext:
     def announce_call(self, call: str) -> None:
         """Names the risky onnxruntime call about to be made on this EP device ('copy_tensors
         cpu>default', 'update_inplace numpy>default', 'InferenceSession creation', ...); raises
-        CallQuarantined instead when that call crashed or hung in an earlier check."""
+        CallQuarantined instead when that call crashed or hung in an earlier check. A call is
+        passed on (`on_progress`) when it differs from the one before, so that the parent knows
+        which call was in flight even when the EP then aborts or hangs."""
         reason = self.quarantined_calls.get(call)
         if reason is not None:
             raise CallQuarantined(call, reason)
-        if CheckContext.call_listener is not None:
-            CheckContext.call_listener(call)
+        if call != self._call:
+            self._call = call
+            if self._on_progress is not None:
+                self._on_progress({"call": call})
 
     # --- memories --------------------------------------------------------------------------
 

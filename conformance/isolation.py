@@ -5,11 +5,10 @@ per check); when it dies or stops answering it is replaced. Requests can be sent
 batch (`submit`) and their replies taken as they arrive (`collect`), so the worker runs checks
 while the caller is busy with the results of earlier ones. The worker answers a batch in order,
 so the request running when it crashed or hung is known: that one is lost, the ones queued
-behind it are dropped and can be submitted again to its replacement. Before each risky
-onnxruntime call the worker names it in a line of its own ({"calling": ...}), so a loss also
-says which call was in flight, and a check sends ahead the step it takes and how to reproduce
-it ({"id": ..., "progress": ...}), so a lost request still has a reproducer. Knows nothing of
-pytest or reports.
+behind it are dropped and can be submitted again to its replacement. Ahead of its answer a
+request sends progress lines ({"id": ..., "progress": {...}}): the step its check takes and how
+to reproduce it, and the risky onnxruntime call it makes next, so a loss still says which call
+was in flight and carries a reproducer. Knows nothing of pytest or reports.
 """
 
 from __future__ import annotations
@@ -90,9 +89,8 @@ class Worker:
         self._pending: dict[str, str] = {}  # id -> what, in the order the worker runs them
         self._answers: dict[str, dict[str, Any] | Exception] = {}
         self._requests: dict[str | None, dict[str, Any]] = {}  # id (None: a lone request) -> request, until answered
-        self._notes: dict[str | None, dict[str, str]] = {}  # id -> the step its check last announced
+        self._notes: dict[str | None, dict[str, str]] = {}  # id -> its latest step, reproducer and call
         self._progress = 0.0  # when the worker last finished a request (or got work while idle)
-        self._calling: str | None = None  # the call the running request announced last
 
     def start(self) -> dict[str, Any]:
         self.launch()
@@ -116,7 +114,6 @@ class Worker:
         self._pending.clear()
         self._requests.clear()
         self._notes.clear()
-        self._calling = None
         self.facts = None
         self._send(self.init)
 
@@ -144,7 +141,7 @@ class Worker:
         self._requests[None] = message
         self._send(message)
         try:
-            reply = self._answer(time.monotonic() + timeout, timeout, what)
+            reply = self._answer(time.monotonic() + timeout, timeout, what, None)
         except WorkerLost as lost:
             raise self._attributed(lost, None) from None
         finally:
@@ -185,7 +182,7 @@ class Worker:
     def _take_next_answer(self) -> None:
         running, what = next(iter(self._pending.items()))
         try:
-            reply = self._answer(self._progress + self.timeout, self.timeout, what)
+            reply = self._answer(self._progress + self.timeout, self.timeout, what, running)
         except WorkerLost as lost:
             self._pending.clear()
             self._answers[running] = self._attributed(lost, running)
@@ -199,14 +196,15 @@ class Worker:
         self._notes.pop(id_, None)
         self._answers[id_] = reply if reply.get("ok") else WorkerRefused.from_reply(reply)
 
-    def _answer(self, deadline: float, timeout: float, what: str) -> dict[str, Any]:
-        """The next reply that answers a request; the notes a check sends ahead of its answer
-        (the step it is about to take, see CheckContext.attempt) are kept for `_attributed`."""
+    def _answer(self, deadline: float, timeout: float, what: str, running: str | None) -> dict[str, Any]:
+        """The next reply that answers a request; the progress a request sends ahead of its
+        answer (see CheckContext.attempt and announce_call) is kept for `_attributed`, and the
+        call `running` announced last names what it was in if the worker is lost."""
         while True:
-            reply = self._receive(deadline, timeout, what)
+            reply = self._receive(deadline, timeout, what, self._notes.get(running, {}).get("call"))
             if "progress" not in reply:
                 return reply
-            self._notes[reply.get("id")] = reply["progress"]
+            self._notes.setdefault(reply.get("id"), {}).update(reply["progress"])
 
     def _attributed(self, lost: WorkerLost, id_: str | None) -> WorkerLost:
         """`lost`, told what request `id_` was doing: the step and reproducer its check sent
@@ -224,21 +222,10 @@ class Worker:
         except BrokenPipeError:
             pass  # the worker is gone; reading will say how it ended
 
-    def _receive(self, deadline: float, timeout: float, what: str) -> dict[str, Any]:
-        """The next reply, or WorkerLost when the worker ended or `deadline` passed; the
-        announcements of calls read on the way are noted in `_calling`."""
-        while True:
-            reply = self._receive_line(deadline, timeout, what)
-            if "calling" in reply and "ok" not in reply:
-                self._calling = reply["calling"]
-                continue
-            if "progress" not in reply:  # an answer: the next request announces its own calls
-                self._calling = None
-            return reply
-
-    def _receive_line(self, deadline: float, timeout: float, what: str) -> dict[str, Any]:
+    def _receive(self, deadline: float, timeout: float, what: str, call: str | None = None) -> dict[str, Any]:
+        """The next line the worker sends, or WorkerLost when it ended or `deadline` passed;
+        `call`: the onnxruntime call the running request announced last."""
         line = self._read_line(deadline)
-        call = self._calling
         during = f" during {call}" if call else ""
         if line is None:
             self._kill()
@@ -282,7 +269,6 @@ class Worker:
 
     def _kill(self) -> None:
         self._pending.clear()
-        self._calling = None
         if self.process:
             self.process.kill()
             self.process.wait()

@@ -16,8 +16,7 @@ from typing import Any, Callable
 
 
 def serve(requests, replies) -> None:
-    announcer = CallAnnouncer(replies)
-    handler = Handler(lambda note: _write(replies, note), announcer)
+    handler = Handler(lambda note: _write(replies, note))
     for line in requests:
         request = json.loads(line)
         if request["op"] == "exit":
@@ -25,30 +24,9 @@ def serve(requests, replies) -> None:
         if request["op"] == "batch":
             # Requests sent ahead: each is answered (with its id) as soon as it has run.
             for item in request["requests"]:
-                announcer.new_request()
                 _write(replies, dict(handler.handle(item), id=item["id"]))
         else:
-            announcer.new_request()
             _write(replies, handler.handle(request))
-
-
-class CallAnnouncer:
-    """Tells the parent, in a line {"calling": CALL} before the call is made, which risky
-    onnxruntime call the running request makes next: when the EP then aborts or hangs, the
-    parent knows the call (see CheckContext.announce_call). Repeats of the same call within one
-    request are told once."""
-
-    def __init__(self, replies):
-        self.replies = replies
-        self.last: str | None = None
-
-    def new_request(self) -> None:
-        self.last = None
-
-    def __call__(self, call: str) -> None:
-        if call != self.last:
-            self.last = call
-            _write(self.replies, {"calling": call})
 
 
 def _write(replies, reply: dict[str, Any]) -> None:
@@ -60,10 +38,9 @@ class Handler:
     """Answers one request at a time; holds the Runner once `init` has created it. `notify`
     sends a line ahead of the answer: what a check is about to do, in case it never answers."""
 
-    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None, announcer: CallAnnouncer | None = None):
+    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None):
         self.runner = None
         self.notify = notify
-        self.announcer = announcer
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         from conformance.context import CallQuarantined
@@ -82,28 +59,27 @@ class Handler:
     def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         op = request["op"]
         if op == "init":
-            from conformance.context import CheckContext
             from conformance.runner import Runner
-
-            CheckContext.call_listener = self.announcer
 
             self.runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
                                  options=request.get("options"), models_dir=request.get("models_dir"),
                                  schema_checked=request.get("schema_checked", False))
             return {"ok": True, "facts": self.runner.facts}
         if op == "run":
-            def progress(note: dict[str, str]) -> None:
-                self.notify({"id": request.get("id"), "progress": note})
-
-            return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"], progress,
-                                                          quarantined=request.get("quarantined"))}
+            return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"],
+                                                          self._progress_of(request), quarantined=request.get("quarantined"))}
         if op == "probe":
             from conformance.capabilities import capability_matrix
 
             context = self.runner.context(request["device"])
+            context.begin(self._progress_of(request))
             context.quarantined_calls = request.get("quarantined") or {}
             return {"ok": True, "capabilities": capability_matrix(context, request.get("sizes"))}
         return {"ok": False, "error": f"unknown request {op!r}"}
+
+    def _progress_of(self, request: dict[str, Any]) -> Callable[[dict[str, str]], None]:
+        """Sends what `request` does next ahead of its answer, in a line of its own."""
+        return lambda note: self.notify({"id": request.get("id"), "progress": note})
 
 
 def main() -> None:

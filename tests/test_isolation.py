@@ -269,7 +269,7 @@ def test_close_kills_a_worker_still_busy_with_a_batch():
 ANNOUNCE_THEN = """\
 import json, os, sys, time
 sys.stdin.readline()
-sys.stdout.write(json.dumps({{"calling": "copy_tensors cpu>default"}}) + "\\n")
+sys.stdout.write(json.dumps({{"id": None, "progress": {{"call": "copy_tensors cpu>default"}}}}) + "\\n")
 sys.stdout.flush()
 {then}
 """
@@ -283,7 +283,7 @@ def test_a_crash_names_the_call_the_worker_announced_last():
 
 
 def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_the_timeout():
-    hang = "for _ in range(100):\n    sys.stdout.write(json.dumps({'calling': 'copy_tensors cpu>default'}) + '\\n'); sys.stdout.flush(); time.sleep(0.05)\ntime.sleep(60)"
+    hang = "for _ in range(100):\n    sys.stdout.write(json.dumps({'id': None, 'progress': {'call': 'copy_tensors cpu>default'}}) + '\\n'); sys.stdout.flush(); time.sleep(0.05)\ntime.sleep(60)"
     w = fake_worker(ANNOUNCE_THEN.format(then=hang))
     started = time.monotonic()
     with pytest.raises(WorkerLost, match=r"within 0\.5 s \(stuck in copy_tensors cpu>default\)") as lost:
@@ -294,7 +294,7 @@ def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_th
 
 def test_an_announcement_is_not_taken_for_the_reply(worker):
     reply = worker.request(dict(NODES_ON_EP))
-    assert reply["result"]["outcome"] == "pass" and "calling" not in reply
+    assert reply["result"]["outcome"] == "pass" and "progress" not in reply
 
 
 NODES_ON_EP = {"op": "run", "contract": "session.nodes-on-ep", "device": 0, "params": {"recipe": "relu", "dtype": "float32"}}
