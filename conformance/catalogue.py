@@ -34,7 +34,7 @@ def render(catalogue: Catalogue) -> str:
             out.append("")
             out.append(f"- severity: **{contract.severity}**; subject: **{contract.subject}**; check: `{contract.check}`"
                        + ("; runs in a process of its own, started for each case" if contract.own_process
-                          else "; runs in a worker of its own" if contract.isolated else ""))
+                          else "; runs apart, after every other check of its worker" if contract.isolated else ""))
             applies = ", ".join(f"`{k}: {v}`" for k, v in contract.applies_when.items()) or "every EP"
             out.append(f"- applies when: {applies}")
             if contract.requires_api:

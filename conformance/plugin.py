@@ -79,7 +79,8 @@ class EpUnderTest:
     # device index -> call -> why it is not made again (a check lost while making it)
     quarantined_calls: dict[int, dict[str, str]] = field(default_factory=dict)
     # A second worker for contracts marked `isolated` (bad requests that may corrupt memory),
-    # so that whatever they break cannot leak into the checks that follow in the main worker.
+    # where they cannot simply run after every other check of the main worker: under xdist
+    # (items arrive as the controller schedules them) and with --conformance-isolation none.
     isolated_worker: Worker | None = None
     init: dict[str, Any] = field(default_factory=dict)  # what starts a worker for this EP
 
@@ -165,9 +166,11 @@ class ConformanceRun:
             raise pytest.UsageError(str(exc)) from None
         except WorkerLost as exc:
             raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
-        # The worker for isolated contracts starts once the main one is ready (two starting
-        # side by side slow each other down on a small machine), while pytest collects.
-        isolated = self._launch_isolated(self._init(name), name) if any(c.isolated for c in self.catalogue.contracts) else None
+        # Where checks are planned ahead, isolated contracts run last in the main worker (see
+        # _plan). Elsewhere their worker starts once the main one is ready (two starting side
+        # by side slow each other down on a small machine), while pytest collects.
+        wanted = not self.lookahead and any(c.isolated for c in self.catalogue.contracts)
+        isolated = self._launch_isolated(self._init(name), name) if wanted else None
         return EpUnderTest(name, facts, worker, None, init=self._init(name), isolated_worker=isolated)
 
     def _probe(self, ep: EpUnderTest) -> None:
@@ -209,7 +212,9 @@ class ConformanceRun:
         return _outcome_of(lambda: self._collect(self._worker_for(item), item.planned())["result"])
 
     def _worker_for(self, item: "ContractItem") -> Worker:
-        return self._isolated_worker(item.ep) if item.contract.isolated else item.ep.worker
+        if not item.contract.isolated or (self.lookahead and item.ep.worker):
+            return item.ep.worker
+        return self._isolated_worker(item.ep)
 
     def _runs_in_worker(self, item: "ContractItem") -> bool:
         """Isolated contracts run in a worker even with --conformance-isolation none: a bad
@@ -260,13 +265,20 @@ class ConformanceRun:
         return [planned] + [p for p in rest if not worker.outstanding(p.id) and not (p.item and p.item.quarantined())]
 
     def _plan(self, items: list[pytest.Item]) -> None:
-        for item in items:
-            # Contracts run in a process of their own (own_process) are not sent ahead.
-            if isinstance(item, ContractItem) and self._runs_in_worker(item) and item.decision() is None:
+        """Each worker's requests in the order it runs them: the checks, the copy probe, and
+        last the isolated contracts (bad requests), so that whatever they break in the worker
+        cannot leak into a check or the probe; a worker lost to one is replaced for the rest."""
+        # Contracts run in a process of their own (own_process) are not sent ahead.
+        planned = [item for item in items if isinstance(item, ContractItem) and self._runs_in_worker(item) and item.decision() is None]
+        for item in planned:
+            if not item.contract.isolated:
                 self.plans.setdefault(self._worker_for(item), []).append(item.planned())
         for ep in self.eps:
             if ep.worker:
                 self.plans.setdefault(ep.worker, []).extend(self._planned_probe(device) for device in ep.facts["devices"])
+        for item in planned:
+            if item.contract.isolated:
+                self.plans.setdefault(self._worker_for(item), []).append(item.planned())
         self.plan_position = {(worker, p.id): i for worker, plan in self.plans.items() for i, p in enumerate(plan)}
 
     def _planned_probe(self, device: dict[str, Any]) -> "Planned":

@@ -656,10 +656,45 @@ def test_xdist_run_counts_the_collected_checks(cpu_run, xdist_run):
     assert xdist_run.report["run"]["collected"] == len(cpu_run.report["results"])
 
 
-def test_isolated_contracts_run_in_a_worker_of_their_own(cpu_run):
+class PlanRecorder:
+    """Records, once pytest has collected, which requests each worker was planned to run."""
+
+    def __init__(self):
+        self.plans: dict[str, list[str]] = {}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_finish(self, session):
+        from conformance.plugin import RUN_KEY
+
+        run = session.config.stash[RUN_KEY]
+        names = {id(ep.worker): "main" for ep in run.eps} | {id(ep.isolated_worker): "isolated" for ep in run.eps}
+        self.plans = {names[id(worker)]: [p.id for p in plan] for worker, plan in run.plans.items()}
+
+
+def test_isolated_contracts_run_last_in_the_main_worker_after_the_probe(pytester):
+    recorder = PlanRecorder()
+    pytester.inline_run(*BASE, "--ep=cpu", "--collect-only", "--conformance-report", str(pytester.path / "reports"), plugins=[recorder])
+    (plan,) = recorder.plans.values()  # one worker: no worker of their own for the isolated contracts
+    isolated = [i for i, id_ in enumerate(plan) if id_.split("::")[-1].split("[")[0] in ISOLATED_CONTRACTS]
+    assert "main" in recorder.plans and len(isolated) > 10
+    # Nothing runs after a bad request in the worker it may have broken: the checks, then the
+    # copy probe, then the isolated contracts.
+    assert isolated == list(range(len(plan) - len(isolated), len(plan))) and plan[isolated[0] - 1] == "probe:0"
+
+
+ISOLATED_CONTRACTS = ("copy.bad-requests", "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure")
+
+
+def test_isolated_contracts_run_in_a_worker_apart_where_items_are_not_planned_ahead(xdist_run):
+    # Under xdist items arrive as the controller schedules them, so a bad request cannot be
+    # kept for last: each xdist process gives the isolated contracts a worker of their own.
+    assert (xdist_run.path / "reports" / "worker-cpu-isolated.log").exists()
+
+
+def test_isolated_contracts_pass_where_onnxruntime_keeps_them(cpu_run):
     reports = cpu_run.path / "reports"
     assert (reports / "worker-cpu.log").exists()
-    assert (reports / "worker-cpu-isolated.log").exists()  # started for the bad requests and bindings
+    assert not (reports / "worker-cpu-isolated.log").exists()  # they ran last in the main worker
     isolated = {r["contract"]: r["outcome"] for r in cpu_run.report["results"] if r["outcome"] == "pass"
                 and r["contract"] in ("update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure")}
     assert len(isolated) == 3
