@@ -86,6 +86,7 @@ class Worker:
         self._buffer = b""
         self.restarts = 0  # replacements of a worker that crashed, hung or exited
         self._started = False
+        self._log_start = 0  # where the running process's output begins in the log
         self._pending: dict[str, str] = {}  # id -> what, in the order the worker runs them
         self._answers: dict[str, dict[str, Any] | Exception] = {}
         self._requests: dict[str | None, dict[str, Any]] = {}  # id (None: a lone request) -> request, until answered
@@ -102,6 +103,8 @@ class Worker:
         self.restarts += self._started
         self._started = True
         log = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        # The log is kept across runs and replacements; a loss quotes what this process wrote.
+        self._log_start = log.tell() if self.log else 0
         try:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "conformance.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -184,10 +187,15 @@ class Worker:
         try:
             reply = self._answer(self._progress + self.timeout, self.timeout, what, running)
         except WorkerLost as lost:
+            dropped = len(self._pending) > 1
             self._pending.clear()
             self._answers[running] = self._attributed(lost, running)
             self._requests.clear()
             self._notes.clear()
+            if dropped:
+                # The requests queued behind the lost one will be submitted again: their
+                # replacement worker starts now, while the caller reports the loss.
+                self.launch()
             return
         self._progress = time.monotonic()
         id_ = reply.pop("id", running)
@@ -263,7 +271,9 @@ class Worker:
     def _log_tail(self, lines: int = 3) -> str:
         if not self.log or not self.log.exists():
             return ""
-        text = TERMINAL_COLOURS.sub("", self.log.read_text(errors="replace"))  # onnxruntime colours its log lines
+        with open(self.log, "rb") as log:
+            log.seek(self._log_start)
+            text = TERMINAL_COLOURS.sub("", log.read().decode(errors="replace"))  # onnxruntime colours its log lines
         tail = [l for l in text.splitlines() if l.strip()][-lines:]
         return ("; its last output: " + " | ".join(tail)) if tail else ""
 
@@ -285,8 +295,8 @@ class Worker:
 
     def ask_to_exit(self) -> None:
         """Tells the worker to end, without waiting (several workers then end side by side)."""
-        if self._pending:
-            self._kill()  # busy with requests nobody will collect
+        if self._pending or self.facts is None:
+            self._kill()  # busy with requests nobody will collect, or still starting, unused
         if self.process and self.process.poll() is None and not self.process.stdin.closed:
             try:
                 self.process.stdin.write(b'{"op": "exit"}\n')

@@ -54,6 +54,20 @@ def test_a_dead_worker_is_replaced_on_the_next_request(worker):
     assert worker.restarts == 1 and worker.process.pid != first
 
 
+def test_a_loss_quotes_only_what_the_lost_process_wrote_to_its_log(tmp_path):
+    log = tmp_path / "worker-cpu.log"
+    log.write_text("Assertion failed: the abort of an earlier run\n")  # the log is kept across runs
+    w = Worker(CPU_INIT, timeout=60, log=log)
+    try:
+        w.start()
+        w.process.kill()  # ends without a word
+        with pytest.raises(WorkerLost, match="killed by SIGKILL") as lost:
+            w._exchange(SESSION_INPUTS, 10, "the check")
+        assert "earlier run" not in str(lost.value)
+    finally:
+        w.close()
+
+
 def test_an_unknown_request_is_refused_not_lost(worker):
     worker.start()
     with pytest.raises(WorkerRefused, match="unknown request 'bogus'"):
@@ -196,11 +210,26 @@ def test_a_batch_runs_ahead_and_each_reply_is_collected_by_its_id(worker):
 def test_a_crash_in_a_batch_costs_the_running_request_and_drops_the_queued_ones():
     w = fake_worker(ANSWER_FIRST_THEN.format(then="os.abort()"))
     batch_of_three(w)
+    crashed = w.process
     assert w.collect("a") == {"ok": True, "n": 1}
     with pytest.raises(WorkerLost, match="^the process running check b was killed by SIGABRT") as lost:
         w.collect("b")
     assert lost.value.outcome == "crash"
     assert not w.outstanding("c") and w.collect("c") is None  # to be submitted again
+    # Its replacement is already starting, for the dropped request; unused, close kills it.
+    assert w.process not in (None, crashed) and w.process.poll() is None and w.facts is None
+    replacement = w.process
+    w.close()
+    assert replacement.poll() == -signal.SIGKILL
+
+
+def test_a_crash_of_the_last_request_queued_starts_no_replacement():
+    w = fake_worker(ANSWER_FIRST_THEN.format(then="os.abort()"))
+    w.facts = {}
+    w.submit([(name, {"op": "run", "n": i}, f"check {name}") for i, name in enumerate("ab")])
+    assert w.collect("a") == {"ok": True, "n": 1}
+    with pytest.raises(WorkerLost, match="^the process running check b was killed by SIGABRT"):
+        w.collect("b")
     assert w.process is None
 
 
