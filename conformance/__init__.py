@@ -1,11 +1,19 @@
 """ort-ep-conformance: the memory and copy contract of ONNX Runtime execution providers, executable."""
 
-from importlib import metadata as _metadata
 
-try:
-    __version__ = _metadata.version("ort-ep-conformance")
-except _metadata.PackageNotFoundError:  # a source tree that was never installed
-    __version__ = "0+unknown"
+def __getattr__(name: str):
+    # The version is read from the installed distribution when asked for, not at import:
+    # importlib.metadata is a fifth of a worker's start-up, and a worker never asks.
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import metadata
+
+    try:
+        version = metadata.version("ort-ep-conformance")
+    except metadata.PackageNotFoundError:  # a source tree that was never installed
+        version = "0+unknown"
+    globals()["__version__"] = version
+    return version
 
 
 def probe(ep: str | None = None, *, library: str | None = None, options: dict[str, str] | None = None, timeout: float = 60.0):

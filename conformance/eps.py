@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import importlib.metadata
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from conformance.contracts import Catalogue, EpSpec
@@ -80,6 +80,8 @@ class EpTarget:
 
 def installed_plugin_modules() -> list[str]:
     """Top-level modules of installed packages that look like plugin EP packages."""
+    import importlib.metadata  # only here: it is a sixth of a worker's start-up
+
     found = set()
     for dist in importlib.metadata.distributions():
         name = (dist.metadata["Name"] or "").lower().replace("-", "_")
@@ -319,12 +321,15 @@ def describe(target: EpTarget) -> dict[str, Any]:
 
 
 def package_name(ort) -> str:
+    """The distribution that installed the onnxruntime module in use, from the dist-info folder
+    beside it (not from importlib.metadata, which would also find a flavour installed elsewhere
+    on the path, and whose import is a sixth of a worker's start-up)."""
+    module_file = getattr(ort, "__file__", None)
+    site = Path(module_file).resolve().parent.parent if module_file else None
+    installed = {folder.name.split("-")[0].lower().replace("_", "-") for folder in site.glob("onnxruntime*.dist-info")} if site else set()
     for dist in ("onnxruntime-gpu", "onnxruntime-openvino", "onnxruntime-webgpu", "onnxruntime-directml", "onnxruntime-qnn", "onnxruntime"):
-        try:
-            importlib.metadata.version(dist)
+        if dist in installed:
             return dist
-        except importlib.metadata.PackageNotFoundError:
-            continue
     return getattr(ort, "package_name", "onnxruntime")
 
 
