@@ -9,6 +9,7 @@ xfail, so it does not fail a conformant EP's run. Without `--ep` the plugin does
 
 from __future__ import annotations
 
+import gc
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -290,6 +291,11 @@ class ConformanceRun:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
+        # The catalogue, the items and every module loaded live until the end of the run: moved
+        # out of the cyclic collector's reach, they are not traversed again by each collection
+        # during the run, by pytest's at unconfigure and by the interpreter's at exit (a tenth
+        # of a CPU run's wall time). Memory freed by reference counting is still freed.
+        gc.freeze()
         if self.lookahead:
             self._plan(session.items)
         if self.lookahead and not self.config.option.collectonly:
