@@ -286,12 +286,26 @@ class Worker:
 
     def close(self) -> None:
         self.ask_to_exit()
-        if self.process:
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._kill()
+        if self.process and not self._exited_within(5.0):
+            self._kill()
         self.process = None
+
+    def _exited_within(self, seconds: float) -> bool:
+        """Whether the worker, asked to exit, ended within `seconds`. Its end is seen as the end
+        of its replies (the pipe closes when the process does), not by polling for its exit
+        status, which rounds each worker's end up to the next poll."""
+        deadline = time.monotonic() + seconds
+        while self.process.stdout and not self.process.stdout.closed:
+            line = self._read_line(deadline)
+            if line is None:
+                return False
+            if line == b"":
+                break
+        try:
+            self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def ask_to_exit(self) -> None:
         """Tells the worker to end, without waiting (several workers then end side by side)."""
