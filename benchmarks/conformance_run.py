@@ -105,6 +105,9 @@ def collection(ep_args: list[str], repeat: int, items_wanted: int = 1000) -> Col
     return best
 
 
+PYTEST_FLOOR = "pytest, {items} empty tests"
+
+
 def floor(items: int, repeat: int) -> dict[str, float]:
     """What no conformance run can go below here, in wall seconds (best of `repeat`): pytest
     running `items` empty tests, and an interpreter importing onnxruntime (which a run needs in
@@ -113,7 +116,7 @@ def floor(items: int, repeat: int) -> dict[str, float]:
         empty = Path(tmp) / "test_empty.py"
         empty.write_text(f"import pytest\n\n\n@pytest.mark.parametrize('i', range({items}))\ndef test_item(i):\n    pass\n")
         return {
-            f"pytest, {items} empty tests": _best_wall([*PYTEST, "-p", "no:xdist", str(empty)], tmp, repeat),
+            PYTEST_FLOOR.format(items=items): _best_wall([*PYTEST, "-p", "no:xdist", str(empty)], tmp, repeat),
             "python -c 'import onnxruntime'": _best_wall([sys.executable, "-c", "import onnxruntime"], tmp, repeat),
         }
 
