@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from conformance.forkserver import ForkedProcess, ForkServer
 from conformance.reproduce import kit_snippet
 
 TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
@@ -81,7 +82,10 @@ class Worker:
         self.timeout = timeout
         self.log = log
         self.env = env
-        self.process: subprocess.Popen | None = None
+        # Forks this worker's processes once set and serving (see forkserver.py); else spawned.
+        self.fork_server: ForkServer | None = None
+        self.hosts: ForkServer | None = None  # a fork server the next spawned process starts
+        self.process: subprocess.Popen | ForkedProcess | None = None
         self.facts: dict[str, Any] | None = None
         self._buffer = b""
         self.restarts = 0  # replacements of a worker that crashed, hung or exited
@@ -106,10 +110,7 @@ class Worker:
         # The log is kept across runs and replacements; a loss quotes what this process wrote.
         self._log_start = log.tell() if self.log else 0
         try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "conformance.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=log, env={**os.environ, **(self.env or {})},
-            )
+            self.process = self._forked(log) or self._spawned(log)
         finally:
             if self.log:
                 log.close()
@@ -119,6 +120,37 @@ class Worker:
         self._notes.clear()
         self.facts = None
         self._send(self.init)
+
+    def _spawned(self, log) -> subprocess.Popen:
+        command, fds, hosting = [sys.executable, "-m", "conformance.worker"], (), {}
+        server, self.hosts = self.hosts, None
+        if server:  # see forkserver.py: one OpenBLAS thread, so that the host can fork the server
+            command, fds, hosting = command + server.host_args, (server.host_fd,), {"OPENBLAS_NUM_THREADS": "1"}
+        env = {**os.environ, **hosting, **(self.env or {})}
+        try:
+            return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, pass_fds=fds)
+        finally:
+            if server:
+                server.hosted()
+
+    def _forked(self, log) -> ForkedProcess | None:
+        """A process forked by the fork server, or None where there is none to fork it (or
+        the worker needs an environment of its own, which a fork would not have)."""
+        if self.fork_server is None or self.env:
+            return None
+        stdin_read, stdin_write = os.pipe()
+        stdout_read, stdout_write = os.pipe()
+        stderr = log.fileno() if self.log else os.open(os.devnull, os.O_WRONLY)
+        try:
+            pid = self.fork_server.fork(stdin_read, stdout_write, stderr)
+        finally:
+            for fd in (stdin_read, stdout_write) + (() if self.log else (stderr,)):
+                os.close(fd)
+        if pid is None:
+            os.close(stdin_write)
+            os.close(stdout_read)
+            return None
+        return ForkedProcess(self.fork_server, pid, os.fdopen(stdin_write, "wb"), os.fdopen(stdout_read, "rb"))
 
     def ready(self) -> dict[str, Any]:
         """The facts the worker answered to init (waiting for them)."""
@@ -243,7 +275,8 @@ class Worker:
             code = self.process.wait()
             self.process = None
             how = f"killed by {signal_name(code)}" if code < 0 else f"exited with status {code}"
-            raise WorkerLost("crash", f"the process running {what} was {how}{during}", actual=how, tail=self._log_tail(), call=call)
+            ended = f"was {how}" if code < 0 else how
+            raise WorkerLost("crash", f"the process running {what} {ended}{during}", actual=how, tail=self._log_tail(), call=call)
         try:
             return json.loads(line)
         except ValueError:

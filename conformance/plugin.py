@@ -20,6 +20,7 @@ import pytest
 
 from conformance import applicability, report
 from conformance.checks import CHECKS, load_all
+from conformance.forkserver import ForkServer
 from conformance.contracts import Catalogue, Contract
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
 from conformance.options import ep_options, seconds
@@ -103,6 +104,9 @@ class ConformanceRun:
         self.catalogue: Catalogue | None = None  # loaded by start(), once the workers are launched
         self.contract_files: set[Path] = set()
         self.workers: list[Worker] = []  # every worker launched, to close them all
+        # Forks every worker but the first, which hosts it: replacements after a crash or hang,
+        # and the workers of isolated and own-process contracts (see forkserver.py).
+        self.fork_server: ForkServer | None = None
         self.eps: list[EpUnderTest] = []
         self.results: list[Result] = []
         self.collected = 0
@@ -121,7 +125,10 @@ class ConformanceRun:
 
     def start(self, names: list[str]) -> None:
         _check_writable(self.report_dir)
-        # Workers import onnxruntime and load their EP while this process loads the catalogue.
+        # Workers import onnxruntime and load their EP while this process loads the catalogue;
+        # the first forks the fork server off itself before it imports onnxruntime.
+        if self.isolated and ForkServer.supported():
+            self.fork_server = ForkServer()
         launched = {name: self._launch(Worker(self._init(name), timeout=self.timeout, log=self.report_dir / f"worker-{_safe(name)}.log"))
                     for name in names} if self.isolated else {}
         # With workers, the check ids are cross-checked by them (they import the checks anyway):
@@ -154,6 +161,9 @@ class ConformanceRun:
                 "models_dir": str(self.report_dir / "models"), "schema_checked": True}
 
     def _launch(self, worker: Worker) -> Worker:
+        worker.fork_server = self.fork_server
+        if self.fork_server and not self.workers:
+            worker.hosts = self.fork_server
         worker.launch()
         self.workers.append(worker)
         return worker
@@ -168,8 +178,7 @@ class ConformanceRun:
         except WorkerLost as exc:
             raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
         # Where checks are planned ahead, isolated contracts run last in the main worker (see
-        # _plan). Elsewhere their worker starts once the main one is ready (two starting side
-        # by side slow each other down on a small machine), while pytest collects.
+        # _plan); elsewhere in a worker of their own, launched now.
         wanted = not self.lookahead and any(c.isolated for c in self.catalogue.contracts)
         isolated = self._launch_isolated(self._init(name), name) if wanted else None
         return EpUnderTest(name, facts, worker, None, init=self._init(name), isolated_worker=isolated)
@@ -226,7 +235,9 @@ class ConformanceRun:
     def _own_worker(self, ep: EpUnderTest) -> Worker:
         """A worker for one case alone (closed after it), even with --conformance-isolation none:
         such a check changes the state of the process it runs in."""
-        return Worker(ep.init, timeout=self.timeout, log=self.report_dir / f"worker-{_safe(ep.requested)}-own.log")
+        worker = Worker(ep.init, timeout=self.timeout, log=self.report_dir / f"worker-{_safe(ep.requested)}-own.log")
+        worker.fork_server = self.fork_server
+        return worker
 
     def _isolated_worker(self, ep: EpUnderTest) -> Worker:
         if ep.isolated_worker is None:
@@ -349,6 +360,8 @@ class ConformanceRun:
             worker.ask_to_exit()
         for worker in self.workers:
             worker.close()
+        if self.fork_server:
+            self.fork_server.close()
 
 
 def _outcome_of(reply_of) -> tuple[Outcome, str, dict, float]:

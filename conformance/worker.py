@@ -1,4 +1,4 @@
-"""The child process that runs checks: `python -m conformance.worker`.
+"""The child process that runs checks: `python -m conformance.worker [--fork-server FD]`.
 
 Requests and replies are JSON lines. The protocol uses a private copy of the original stdout;
 fd 1 is pointed at stderr, so whatever an EP library prints cannot corrupt a reply. This module
@@ -87,6 +87,16 @@ def main() -> None:
     # ends (it writes the report and closes its workers), so the worker does not die mid-check
     # with a traceback in its log.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.argv[1:2] == ["--fork-server"]:
+        from conformance import forkserver
+
+        forkserver.start_beside(int(sys.argv[2]))
+    run()
+
+
+def run() -> None:
+    """Serves the requests on stdin until exit or their end, then ends the process (also in a
+    worker forked by the fork server)."""
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

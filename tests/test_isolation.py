@@ -104,7 +104,7 @@ def test_a_worker_killed_by_a_signal_is_a_crash_naming_the_signal():
 
 def test_a_worker_that_exits_is_a_crash_with_its_status():
     w = fake_worker("import sys; sys.stdin.readline(); sys.exit(3)")
-    with pytest.raises(WorkerLost, match="exited with status 3") as lost:
+    with pytest.raises(WorkerLost, match="^the process running the check exited with status 3") as lost:
         w._exchange({"op": "run"}, 10, "the check")
     assert lost.value.outcome == "crash"
 

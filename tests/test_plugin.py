@@ -682,6 +682,32 @@ def test_isolated_contracts_run_last_in_the_main_worker_after_the_probe(pytester
     assert isolated == list(range(len(plan) - len(isolated), len(plan))) and plan[isolated[0] - 1] == "probe:0"
 
 
+class WorkerRecorder:
+    """Records, at the end of the session, how the main worker's process was started."""
+
+    def __init__(self):
+        self.process = self.restarts = None
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session):
+        from conformance.plugin import RUN_KEY
+
+        (ep,) = session.config.stash[RUN_KEY].eps
+        self.process, self.restarts = type(ep.worker.process).__name__, ep.worker.restarts
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the fork server runs on Linux only")
+def test_the_worker_replacing_one_onnxruntime_aborted_is_forked_by_the_fork_server(pytester):
+    recorder = WorkerRecorder()
+    result = pytester.inline_run(*BASE, "--ep=cpu", "-k", "rejects-mismatch or rebind-after-failure",
+                                 "--conformance-report", str(pytester.path / "reports"), plugins=[recorder])
+    # onnxruntime 1.32 aborts a failed rebind on the CPU EP (a finding); the bad requests
+    # queued behind it run in a worker the fork server forked, not in a new interpreter.
+    assert result.ret == 0 and recorder.restarts == 1 and recorder.process == "ForkedProcess"
+    outcomes = {r["outcome"] for r in json.loads((pytester.path / "reports" / "report.json").read_text())["results"]}
+    assert "crash" in outcomes and "pass" in outcomes
+
+
 ISOLATED_CONTRACTS = ("copy.bad-requests", "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure")
 
 

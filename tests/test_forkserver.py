@@ -1,0 +1,133 @@
+"""Workers forked by the fork server their first worker hosts: replacements start from a process
+that has made the imports, and still end, crash and hang as spawned workers do."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from conformance.forkserver import ForkedProcess, ForkServer, why_not_fork_safe
+from conformance.isolation import Worker, WorkerLost
+
+pytestmark = pytest.mark.skipif(not ForkServer.supported(), reason="the fork server runs on Linux only")
+
+CPU_INIT = {"ep": "cpu", "specs": None, "library": None, "options": {}, "models_dir": None, "schema_checked": True}
+SESSION_INPUTS = {"op": "run", "contract": "memory-info.session-inputs", "device": 0,
+                  "params": {"recipe": "identity", "dtype": "float32"}}
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.fixture
+def server():
+    fork_server = ForkServer()
+    yield fork_server
+    fork_server.close()
+
+
+@pytest.fixture
+def host(server):
+    """A started worker hosting `server`, which forks its replacements."""
+    worker = Worker(CPU_INIT, timeout=60)
+    worker.hosts = worker.fork_server = server
+    worker.start()
+    yield worker
+    worker.close()
+
+
+def replaced(worker: Worker) -> ForkedProcess:
+    """Kills the worker, and returns the process that replaces it on the next request."""
+    worker.process.kill()
+    worker.process.wait()
+    assert worker.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
+    assert worker.restarts == 1
+    return worker.process
+
+
+def test_the_host_is_spawned_and_its_replacement_forked_by_the_server_it_hosts(host, server):
+    assert not isinstance(host.process, ForkedProcess) and parent_of(host.process.pid) == os.getpid()
+    assert server.ready()
+    replacement = replaced(host)
+    assert isinstance(replacement, ForkedProcess)
+    server_pid = parent_of(replacement.pid)
+    assert server_pid != os.getpid()  # the server's child, not this process's
+    # The replacement runs checks on real memory like any worker, and the server runs on.
+    assert host.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
+    assert Path(f"/proc/{server_pid}").exists()
+
+
+def test_a_forked_worker_that_aborts_is_reported_with_its_signal(host):
+    forked = replaced(host)
+    forked.send_signal(signal.SIGABRT)
+    with pytest.raises(WorkerLost, match="^the process running the check was killed by SIGABRT") as lost:
+        host.request(SESSION_INPUTS)
+    assert lost.value.outcome == "crash" and forked.returncode == -signal.SIGABRT
+
+
+def test_a_forked_worker_that_hangs_is_killed_at_the_timeout(host):
+    forked = replaced(host)
+    host.timeout = 0.5
+    forked.send_signal(signal.SIGSTOP)
+    with pytest.raises(WorkerLost, match=r"did not finish within 0\.5 s") as lost:
+        host.request(SESSION_INPUTS)
+    assert lost.value.outcome == "timeout" and forked.returncode == -signal.SIGKILL
+
+
+def test_closing_a_forked_worker_ends_it_cleanly(host):
+    forked = replaced(host)
+    host.close()
+    assert forked.returncode == 0 and host.process is None
+
+
+def test_a_worker_exits_with_a_status_the_server_reports(host):
+    forked = replaced(host)
+    forked.stdin.close()  # the end of its requests: it exits as asked
+    assert forked.wait(timeout=30) == 0
+
+
+def test_without_a_host_the_server_forks_nothing_and_workers_are_spawned():
+    server = ForkServer()
+    worker = Worker(CPU_INIT, timeout=60)
+    worker.fork_server = server
+    try:
+        assert worker.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
+        assert not isinstance(worker.process, ForkedProcess)
+    finally:
+        worker.close()
+        server.close()
+
+
+def test_a_closed_server_leaves_replacements_spawned(host, server):
+    server.close()
+    assert not isinstance(replaced(host), ForkedProcess)
+
+
+def test_a_process_with_another_thread_is_not_forked():
+    threads = len(os.listdir("/proc/self/task"))  # pytest-xdist's process has threads of its own
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait)
+    thread.start()
+    try:
+        assert why_not_fork_safe() == f"the process runs {threads + 1} threads; a fork could deadlock"
+    finally:
+        release.set()
+        thread.join()
+
+
+def test_a_host_with_another_thread_forks_no_server_and_says_why(server):
+    # OPENBLAS_NUM_THREADS is what keeps numpy's thread pool out of the host; without it (and
+    # more than one core) OpenBLAS starts its threads at import.
+    worker = Worker(CPU_INIT, timeout=60, env={"OPENBLAS_NUM_THREADS": "2"})
+    worker.hosts = worker.fork_server = server
+    try:
+        worker.start()
+        assert not server.ready() and server.state.startswith("unavailable: the process runs ")
+        assert worker.request(SESSION_INPUTS)["result"]["outcome"] == "pass"  # the host serves all the same
+    finally:
+        worker.close()
