@@ -300,6 +300,13 @@ class ConformanceRun:
 
     # --- hooks of the run (registered as a plugin object, like pytest's LogXML) -------------
 
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if self.lookahead:
+            # pytest reports the items in the order their worker runs them, isolated contracts
+            # last (see _plan): it then takes each answer as it comes, instead of waiting at the
+            # first bad request for every check the worker runs before it.
+            items[:] = [i for i in items if not _isolated(i)] + [i for i in items if _isolated(i)]
+
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
         # The catalogue, the items and every module loaded live until the end of the run: moved
@@ -362,6 +369,10 @@ class ConformanceRun:
             worker.close()
         if self.fork_server:
             self.fork_server.close()
+
+
+def _isolated(item: pytest.Item) -> bool:
+    return isinstance(item, ContractItem) and item.contract.isolated
 
 
 def _outcome_of(reply_of) -> tuple[Outcome, str, dict, float]:

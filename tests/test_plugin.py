@@ -717,6 +717,13 @@ def test_isolated_contracts_run_in_a_worker_apart_where_items_are_not_planned_ah
     assert (xdist_run.path / "reports" / "worker-cpu-isolated.log").exists()
 
 
+def test_isolated_contracts_are_reported_last_as_they_run(cpu_run):
+    # pytest takes the answers in the order the worker gives them (see _plan).
+    contracts = [r["contract"] for r in cpu_run.report["results"]]
+    isolated = [c in ISOLATED_CONTRACTS for c in contracts]
+    assert isolated == sorted(isolated) and sum(isolated) > 10
+
+
 def test_isolated_contracts_pass_where_onnxruntime_keeps_them(cpu_run):
     reports = cpu_run.path / "reports"
     assert (reports / "worker-cpu.log").exists()
