@@ -91,6 +91,7 @@ class Worker:
         self.restarts = 0  # replacements of a worker that crashed, hung or exited
         self._started = False
         self._log_start = 0  # where the running process's output begins in the log
+        self._standby: subprocess.Popen | ForkedProcess | None = None  # see stand_by
         self._pending: dict[str, str] = {}  # id -> what, in the order the worker runs them
         self._answers: dict[str, dict[str, Any] | Exception] = {}
         self._requests: dict[str | None, dict[str, Any]] = {}  # id (None: a lone request) -> request, until answered
@@ -103,23 +104,40 @@ class Worker:
 
     def launch(self) -> None:
         """Starts the process and sends it the init request, without waiting for the answer:
-        the worker imports onnxruntime and loads the EP while the caller does other work."""
+        the worker imports onnxruntime and loads the EP while the caller does other work. A
+        process standing by (see stand_by) is taken instead of starting one."""
         self.restarts += self._started
         self._started = True
-        log = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        standby, self._standby = self._standby, None
         # The log is kept across runs and replacements; a loss quotes what this process wrote.
-        self._log_start = log.tell() if self.log else 0
-        try:
-            self.process = self._forked(log) or self._spawned(log)
-        finally:
-            if self.log:
-                log.close()
+        self._log_start = self.log.stat().st_size if self.log and self.log.exists() else 0
+        if standby and standby.poll() is None:
+            self.process = standby  # its init was sent when it was forked
+        else:
+            self.process = self._new_process()
+            self._write(self.process, self.init)
         self._buffer = b""
         self._pending.clear()
         self._requests.clear()
         self._notes.clear()
         self.facts = None
-        self._send(self.init)
+
+    def stand_by(self) -> None:
+        """Forks a spare process that starts initialising now and replaces this worker at once
+        should it be lost (for requests likely to crash it, such as bad requests). Only where
+        the fork server forks it, which makes a spare cheap; once per loss at most."""
+        if self._standby is None and self.fork_server is not None and not self.env and self.fork_server.ready():
+            self._standby = self._new_process(fork_only=True)
+            if self._standby is not None:
+                self._write(self._standby, self.init)
+
+    def _new_process(self, fork_only: bool = False) -> subprocess.Popen | ForkedProcess | None:
+        log = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        try:
+            return self._forked(log) or (None if fork_only else self._spawned(log))
+        finally:
+            if self.log:
+                log.close()
 
     def _spawned(self, log) -> subprocess.Popen:
         command, fds, hosting = [sys.executable, "-m", "conformance.worker"], (), {}
@@ -256,9 +274,13 @@ class Worker:
 
     def _send(self, message: dict[str, Any]) -> None:
         assert self.process and self.process.stdin
+        self._write(self.process, message)
+
+    @staticmethod
+    def _write(process, message: dict[str, Any]) -> None:
         try:
-            self.process.stdin.write((json.dumps(message) + "\n").encode())
-            self.process.stdin.flush()
+            process.stdin.write((json.dumps(message) + "\n").encode())
+            process.stdin.flush()
         except BrokenPipeError:
             pass  # the worker is gone; reading will say how it ended
 
@@ -322,6 +344,10 @@ class Worker:
         if self.process and not self._exited_within(5.0):
             self._kill()
         self.process = None
+        if self._standby:
+            self._standby.kill()
+            self._standby.wait()
+            self._standby = None
 
     def _exited_within(self, seconds: float) -> bool:
         """Whether the worker, asked to exit, ended within `seconds`. Its end is seen as the end

@@ -251,6 +251,8 @@ class ConformanceRun:
     def _collect(self, worker: Worker, planned: "Planned") -> dict[str, Any]:
         """The worker's reply to `planned`, sending it (and what follows it in the plan) first
         when the worker does not have it queued, e.g. after a crash replaced the worker."""
+        if planned.item and planned.item.contract.isolated:
+            worker.stand_by()  # a bad request is likely to take the worker down
         while True:
             if not worker.outstanding(planned.id):
                 self._send_ahead(worker, planned)

@@ -131,3 +131,28 @@ def test_a_host_with_another_thread_forks_no_server_and_says_why(server):
         assert worker.request(SESSION_INPUTS)["result"]["outcome"] == "pass"  # the host serves all the same
     finally:
         worker.close()
+
+
+def test_a_process_standing_by_replaces_a_lost_worker_at_once(host):
+    host.stand_by()
+    standby = host._standby
+    assert isinstance(standby, ForkedProcess) and standby.poll() is None
+    host.process.kill()
+    host.process.wait()
+    assert host.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
+    assert host.process is standby and host.restarts == 1 and host._standby is None
+
+
+def test_a_process_standing_by_unused_is_killed_at_close(host):
+    host.stand_by()
+    standby = host._standby
+    host.stand_by()  # one at most
+    assert host._standby is standby
+    host.close()
+    assert standby.returncode == -signal.SIGKILL
+
+
+def test_without_a_fork_server_nothing_stands_by():
+    worker = Worker(CPU_INIT, timeout=60)
+    worker.stand_by()  # a spawned spare would cost a whole interpreter start
+    assert worker._standby is None
