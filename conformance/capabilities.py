@@ -91,13 +91,13 @@ def _value(ctx, endpoint: Endpoint, storage: np.ndarray):
     dtype = tensors.DTYPES["uint8"]
     if endpoint.info is None:
         return ctx.wrap_cpu(storage, dtype)
-    ctx.announce_call(f"allocate {endpoint.name}")
-    return ctx.ort.OrtValue.ortvalue_from_shape_and_type(list(storage.shape), np.uint8, memory_info=endpoint.info)
+    with ctx.calling(f"allocate {endpoint.name}"):
+        return ctx.ort.OrtValue.ortvalue_from_shape_and_type(list(storage.shape), np.uint8, memory_info=endpoint.info)
 
 
 def _copy(ctx, source, destination, direction: str) -> None:
-    ctx.announce_call(f"copy_tensors {direction}")
-    ctx.ort.copy_tensors([source], [destination], None)
+    with ctx.calling(f"copy_tensors {direction}"):
+        ctx.ort.copy_tensors([source], [destination], None)
 
 
 def _try(ctx, source_end: Endpoint, destination_end: Endpoint) -> tuple[str, str]:
@@ -178,9 +178,9 @@ def _add_throughputs(ctx, infos: dict[str, Any], pairs: list[dict[str, Any]], si
                 if time.monotonic() + expected > deadline:
                     figures[label] = None
                     continue
-                ctx.announce_call(f"{method}{' ortvalue' if method == 'update_inplace' else ''} {pair['source']}>{pair['destination']}")
-                measured = bandwidth.throughput(ctx, infos[pair["source"]], infos[pair["destination"]], method, nbytes,
-                                                trials=3, budget=max(0.0, min(0.2, deadline - time.monotonic())))
+                with ctx.calling(f"{method}{' ortvalue' if method == 'update_inplace' else ''} {pair['source']}>{pair['destination']}"):
+                    measured = bandwidth.throughput(ctx, infos[pair["source"]], infos[pair["destination"]], method, nbytes,
+                                                    trials=3, budget=max(0.0, min(0.2, deadline - time.monotonic())))
                 if "error" in measured:
                     del pair["throughput"][method]  # onnxruntime does not copy this way
                 else:

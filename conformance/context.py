@@ -11,7 +11,7 @@ import contextlib
 import ctypes
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -54,14 +54,14 @@ class CheckContext:
         self._sessions: dict[tuple[str, str, tuple[int, ...]], SessionInfo] = {}
         self.step = ""  # what the running check does now, in words
         self.reproducer = ""  # how to reproduce it
-        self._call: str | None = None  # the risky call announced last
+        self._call: str | None = None  # the risky call in flight (see calling)
         self._on_progress: Callable[[dict[str, str]], None] | None = None
 
     # --- what the running check does ---------------------------------------------------------
 
     def begin(self, on_progress: Callable[[dict[str, str]], None] | None = None) -> None:
-        """A new check starts: it has said nothing yet; `on_progress` hears each `attempt` and
-        each newly announced call."""
+        """A new check starts: it has said nothing yet; `on_progress` hears each `attempt`, and
+        each call as it starts and returns (see calling)."""
         self.step, self.reproducer, self._call, self._on_progress = "", "", None, on_progress
 
     def attempt(self, step: str, reproducer: str | None = None) -> None:
@@ -77,19 +77,31 @@ class CheckContext:
 
     # --- calls in flight -------------------------------------------------------------------
 
-    def announce_call(self, call: str) -> None:
-        """Names the risky onnxruntime call about to be made on this EP device ('copy_tensors
-        cpu>default', 'update_inplace numpy>default', 'InferenceSession creation', ...); raises
-        CallQuarantined instead when that call crashed or hung in an earlier check. A call is
-        passed on (`on_progress`) when it differs from the one before, so that the parent knows
-        which call was in flight even when the EP then aborts or hangs."""
+    @contextlib.contextmanager
+    def calling(self, call: str) -> Iterator[None]:
+        """Around a risky onnxruntime call on this EP device ('copy_tensors cpu>default',
+        'update_inplace numpy>default', 'InferenceSession creation', ...): raises
+        CallQuarantined instead when that call crashed or hung in an earlier check. The call is
+        passed on (`on_progress`) before it is made and again when it has returned, so that the
+        parent knows which call was in flight when the EP aborts or hangs, and blames no call
+        for a loss after it returned. A call made within another is part of it: the outer one
+        names what is in flight (and a timed loop of calls sends nothing)."""
         reason = self.quarantined_calls.get(call)
         if reason is not None:
             raise CallQuarantined(call, reason)
-        if call != self._call:
-            self._call = call
-            if self._on_progress is not None:
-                self._on_progress({"call": call})
+        if self._call is not None:
+            yield
+            return
+        self._in_flight(call)
+        try:
+            yield
+        finally:
+            self._in_flight(None)
+
+    def _in_flight(self, call: str | None) -> None:
+        self._call = call
+        if self._on_progress is not None:
+            self._on_progress({"call": call})
 
     # --- memories --------------------------------------------------------------------------
 
@@ -135,15 +147,15 @@ class CheckContext:
             return self.ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type)
         if not self.target.facts["api"]["memory_info_alloc"]:
             raise NotRun(f"onnxruntime {self.ort.__version__} cannot allocate from an EP memory info (needs >= 1.30)")
-        self.announce_call(f"allocate {kind}")
-        return self.ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type, memory_info=info)
+        with self.calling(f"allocate {kind}"):
+            return self.ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type, memory_info=info)
 
     def copy(self, sources: list, destinations: list, direction: str = "", stream=None) -> None:
         """copy_tensors; `direction` ('cpu>default', ...) names the call in flight precisely."""
         if not self.target.facts["api"]["copy_tensors"]:
             raise NotRun(f"onnxruntime {self.ort.__version__} has no copy_tensors (needs >= 1.23)")
-        self.announce_call(f"copy_tensors {direction}".strip())
-        self.ort.copy_tensors(sources, destinations, stream)
+        with self.calling(f"copy_tensors {direction}".strip()):
+            self.ort.copy_tensors(sources, destinations, stream)
 
     def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes:
         """The bytes of `value`: CPU values directly, device values through a copy to a
@@ -190,9 +202,9 @@ class CheckContext:
                 raise NotApplicable(str(exc)) from None
             self.attempt(f"creating a session of model '{recipe}' ({dtype.name} {list(shape)}) on {self.target.provider}",
                          f"{self.preamble()}\n{self.session_snippet(path)}")
-            self.announce_call("InferenceSession creation")
             try:
-                session = self._create_session(model)
+                with self.calling("InferenceSession creation"):
+                    session = self._create_session(model)
             except Exception as exc:
                 self._explain_refused_session(exc, model, path, recipe, dtype)
                 raise

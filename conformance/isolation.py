@@ -33,7 +33,7 @@ TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 class WorkerLost(Exception):
     """The worker crashed or timed out; `outcome` is 'crash' or 'timeout'. `details` say what
     the lost request was doing (once `attribute` has been told), as a result's details do;
-    `call` is the onnxruntime call the lost request had announced last (None when it announced
+    `call` is the onnxruntime call the lost request had in flight (None when it had
     none)."""
 
     def __init__(self, outcome: str, message: str, *, actual: str, tail: str = "", call: str | None = None):
@@ -256,8 +256,8 @@ class Worker:
 
     def _answer(self, deadline: float, timeout: float, what: str, running: str | None) -> dict[str, Any]:
         """The next reply that answers a request; the progress a request sends ahead of its
-        answer (see CheckContext.attempt and announce_call) is kept for `_attributed`, and the
-        call `running` announced last names what it was in if the worker is lost."""
+        answer (see CheckContext.attempt and calling) is kept for `_attributed`, and the
+        call `running` has in flight names what it was in if the worker is lost."""
         while True:
             reply = self._receive(deadline, timeout, what, self._notes.get(running, {}).get("call"))
             if "progress" not in reply:
@@ -286,7 +286,7 @@ class Worker:
 
     def _receive(self, deadline: float, timeout: float, what: str, call: str | None = None) -> dict[str, Any]:
         """The next line the worker sends, or WorkerLost when it ended or `deadline` passed;
-        `call`: the onnxruntime call the running request announced last."""
+        `call`: the onnxruntime call the running request has in flight."""
         line = self._read_line(deadline)
         during = f" during {call}" if call else ""
         if line is None:

@@ -66,7 +66,7 @@ class Runner:
     def run(self, contract_id: str, device: int, params: dict[str, Any], progress: Callable[[dict[str, str]], None] | None = None,
             quarantined: dict[str, str] | None = None) -> dict[str, Any]:
         """One case; `progress` hears each step the check announces before taking it.
-        `quarantined`: calls (as CheckContext.announce_call names them) that crashed or hung
+        `quarantined`: calls (as CheckContext.calling names them) that crashed or hung
         in earlier checks on this device, with why; the check stops before making one."""
         contract = self.catalogue.contract(contract_id)
         ctx = self.context(device)

@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 
 from conformance.checks import NotRun, Violation
-from conformance.context import SessionInfo
+from conformance.context import CallQuarantined, SessionInfo
 from conformance.outcomes import Outcome
 from conformance.runner import Runner, raised_by_onnxruntime_python
 
@@ -529,3 +529,27 @@ def test_cpu_default_copy_may_be_refused_but_not_wrong(runner, ctx, monkeypatch)
     outcome, message = run(runner, "copy.cpu-default-optional", **params)
     assert outcome is Outcome.FAIL
     assert message.startswith("copy_tensors cpu>default did not deliver the source bytes")
+
+
+def test_a_call_in_flight_is_passed_on_when_it_starts_and_when_it_returns(ctx):
+    heard = []
+    ctx.begin(heard.append)
+    with ctx.calling("IOBinding rebind input"):
+        for _ in range(3):
+            with ctx.calling("copy_tensors default>cpu"):  # part of the outer call: nothing passed on
+                pass
+    with pytest.raises(RuntimeError), ctx.calling("copy_tensors cpu>default"):
+        raise RuntimeError("refused")  # a call that raised has returned too
+    assert heard == [{"call": "IOBinding rebind input"}, {"call": None}, {"call": "copy_tensors cpu>default"}, {"call": None}]
+
+
+def test_a_quarantined_call_is_not_made(ctx):
+    ctx.begin()
+    ctx.quarantined_calls = {"copy_tensors cpu>default": "it crashed in check x"}
+    made = []
+    with pytest.raises(CallQuarantined, match="^copy_tensors cpu>default: it crashed in check x"), ctx.calling("copy_tensors cpu>default"):
+        made.append(True)
+    with pytest.raises(CallQuarantined), ctx.calling("run_with_iobinding default"), ctx.calling("copy_tensors cpu>default"):
+        made.append(True)  # not within another call either
+    assert not made
+    ctx.quarantined_calls = {}

@@ -311,6 +311,14 @@ def test_a_crash_names_the_call_the_worker_announced_last():
     assert lost.value.call == "copy_tensors cpu>default"
 
 
+def test_a_crash_after_the_call_returned_is_not_blamed_on_it():
+    returned = 'sys.stdout.write(json.dumps({"id": None, "progress": {"call": None}}) + "\\n"); sys.stdout.flush()\nos.abort()'
+    w = fake_worker(ANNOUNCE_THEN.format(then=returned))
+    with pytest.raises(WorkerLost) as lost:
+        w._exchange({"op": "run"}, 10, "the check")
+    assert lost.value.call is None and str(lost.value) == "the process running the check was killed by SIGABRT"
+
+
 def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_the_timeout():
     hang = "for _ in range(100):\n    sys.stdout.write(json.dumps({'id': None, 'progress': {'call': 'copy_tensors cpu>default'}}) + '\\n'); sys.stdout.flush(); time.sleep(0.05)\ntime.sleep(60)"
     w = fake_worker(ANNOUNCE_THEN.format(then=hang))

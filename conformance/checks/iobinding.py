@@ -35,8 +35,8 @@ def in_place(ctx, recipe: str, dtype: str, shape: str, memory: str = "default") 
     (input_name,), (output_name,) = [i.name for i in info.session.get_inputs()], [o.name for o in info.session.get_outputs()]
     binding.bind_ortvalue_input(input_name, source)
     binding.bind_ortvalue_output(output_name, output)
-    ctx.announce_call(f"run_with_iobinding {memory}")
-    info.session.run_with_iobinding(binding)
+    with ctx.calling(f"run_with_iobinding {memory}"):
+        info.session.run_with_iobinding(binding)
     produced = binding.get_outputs()[0]
     if produced.data_ptr() != output.data_ptr():
         yield Violation("the bound output was not used in place", expected=f"0x{output.data_ptr():x}", actual=f"0x{produced.data_ptr():x}",
@@ -68,8 +68,8 @@ def host_accessible_in_place(ctx, binding: str, recipe: str = "relu", dtype: str
     bindings = info.session.io_binding()
     bindings.bind_ortvalue_input(info.session.get_inputs()[0].name, source)
     bindings.bind_ortvalue_output(info.session.get_outputs()[0].name, output)
-    ctx.announce_call(f"run_with_iobinding host_accessible {binding}")
-    info.session.run_with_iobinding(bindings)
+    with ctx.calling(f"run_with_iobinding host_accessible {binding}"):
+        info.session.run_with_iobinding(bindings)
     ha = ctx.memory_expr("host_accessible")
     snippet = (f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\nb = s.io_binding()\n"
                f"x = np.random.default_rng(11).integers(-8, 9, size={list(shp)}).astype(np.{dt.storage.name})\n"
@@ -143,8 +143,8 @@ def _run_valid(ctx, setup: BindingSetup, binding, output, after: str = "") -> st
     """Runs `binding` with `output` bound and returns what is wrong with the result ('' when
     right); `after` names what happened to the binding before (part of the call's name)."""
     binding.bind_ortvalue_output(setup.output_name, output)
-    ctx.announce_call(f"run_with_iobinding {setup.memory}{after}")
-    setup.info.session.run_with_iobinding(binding)
+    with ctx.calling(f"run_with_iobinding {setup.memory}{after}"):
+        setup.info.session.run_with_iobinding(binding)
     diff = tensors.compare(setup.expected, ctx.read(output, setup.memory, setup.dt, BINDING_SHAPE))
     return diff.describe() if diff else ""
 
@@ -194,21 +194,21 @@ def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> Ba
                      "wrong-element-type": (tensors.DTYPES["int32"], BINDING_SHAPE)}[request]  # same byte size
         with ctx.precondition(f"placing a {dt.name} {list(shape)} value in {setup.memory} memory"):
             value = ctx.place(tensors.sentinel(dt, shape, OUTPUT_SENTINEL), setup.memory, dt)
-        ctx.announce_call(call)
-        (binding.bind_ortvalue_input if which == "input" else binding.bind_ortvalue_output)(name, value)
+        with ctx.calling(call):
+            (binding.bind_ortvalue_input if which == "input" else binding.bind_ortvalue_output)(name, value)
         return BadBinding(f"a {dt.name} {list(shape)} value in {setup.memory} memory", value=value, value_type=(dt, shape))
     device = unreachable_device(ctx)
     if request == "unreachable-device" and which == "output":
         bound = f"the {device} device 0 (vendor 0), which no EP device here advertises"
-        ctx.announce_call(call)
-        binding.bind_output(name, device, 0)
+        with ctx.calling(call):
+            binding.bind_output(name, device, 0)
         return BadBinding(bound)
     # A host buffer that onnxruntime is told lives on the unreachable device: if it is written
     # or read as host memory, the result shows here instead of crashing the process.
     buffer = tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL)
     bind = binding.bind_input if which == "input" else binding.bind_output
-    ctx.announce_call(call)
-    bind(name, device, 0, setup.dt.storage, list(BINDING_SHAPE), buffer.ctypes.data)
+    with ctx.calling(call):
+        bind(name, device, 0, setup.dt.storage, list(BINDING_SHAPE), buffer.ctypes.data)
     return BadBinding(f"a buffer on the {device} device 0 (vendor 0), which no EP device here advertises", buffer=buffer)
 
 
@@ -248,8 +248,8 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
     try:  # onnxruntime may refuse when binding or when running
         ctx.attempt(f"binding the output to {request} and running", snippet)
         bad = _bind_bad(ctx, setup, binding, "output", request)
-        ctx.announce_call(f"run_with_iobinding {memory}, bad output {request}")
-        setup.info.session.run_with_iobinding(binding)
+        with ctx.calling(f"run_with_iobinding {memory}, bad output {request}"):
+            setup.info.session.run_with_iobinding(binding)
     except (NotApplicable, NotRun):
         raise
     except Exception as exc:
@@ -291,8 +291,8 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
     try:  # onnxruntime may refuse when binding or when running
         ctx.attempt(f"binding the {binding} to {request} and running", snippet)
         bound = _bind_bad(ctx, setup, io, binding, request).bound
-        ctx.announce_call(f"run_with_iobinding {memory}, bad {binding} {request}")
-        setup.info.session.run_with_iobinding(io)
+        with ctx.calling(f"run_with_iobinding {memory}, bad {binding} {request}"):
+            setup.info.session.run_with_iobinding(io)
     except (NotApplicable, NotRun):
         raise
     except Exception as exc:
@@ -302,10 +302,10 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
     output = _valid_output(ctx, setup)
     ctx.attempt(f"binding the {binding} again with a valid value and running, after the bad binding was {refusal.split(':')[0]}")
     try:
-        ctx.announce_call(f"IOBinding rebind {binding} after a bad {request}")
-        if binding == "input":
-            io.bind_ortvalue_input(setup.input_name, setup.source)
-        wrong = _run_valid(ctx, setup, io, output, after=f", rebound after a bad {binding} {request}")
+        with ctx.calling(f"IOBinding rebind {binding} after a bad {request}"):
+            if binding == "input":
+                io.bind_ortvalue_input(setup.input_name, setup.source)
+            wrong = _run_valid(ctx, setup, io, output, after=f", rebound after a bad {binding} {request}")
     except Exception as exc:
         yield Violation(f"after a bad {binding} binding ({bound}; {refusal}), binding it again with a valid value did not work: {type(exc).__name__}: {exc}",
                         expected="the run with the valid binding succeeds", actual=str(exc), reproducer=snippet)

@@ -35,37 +35,38 @@ def _use(ctx, model: bytes, held: dict[str, Any]) -> str:
     (values,) = small_integers(("x",), dt, SHAPE).values()
     held["input"] = ort.OrtValue.ortvalue_from_numpy(values)
     if info is not None:
-        ctx.announce_call("allocate default")
-        held["device_input"] = ort.OrtValue.ortvalue_from_shape_and_type(list(SHAPE), values.dtype, memory_info=info)
-        ctx.announce_call("copy_tensors cpu>default")
-        ort.copy_tensors([held["input"]], [held["device_input"]], None)
+        with ctx.calling("allocate default"):
+            held["device_input"] = ort.OrtValue.ortvalue_from_shape_and_type(list(SHAPE), values.dtype, memory_info=info)
+        with ctx.calling("copy_tensors cpu>default"):
+            ort.copy_tensors([held["input"]], [held["device_input"]], None)
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
     options.add_provider_for_devices([device], {k: v for k, v in ctx.target.options.items() if not k.startswith("session.")})
-    ctx.announce_call("InferenceSession creation")
-    held["session"] = ort.InferenceSession(model, options)
+    with ctx.calling("InferenceSession creation"):
+        held["session"] = ort.InferenceSession(model, options)
     # The library is used only where its EP runs the node: otherwise nothing here involves it.
     ctx.require_nodes_on_ep(SessionInfo(held["session"], None, RECIPE, ctx.assignment_of(held["session"])))
     binding = held["session"].io_binding()
     binding.bind_ortvalue_input(held["session"].get_inputs()[0].name, held.get("device_input", held["input"]))
     binding.bind_output(held["session"].get_outputs()[0].name, "cpu")
     held["binding"] = binding
-    ctx.announce_call(f"run_with_iobinding {'default' if info is not None else 'cpu'}")
-    held["session"].run_with_iobinding(binding)
+    with ctx.calling(f"run_with_iobinding {'default' if info is not None else 'cpu'}"):
+        held["session"].run_with_iobinding(binding)
     (output,) = binding.copy_outputs_to_cpu()
     diff = tensors.compare(tensors.payload(reference(RECIPE, {"x": values}).astype(dt.storage), dt), tensors.payload(output, dt))
     return f"the session gave wrong values: {diff.describe()}" if diff else ""
 
 
 def _unregister(ctx) -> None:
-    ctx.announce_call("unregister_execution_provider_library")
-    ctx.ort.unregister_execution_provider_library(ctx.target.registration)
+    with ctx.calling("unregister_execution_provider_library"):
+        ctx.ort.unregister_execution_provider_library(ctx.target.registration)
 
 
-def _release(held: dict[str, Any]) -> None:
-    held.clear()
-    gc.collect()
+def _release(ctx, held: dict[str, Any]) -> None:
+    with ctx.calling("releasing the EP's values and session"):  # their destructors call into the library
+        held.clear()
+        gc.collect()
 
 
 @check("lifecycle.plugin-library")
@@ -88,7 +89,7 @@ def plugin_library(ctx) -> Iterator[Violation]:
             steps.append(("registering the library again", lambda: ort.register_execution_provider_library(target.registration, target.library)))
         steps += [
             (f"round {round_}: creating a session and values on the EP device and running", lambda: _use(ctx, model, held)),
-            (f"round {round_}: releasing the values and the session", lambda: _release(held)),
+            (f"round {round_}: releasing the values and the session", lambda: _release(ctx, held)),
             (f"round {round_}: unregistering the library", lambda: _unregister(ctx)),
             (f"round {round_}: listing EP devices after unregistering",
              lambda: f"{len(_devices(ctx))} devices of {target.provider} are still listed" if _devices(ctx) else ""),

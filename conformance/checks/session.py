@@ -48,8 +48,8 @@ def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
                 f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\n"
                 f"feeds = {{n: np.arange(1, 16).reshape(3, 5).astype(np.{dt.storage.name}) for n in {list(recipe_inputs)!r}}}\n"
                 "print(s.run(None, feeds))")
-    ctx.announce_call("InferenceSession.run, inputs in cpu")
-    (output,) = info.session.run(None, feeds)
+    with ctx.calling("InferenceSession.run, inputs in cpu"):
+        (output,) = info.session.run(None, feeds)
     expected = reference(recipe, feeds)
     diff = tensors.compare(tensors.payload(expected.astype(dt.storage), dt), tensors.payload(np.asarray(output), dt))
     if diff:

@@ -14,8 +14,8 @@ def sync_stream(ctx) -> Iterator[Violation]:
         raise NotRun("the EP is not listed by get_ep_devices(); streams belong to EP devices")
     snippet = f"{ctx.preamble()}\nstream = dev.create_sync_stream()"
     try:
-        ctx.announce_call("create_sync_stream")
-        stream = ctx.device.create_sync_stream()
+        with ctx.calling("create_sync_stream"):
+            stream = ctx.device.create_sync_stream()
     except Exception as exc:
         if not ctx.is_cpu_memory("default"):
             return  # a device EP that is not stream-aware may refuse, and did so with an error

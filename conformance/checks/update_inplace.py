@@ -62,8 +62,8 @@ def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterat
                + ("" if layout == "contiguous" else f"  # laid out {layout}") + "\nv.update_inplace(src); assert v.data_ptr() == p; print(v.numpy())")
     before = destination.data_ptr()
     ctx.attempt(f"update_inplace of a {layout} numpy array into {memory} memory", snippet)
-    ctx.announce_call(f"update_inplace numpy>{memory}")
-    destination.update_inplace(source)
+    with ctx.calling(f"update_inplace numpy>{memory}"):
+        destination.update_inplace(source)
     yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
     yield from _diff_violation(ctx, f"{layout} numpy source", tensors.payload(values, dt), ctx.read(destination, memory, dt, shp), memory, snippet)
 
@@ -101,8 +101,8 @@ def from_ortvalue(ctx, direction: str, dtype: str, shape: str) -> Iterator[Viola
                "p = dst.data_ptr(); dst.update_inplace(src); assert dst.data_ptr() == p")
     before = destination.data_ptr()
     ctx.attempt(f"update_inplace(OrtValue) {direction}", snippet)
-    ctx.announce_call(f"update_inplace ortvalue {direction}")
-    destination.update_inplace(source)
+    with ctx.calling(f"update_inplace ortvalue {direction}"):
+        destination.update_inplace(source)
     yield from _address_violation(ctx, before, destination.data_ptr(), destination_kind, snippet)
     yield from _diff_violation(ctx, direction, tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp), destination_kind, snippet)
 
@@ -133,8 +133,8 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
                + "\ndst.update_inplace(src)  # expected: an error")
     ctx.attempt(f"update_inplace({source}) with a mismatched source ({request})", snippet)
     try:
-        ctx.announce_call(f"update_inplace {source}>{memory}, bad request {request}")
-        destination.update_inplace(payload)
+        with ctx.calling(f"update_inplace {source}>{memory}, bad request {request}"):
+            destination.update_inplace(payload)
     except Exception:
         refused = True
     else:
@@ -172,8 +172,8 @@ def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
         destination = ctx.allocate("default", dt, shp)
         staging = ctx.allocate("cpu", dt, shp)
         ctx.copy([source], [staging])
-        ctx.announce_call("update_inplace ortvalue default>default")
-        destination.update_inplace(source)
+        with ctx.calling("update_inplace ortvalue default>default"):
+            destination.update_inplace(source)
         marker, marker_on_cpu = ctx.allocate("default", dt, (1,)), ctx.allocate("cpu", dt, (1,))
     snippet = _staging_snippet(ctx, dt, shp)
     # The copy delivered the values: a fast copy that moves nothing proves nothing.
@@ -196,11 +196,12 @@ def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
         ctx.copy([marker], [marker_on_cpu])
 
     ctx.attempt("timing update_inplace device to device against a copy_tensors round trip through the CPU", snippet)
-    # One name for the calls of each timing (announced once, outside the timed loops).
-    ctx.announce_call("update_inplace ortvalue default>default, timed")
-    direct = best_seconds(device_to_device, trials=STAGING_TRIALS, budget=2.0, finish=wait_for_the_device)
-    ctx.announce_call("update_inplace ortvalue default>cpu>default, timed")
-    staged = best_seconds(round_trip, trials=STAGING_TRIALS, budget=2.0, finish=wait_for_the_device)
+    # One name for the calls of each timing, around the timed loops (the copies within are
+    # part of it, and pass nothing on to the parent: see CheckContext.calling).
+    with ctx.calling("update_inplace ortvalue default>default, timed"):
+        direct = best_seconds(device_to_device, trials=STAGING_TRIALS, budget=2.0, finish=wait_for_the_device)
+    with ctx.calling("update_inplace ortvalue default>cpu>default, timed"):
+        staged = best_seconds(round_trip, trials=STAGING_TRIALS, budget=2.0, finish=wait_for_the_device)
     if direct > staged * STAGING_MARGIN + STAGING_SLACK_SECONDS:
         nbytes = dt.nbytes(tensors.element_count(shp))
         yield Violation(
