@@ -153,6 +153,10 @@ def _report_ended(channel: socket.socket) -> None:
 
 # --- the parent's side ---------------------------------------------------------------------
 
+# The returncode of a worker whose fork server is gone: only its parent, the server, could read
+# how it ended; that it ended is all that is known.
+STATUS_LOST = 255
+
 
 class ForkServer:
     """The parent's end of a fork server (see the module's doc). `host_args` and `host_fd`
@@ -223,12 +227,10 @@ class ForkServer:
 
     def _orphan_returncode(self, pid: int, deadline: float | None) -> int | None:
         """A worker whose server is gone: its end is seen (it no longer exists), its status is
-        not (only its parent could read it); 255 stands for 'ended, status unknown'."""
+        not (STATUS_LOST)."""
         while True:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return self.ended.setdefault(pid, 255)
+            if _ended(pid):
+                return self.ended.setdefault(pid, STATUS_LOST)
             if deadline is not None and time.monotonic() >= deadline:
                 return None
             time.sleep(0.01)
@@ -271,6 +273,16 @@ class ForkServer:
             self.state = "unavailable: closed"
 
 
+def _ended(pid: int) -> bool:
+    """Whether process `pid` has ended: gone, or a zombie that its new parent (init, where no
+    other reaper adopts it) has not reaped yet."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
 class ForkedProcess:
     """A worker the fork server forked, with what isolation.Worker uses of subprocess.Popen."""
 
@@ -297,3 +309,7 @@ class ForkedProcess:
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
+
+    @property
+    def status_lost(self) -> bool:
+        return self.returncode == STATUS_LOST and self.server.state not in ("starting", "ready")

@@ -294,9 +294,11 @@ class Worker:
             raise WorkerLost("timeout", f"{what} did not finish within {timeout:g} s{f' (stuck in {call})' if call else ''}; "
                                         "the worker was killed and replaced", actual=f"no answer after {timeout:g} s", call=call)
         if line == b"":
-            code = self.process.wait()
-            self.process = None
+            process, self.process = self.process, None
+            code = process.wait()
             how = f"killed by {signal_name(code)}" if code < 0 else f"exited with status {code}"
+            if isinstance(process, ForkedProcess) and process.status_lost:
+                how = "ended, how is unknown: the fork server that could tell is gone"
             ended = f"was {how}" if code < 0 else how
             raise WorkerLost("crash", f"the process running {what} {ended}{during}", actual=how, tail=self._log_tail(), call=call)
         try:

@@ -156,3 +156,14 @@ def test_without_a_fork_server_nothing_stands_by():
     worker = Worker(CPU_INIT, timeout=60)
     worker.stand_by()  # a spawned spare would cost a whole interpreter start
     assert worker._standby is None
+
+
+def test_a_forked_worker_whose_server_is_gone_is_lost_without_a_made_up_status(host, server):
+    forked = replaced(host)
+    os.kill(parent_of(forked.pid), signal.SIGKILL)  # the fork server
+    forked.kill()
+    with pytest.raises(WorkerLost, match="^the process running the check ended, how is unknown: the fork server that could tell is gone"):
+        host.request(SESSION_INPUTS)
+    assert not server.ready()
+    assert host.request(SESSION_INPUTS)["result"]["outcome"] == "pass"  # its replacement is spawned
+    assert not isinstance(host.process, ForkedProcess)
