@@ -80,7 +80,7 @@ class EpTarget:
 
 def installed_plugin_modules() -> list[str]:
     """Top-level modules of installed packages that look like plugin EP packages."""
-    import importlib.metadata  # only here: it is a sixth of a worker's start-up
+    import importlib.metadata  # only here: importing it is about 20 ms of a worker's start-up
 
     found = set()
     for dist in importlib.metadata.distributions():
@@ -323,7 +323,7 @@ def describe(target: EpTarget) -> dict[str, Any]:
 def package_name(ort) -> str:
     """The distribution that installed the onnxruntime module in use, from the dist-info folder
     beside it (not from importlib.metadata, which would also find a flavour installed elsewhere
-    on the path, and whose import is a sixth of a worker's start-up)."""
+    on the path, and whose import is about 20 ms of a worker's start-up)."""
     module_file = getattr(ort, "__file__", None)
     site = Path(module_file).resolve().parent.parent if module_file else None
     installed = {folder.name.split("-")[0].lower().replace("_", "-") for folder in site.glob("onnxruntime*.dist-info")} if site else set()

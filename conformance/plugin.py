@@ -20,8 +20,8 @@ import pytest
 
 from conformance import applicability, report
 from conformance.checks import CHECKS, load_all
-from conformance.forkserver import ForkServer
 from conformance.contracts import Catalogue, Contract
+from conformance.forkserver import ForkServer
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
 from conformance.options import ep_options, seconds
 from conformance.outcomes import Outcome, Result
