@@ -27,6 +27,11 @@ def eps_dir() -> Path:
     return _first_existing(_PACKAGE / "specs" / "eps", _PACKAGE.parent / "specs" / "eps")
 
 
+def shipped_spec_dirs() -> list[Path]:
+    """The catalogue and EP declarations that ship inside the package."""
+    return [contracts_dir(), eps_dir()]
+
+
 def recipes_file() -> Path:
     return _first_existing(_PACKAGE / "recipes", _PACKAGE.parent / "models") / "recipes.yaml"
 

@@ -14,20 +14,22 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance import applicability, report
-from conformance.checks import CHECKS, load_all
-from conformance.contracts import Catalogue, Contract
+from conformance.data import shipped_spec_dirs
 from conformance.forkserver import ForkServer
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
 from conformance.options import ep_options, seconds
 from conformance.outcomes import Outcome, Result
-from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
-from conformance import strict as strict_rules
-from conformance import waivers as waiver_rules
+
+# The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
+# where it is first used: pytest imports this plugin in every run of an environment the kit is
+# installed in, with --ep or not, and a run with --ep launches its workers before it needs them.
+if TYPE_CHECKING:
+    from conformance.applicability import Skip
+    from conformance.contracts import Catalogue, Contract
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
 # Quarantine. A check lost to a crash or hang names the onnxruntime call it was making (the
@@ -344,6 +346,8 @@ class ConformanceRun:
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.INTERRUPTED
         self._mark_not_probed()
+        from conformance import report
+
         data = report.build(self, interrupted=interrupted)
         self.written = report.write_all(data, self.report_dir)
         self.verdict = data["verdict"]
@@ -472,6 +476,9 @@ def _refuse_other_args(config: pytest.Config) -> None:
 def _load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
     """The catalogue, validated; `check_ids`: also that every contract names a known check
     (which imports the checks, and with them numpy and onnx)."""
+    from conformance.checks import CHECKS, load_all
+    from conformance.spec import SpecErrors, load_catalogue
+
     if check_ids:
         load_all()
     try:
@@ -565,11 +572,13 @@ class ContractItem(pytest.Item):
         self.params = params
         self.run: ConformanceRun = self.config.stash[RUN_KEY]
         self.add_marker(pytest.mark.conformance)
-        self._decision: tuple[applicability.Skip | None] | None = None
+        self._decision: tuple[Skip | None] | None = None
 
-    def decision(self) -> applicability.Skip | None:
+    def decision(self) -> Skip | None:
         """Whether the contract applies here (a pure function of the facts, so decided once)."""
         if self._decision is None:
+            from conformance import applicability
+
             self._decision = (applicability.decide(self.contract, self.ep.facts, self.device, _spec_for(self.run.catalogue, self.ep)),)
         return self._decision[0]
 
@@ -617,6 +626,9 @@ class ContractItem(pytest.Item):
             result = self._result(*self.run.run_case(self))
             if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
                 self._quarantine(result)
+        from conformance import strict as strict_rules
+        from conformance import waivers as waiver_rules
+
         result = waiver_rules.apply(result, spec, self.ep.facts)
         if self.run.strict:
             result = strict_rules.mark(result, self.contract, spec)
@@ -644,6 +656,8 @@ class ContractItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ContractFailure):
+            from conformance import report
+
             return report.describe_failure(excinfo.value.result, self.contract)
         if isinstance(excinfo.value, pytest.xfail.Exception):
             return str(excinfo.value)  # its reason says it all; a traceback of the plugin would not

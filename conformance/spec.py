@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import yaml
 
 from conformance import data
+from conformance.data import shipped_spec_dirs
 from conformance.contracts import (
     Catalogue,
     Contract,
@@ -241,11 +242,6 @@ def _unique(errors: Iterable[SpecError]) -> list[SpecError]:
 
 
 # --- building the model --------------------------------------------------------------------
-
-
-def shipped_spec_dirs() -> list[Path]:
-    """The catalogue and EP declarations that ship inside the package."""
-    return [data.contracts_dir(), data.eps_dir()]
 
 
 def spec_files(paths: Iterable[str | Path]) -> list[Path]:

@@ -112,6 +112,13 @@ def test_without_ep_the_plugin_collects_nothing_and_plain_tests_run(pytester):
     assert "verdict:" not in result.stdout.str()
 
 
+def test_without_ep_the_plugin_loads_nothing_of_the_catalogue(pytester):
+    # pytest imports the plugin in every run of an environment the kit is installed in.
+    pytester.makepyfile(test_plain="import sys\n\ndef test_light():\n"
+                                   "    assert not {'yaml', 'conformance.spec', 'conformance.report', 'numpy'} & set(sys.modules)\n")
+    pytester.runpytest_subprocess(*BASE).assert_outcomes(passed=1)
+
+
 def test_pytest_help_explains_every_conformance_option_with_defaults_and_examples(pytester):
     result = pytester.runpytest_subprocess("--help", timeout=TIMEOUT)
     group = result.stdout.str().split("ONNX Runtime EP conformance (ort-ep-conformance):")[1].split("\n\n")[0]
