@@ -234,10 +234,10 @@ class Worker:
 
     def _take_next_answer(self) -> None:
         running, what = next(iter(self._pending.items()))
+        dropped = len(self._pending) > 1  # counted now: a timeout clears the queue as it kills
         try:
             reply = self._answer(self._progress + self.timeout, self.timeout, what, running)
         except WorkerLost as lost:
-            dropped = len(self._pending) > 1
             self._pending.clear()
             self._answers[running] = self._attributed(lost, running)
             self._requests.clear()
