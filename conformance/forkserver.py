@@ -153,8 +153,8 @@ def _report_ended(channel: socket.socket) -> None:
 
 # --- the parent's side ---------------------------------------------------------------------
 
-# The returncode of a worker whose fork server is gone: only its parent, the server, could read
-# how it ended; that it ended is all that is known.
+# The returncode given to a worker whose fork server is gone: only its parent, the server,
+# could read how it ended; that it ended is all that is known (ForkServer.status_unknown).
 STATUS_LOST = 255
 
 
@@ -171,6 +171,7 @@ class ForkServer:
         self._startup_deadline: float | None = None
         self.state = "starting"  # then "ready", or why it cannot serve
         self.ended: dict[int, int] = {}  # pid -> returncode, as the server reported them
+        self.status_unknown: set[int] = set()  # workers seen ended after the server was gone
 
     def hosted(self) -> None:
         """The host process has its copy of the server's end; this process closes its own."""
@@ -230,6 +231,7 @@ class ForkServer:
         not (STATUS_LOST)."""
         while True:
             if _ended(pid):
+                self.status_unknown.add(pid)
                 return self.ended.setdefault(pid, STATUS_LOST)
             if deadline is not None and time.monotonic() >= deadline:
                 return None
@@ -312,4 +314,4 @@ class ForkedProcess:
 
     @property
     def status_lost(self) -> bool:
-        return self.returncode == STATUS_LOST and self.server.state not in ("starting", "ready")
+        return self.pid in self.server.status_unknown
