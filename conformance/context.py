@@ -221,10 +221,9 @@ class CheckContext:
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
-        provider_options = {k: v for k, v in self.target.options.items() if not k.startswith("session.")}
-        for key, value in self.target.options.items():
-            if key.startswith("session."):
-                options.add_session_config_entry(key, value)
+        provider_options = self.target.provider_options
+        for key, value in self.target.session_config.items():
+            options.add_session_config_entry(key, value)
         if self.device is not None:
             options.add_provider_for_devices([self.device], provider_options)
             return self.ort.InferenceSession(model, options)
@@ -302,11 +301,11 @@ class CheckContext:
             lines.append(f"dev = [d for d in ort.get_ep_devices() if d.ep_name == {self.target.provider!r}][{self.device_index}]")
         return "\n".join(lines)
 
-    def session_snippet(self, model_path: Path | str | None, config: dict[str, str] | None = None) -> str:
+    def session_snippet(self, model_path: Path | str | None) -> str:
         """Lines that create `s`, a session of the model on the EP under test (after `preamble`)."""
-        provider_options = {k: v for k, v in self.target.options.items() if not k.startswith("session.")}
+        provider_options = self.target.provider_options
         lines = ["so = ort.SessionOptions()"]
-        lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in (config or {}).items()]
+        lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in self.target.session_config.items()]
         if self.device is not None:
             lines += [f"so.add_provider_for_devices([dev], {provider_options!r})", f"s = ort.InferenceSession({str(model_path)!r}, so)"]
         else:

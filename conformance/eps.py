@@ -66,6 +66,16 @@ class EpTarget:
     unusable: str | None = None  # why the EP cannot run here although the build lists it
 
     @property
+    def provider_options(self) -> dict[str, str]:
+        """The --ep-option values for the provider itself."""
+        return {k: v for k, v in self.options.items() if not k.startswith("session.")}
+
+    @property
+    def session_config(self) -> dict[str, str]:
+        """The --ep-option values whose keys start with 'session.': session config entries."""
+        return {k: v for k, v in self.options.items() if k.startswith("session.")}
+
+    @property
     def label(self) -> str:
         if self.spec:
             return self.spec.name
@@ -148,9 +158,8 @@ def fallback_reason(ort, target: EpTarget) -> str | None:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     options = ort.SessionOptions()
     options.log_severity_level = 4  # the kit reports the fallback itself
-    provider_options = {k: v for k, v in target.options.items() if not k.startswith("session.")}
     try:
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=[(target.provider, provider_options)])
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=[(target.provider, target.provider_options)])
     except Exception as exc:
         return f"a session for {target.provider} could not be created: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
     if target.provider not in session.get_providers():

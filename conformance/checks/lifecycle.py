@@ -42,7 +42,7 @@ def _use(ctx, model: bytes, held: dict[str, Any]) -> str:
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
-    options.add_provider_for_devices([device], {k: v for k, v in ctx.target.options.items() if not k.startswith("session.")})
+    options.add_provider_for_devices([device], ctx.target.provider_options)
     with ctx.calling("InferenceSession creation"):
         held["session"] = ort.InferenceSession(model, options)
     # The library is used only where its EP runs the node: otherwise nothing here involves it.
