@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from conformance.checks import message_line
+
 KIB = 1 << 10
 MIB = 1 << 20
 # The size classes of the capability matrix: latency-bound, cache-sized, bandwidth-bound.
@@ -123,8 +125,7 @@ def throughput(ctx, source_info, destination_info, method: str, nbytes: int, *, 
         endpoints = Endpoints(ctx, source_info, destination_info, nbytes)
         seconds = best_seconds(endpoints.operation(method, synchronize), trials=trials, budget=budget, finish=endpoints.barrier)
     except Exception as exc:
-        text = str(exc).strip()
-        return {"error": text.splitlines()[0][:200] if text else type(exc).__name__}
+        return {"error": message_line(exc)[:200]}
     return {"gbps": significant(gbps(nbytes, seconds))}
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from conformance import bandwidth, tensors
+from conformance.checks import message_line
 from conformance.eps import memory_facts
 
 PROBE_BYTES = 4096
@@ -115,7 +116,7 @@ def _try(ctx, source_end: Endpoint, destination_end: Endpoint) -> tuple[str, str
     try:
         _copy(ctx, source, destination, f"{source_end.name}>{destination_end.name}")
     except Exception as exc:
-        return "refused", str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return "refused", message_line(exc)
     if destination_end.info is not None:
         landing = tensors.sentinel(dtype, (PROBE_BYTES,), 0xA5)
         try:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from conformance import tensors
-from conformance.checks import ClaimedButUnrunnable, NotApplicable, NotRun, Violation, first_line
+from conformance.checks import ClaimedButUnrunnable, NotApplicable, NotRun, Violation, first_line, message_line
 from conformance.eps import EpTarget, import_onnxruntime, memory_label
 from conformance.models import ModelCache, UnbuildableModel
 
@@ -261,7 +261,7 @@ class CheckContext:
         try:
             self.ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         except Exception as exc:
-            return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return message_line(exc)
         return None
 
     def assignment_of(self, session) -> dict[str, list[str]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conformance.checks import message_line
 from conformance.contracts import Catalogue, EpSpec
 
 ONNXRUNTIME_FLAVOURS = (
@@ -161,7 +162,7 @@ def fallback_reason(ort, target: EpTarget) -> str | None:
     try:
         session = ort.InferenceSession(model.SerializeToString(), options, providers=[(target.provider, target.provider_options)])
     except Exception as exc:
-        return f"a session for {target.provider} could not be created: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+        return f"a session for {target.provider} could not be created: {message_line(exc)}"
     if target.provider not in session.get_providers():
         package = package_name(ort)
         return (f"{target.provider} is listed by {package} {ort.__version__} but is not functional here: a session "

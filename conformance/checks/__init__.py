@@ -43,10 +43,15 @@ class NotRun(Exception):
     """The contract applies but cannot run here (hardware absent, API too old, nothing to run)."""
 
 
+def message_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type where it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def first_line(exc: BaseException) -> str:
     """An exception in one line: its type and the first line of its message."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+    return f"{type(exc).__name__}: {message_line(exc)}" if str(exc).strip() else type(exc).__name__
 
 
 class ClaimedButUnrunnable(NotRun):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from conformance import tensors
-from conformance.checks import NotApplicable, NotRun, Violation, check
+from conformance.checks import NotApplicable, NotRun, Violation, check, message_line
 from conformance.checks.session import reference, small_integers
 from conformance.eps import memory_device_type
 
@@ -296,7 +296,7 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
     except (NotApplicable, NotRun):
         raise
     except Exception as exc:
-        refusal = f"refused: {str(exc).strip().splitlines()[0][:120] if str(exc).strip() else type(exc).__name__}"
+        refusal = f"refused: {message_line(exc)[:120]}"
     else:
         refusal = "accepted"  # not this contract's concern (iobinding.rejects-bad-output): the rebind must work all the same
     output = _valid_output(ctx, setup)
