@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance.bundle import BundleError, read, reason_of, require_report_shape
-from conformance.outcomes import BROKEN, Outcome
+from conformance.outcomes import BROKEN_OR_ERROR
 
 # A case is bad when it broke (fail, crash, timeout) or the kit could not run it (error).
-BAD = tuple(outcome.value for outcome in (*BROKEN, Outcome.ERROR))
 # Copy statuses from better to worse; a step down from a working status is a regression.
 MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "unverified": 1, "required_but_missing": 2, "broken": 2}
 
@@ -88,9 +87,9 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Diff:
         if was["outcome"] == now["outcome"]:
             continue
         change = {"case": _label(key), "old": was["outcome"], "new": now["outcome"], "message": now["message"]}
-        if now["outcome"] in BAD and was["outcome"] not in BAD:
+        if now["outcome"] in BROKEN_OR_ERROR and was["outcome"] not in BROKEN_OR_ERROR:
             (diff.findings if now["subject"] == "runtime" else diff.regressions).append(change)
-        elif was["outcome"] in BAD and now["outcome"] not in BAD:
+        elif was["outcome"] in BROKEN_OR_ERROR and now["outcome"] not in BROKEN_OR_ERROR:
             diff.fixes.append(change)
         else:
             diff.other_changes.append(change)

@@ -20,11 +20,11 @@ import yaml
 from conformance.bundle import reason_of
 from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
+from conformance.outcomes import BROKEN_OR_ERROR
 from conformance.report import advertised_memory, unlisted_note
 from conformance.report.markdown import spec_claims as claims_table, throughput_table
 
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
-BROKEN = ("fail", "crash", "timeout", "error")
 
 
 # The keys of report.json that render() reads.
@@ -140,7 +140,7 @@ def _groups(results: list[dict[str, Any]]) -> "OrderedDict[tuple[str, str, str],
 
 
 def _failures(report: dict[str, Any], spec: EpSpec | None, known: tuple[KnownIssue, ...]) -> list[str]:
-    broken = [r for r in report["results"] if r["outcome"] in BROKEN or (r["outcome"] == "waived")]
+    broken = [r for r in report["results"] if r["outcome"] in BROKEN_OR_ERROR or (r["outcome"] == "waived")]
     out = ["### What fails", ""]
     if not broken:
         return out + ["Nothing failed.", ""]

@@ -20,7 +20,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-CASE_PROPERTIES = ("contract", "ep", "device", "outcome", "severity", "subject", "spec")
+from conformance.outcomes import BROKEN, CASE_PROPERTIES, PYTEST_ERRORS
+
 RESULT_TAGS = ("failure", "error", "skipped")
 
 _TEXT = {"type", "message"}
@@ -140,9 +141,9 @@ def _properties(case: ET.Element, path: str) -> list[Problem]:
     outcome = values["outcome"]
     if outcome == "pass" and kind != "passed":
         return [Problem(f"{path} ({case.get('name')})", f"outcome pass, but JUnit says {kind}")]
-    finding = values["subject"] == "runtime" and outcome in ("fail", "crash", "timeout")
+    finding = values["subject"] == "runtime" and outcome in BROKEN
     if finding and kind != "skipped":
         return [Problem(f"{path} ({case.get('name')})", f"a finding against onnxruntime ({outcome}) must be an expected failure (skipped), not {kind}")]
-    if outcome in ("crash", "timeout", "error") and not finding and kind != "error":
+    if outcome in PYTEST_ERRORS and not finding and kind != "error":
         return [Problem(f"{path} ({case.get('name')})", f"outcome {outcome} must be a JUnit error, not {kind}")]
     return []

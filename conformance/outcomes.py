@@ -31,6 +31,12 @@ class Verdict(str, enum.Enum):
 
 BROKEN = (Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT)
 COULD_NOT_RUN = (Outcome.NOT_RUN, Outcome.ERROR)
+BROKEN_OR_ERROR = (*BROKEN, Outcome.ERROR)  # what a person looks into after a run
+# Raised in an item's setup, so that pytest and JUnit count them as errors, not failures
+# (unless the result is a finding against onnxruntime: an expected failure).
+PYTEST_ERRORS = (Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR)
+# The properties of every result's test case in JUnit XML (pytest's user_properties).
+CASE_PROPERTIES = ("contract", "ep", "device", "outcome", "severity", "subject", "spec")
 
 
 @dataclass
@@ -52,6 +58,10 @@ class Result:
     def is_finding(self) -> bool:
         """A broken runtime-subject contract: a defect of onnxruntime, not of the EP."""
         return self.subject == "runtime" and self.outcome in BROKEN
+
+    def case_properties(self) -> list[tuple[str, str]]:
+        """(name, value) of each of CASE_PROPERTIES, the outcome by its value."""
+        return [(name, self.outcome.value if name == "outcome" else getattr(self, name)) for name in CASE_PROPERTIES]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

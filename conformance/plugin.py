@@ -22,7 +22,7 @@ from conformance.data import shipped_spec_dirs
 from conformance.forkserver import ForkServer
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
 from conformance.options import ep_options, seconds
-from conformance.outcomes import Outcome, Result
+from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
@@ -633,13 +633,10 @@ class ContractItem(pytest.Item):
         if self.run.strict:
             result = strict_rules.mark(result, self.contract, spec)
         self.stash[RESULT_KEY] = result
-        self.user_properties.extend([
-            ("contract", result.contract), ("ep", result.ep), ("device", result.device), ("outcome", result.outcome.value),
-            ("severity", result.severity), ("subject", result.subject), ("spec", result.spec),
-        ])
+        self.user_properties.extend(result.case_properties())
         if result.is_finding:
             return  # a fail, crash or timeout of onnxruntime's own promise: xfail in runtest
-        if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR):
+        if result.outcome in PYTEST_ERRORS:
             pytest.fail(f"[{result.outcome.value}] {result.message}", pytrace=False)
         if result.outcome not in (Outcome.PASS, Outcome.FAIL) and not result.details.get("strict"):
             pytest.skip(f"[{result.outcome.value}] {result.message}")

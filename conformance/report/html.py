@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from conformance.claims import unverified_count
 from conformance.eps import memory_label
 from conformance.report import device_line, params_label, throughput, unlisted_note
-from conformance.report.markdown import BROKEN
+from conformance.outcomes import BROKEN
 
 STATUS_LEGEND = {
     "supported": "the bytes arrived intact",

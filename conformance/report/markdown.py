@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.claims import unverified_count
+from conformance.outcomes import BROKEN
 from conformance.report import device_line, params_label, throughput, unlisted_note
-
-BROKEN = ("fail", "crash", "timeout")
 
 
 def _cell(text: Any) -> str:
