@@ -25,6 +25,7 @@ from typing import Any
 
 from conformance import junit
 from conformance.junit import Problem  # its path: a file of the bundle, or the bundle itself
+from conformance.options import reason_of
 from conformance.outcomes import Outcome, Result, counts, verdict
 
 SCHEMA = "ort-ep-conformance/bundle/1"
@@ -80,11 +81,6 @@ class BundleError(Exception):
         super().__init__(f"{path}: {message}")
         self.path = str(path)
         self.message = message
-
-
-def reason_of(exc: Exception) -> str:
-    """An OSError in a few words ("No such file or directory"), without repeating the path."""
-    return getattr(exc, "strerror", None) or str(exc)
 
 
 def sha256(data: bytes) -> str:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from conformance import __version__
-from conformance.bundle import reason_of
+from conformance.options import reason_of
 from conformance.options import ep_options, seconds
 
 EXAMPLES = """\

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.bundle import BundleError, read, reason_of, require_report_shape
+from conformance.bundle import BundleError, read, require_report_shape
+from conformance.options import reason_of
 from conformance.outcomes import BROKEN_OR_ERROR
 
 # A case is bad when it broke (fail, crash, timeout) or the kit could not run it (error).

@@ -17,6 +17,7 @@ from typing import Any
 
 from conformance.checks import message_line
 from conformance.contracts import Catalogue, EpSpec
+from conformance.options import reason_of
 
 ONNXRUNTIME_FLAVOURS = (
     "onnxruntime (CPU; `pip install ort-ep-conformance[cpu]`)",
@@ -183,7 +184,7 @@ def _register_library(ort, target: EpTarget, path: str, registration: str) -> No
     try:
         target.library_sha256 = sha256_of(path)
     except OSError as exc:
-        raise EpUnavailable(f"EP library {path} cannot be read: {exc.strerror or exc}") from None
+        raise EpUnavailable(f"EP library {path} cannot be read: {reason_of(exc)}") from None
     target.registration = registration
     try:
         ort.register_execution_provider_library(registration, target.library)

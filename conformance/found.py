@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from conformance.bundle import reason_of
+from conformance.options import reason_of
 from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.outcomes import BROKEN_OR_ERROR

@@ -2,7 +2,8 @@
 
 Each refuses a bad value with the message a user should read: `ep_options` with ValueError,
 `seconds` with argparse.ArgumentTypeError, which argparse (and pytest's option parser) shows as
-"argument --X: MESSAGE" since it is the option's `type`.
+"argument --X: MESSAGE" since it is the option's `type`. `reason_of` words why a file named on
+the command line (or in a spec) cannot be read or written.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ def ep_options(pairs: list[str]) -> dict[str, str]:
             raise ValueError(f"--ep-option expects KEY=VALUE, got {pair!r}")
         options[key] = value
     return options
+
+
+def reason_of(exc: Exception) -> str:
+    """An OSError in a few words ("No such file or directory"), without repeating the path."""
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def seconds(text: str) -> float:

@@ -21,7 +21,7 @@ import pytest
 from conformance.data import shipped_spec_dirs
 from conformance.forkserver import ForkServer
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
-from conformance.options import ep_options, seconds
+from conformance.options import ep_options, reason_of, seconds
 from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
@@ -410,7 +410,7 @@ def _check_writable(folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=folder).close()
     except OSError as exc:
-        raise pytest.UsageError(f"--conformance-report {folder}: cannot be written: {exc.strerror or exc}") from None
+        raise pytest.UsageError(f"--conformance-report {folder}: cannot be written: {reason_of(exc)}") from None
 
 
 def _safe(name: str) -> str:

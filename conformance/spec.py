@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any, Iterable, Iterator
 import yaml
 
 from conformance import data
-from conformance.data import shipped_spec_dirs
 from conformance.contracts import (
     Catalogue,
     Contract,
@@ -34,6 +33,8 @@ from conformance.contracts import (
     Verification,
     Waiver,
 )
+from conformance.data import shipped_spec_dirs
+from conformance.options import reason_of
 
 if TYPE_CHECKING:
     import jsonschema
@@ -272,7 +273,7 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
         try:
             text = file.read_text(encoding="utf-8")
         except OSError as exc:
-            errors.append(SpecError(display, 1, 1, "", f"cannot read: {exc.strerror or exc}"))
+            errors.append(SpecError(display, 1, 1, "", f"cannot read: {reason_of(exc)}"))
             continue
         except UnicodeDecodeError as exc:
             errors.append(SpecError(display, 1, 1, "", f"not a YAML file: not UTF-8 text (byte {exc.start})"))
