@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import junit
+from conformance.eps import sha256_of
 from conformance.junit import Problem  # its path: a file of the bundle, or the bundle itself
 from conformance.options import reason_of
 from conformance.outcomes import Outcome, Result, counts, verdict
@@ -209,7 +210,7 @@ def verify(bundle: Path, *, required_contracts: set[str] | None = None) -> list[
 def check_library(bundle: Path, library: Path) -> list[Problem]:
     """Whether `library` is the EP library the bundle's run loaded."""
     try:
-        actual = sha256(library.read_bytes())
+        actual = sha256_of(str(library))  # as eps.describe hashed it for the report
     except OSError as exc:
         return [Problem(str(library), f"cannot be read: {reason_of(exc)}")]
     try:

@@ -105,6 +105,11 @@ class KnownIssue:
     title: str
     match: str | None = None
 
+    @classmethod
+    def all_from(cls, raw: dict[str, Any]) -> tuple["KnownIssue", ...]:
+        """The `known_issues` list of a YAML document (an EP spec, or the kit's own table)."""
+        return tuple(cls(k["contract"], k["url"], k["title"], k.get("match")) for k in raw.get("known_issues", ()))
+
     def matches(self, contract: str, message: str) -> bool:
         return self.contract == contract and (self.match is None or self.match.lower() in message.lower())
 

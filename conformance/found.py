@@ -22,7 +22,7 @@ from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.outcomes import BROKEN_OR_ERROR
 from conformance.report import advertised_memory, unlisted_note
-from conformance.report.markdown import spec_claims as claims_table, throughput_table
+from conformance.report.markdown import cell, spec_claims as claims_table, throughput_table
 
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
 
@@ -56,11 +56,7 @@ def load_reports(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
 
 def runtime_issues() -> tuple[KnownIssue, ...]:
     raw = yaml.safe_load(RUNTIME_ISSUES.read_text(encoding="utf-8")) or {}
-    return tuple(KnownIssue(k["contract"], k["url"], k["title"], k.get("match")) for k in raw.get("known_issues", ()))
-
-
-def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return KnownIssue.all_from(raw)
 
 
 def _params(params: dict[str, Any]) -> str:
@@ -123,7 +119,7 @@ def _copy_matrix(report: dict[str, Any]) -> list[str]:
         note = unlisted_note([report["ep"]], matrix)
         out += [f"Device `{matrix['device']}`:", "", *([note, ""] if note else []),
                 "| source | destination | status | required | detail |", "| --- | --- | --- | --- | --- |"]
-        out += [f"| {p['source']} | {p['destination']} | {p['status']} | {'yes' if p['required'] else 'no'} | {_cell(p['detail'][:160])} |"
+        out += [f"| {p['source']} | {p['destination']} | {p['status']} | {'yes' if p['required'] else 'no'} | {cell(p['detail'][:160])} |"
                 for p in matrix["pairs"]]
         out.append("")
         out += throughput_table(matrix, "####")
@@ -149,9 +145,9 @@ def _failures(report: dict[str, Any], spec: EpSpec | None, known: tuple[KnownIss
         first = results[0]
         issue = _match(contract, first["message"], spec, known)
         whose = "onnxruntime" if first["subject"] == "runtime" else "the EP"
-        link = f"[{_cell(issue.title)}]({issue.url})" if issue else "none found"
+        link = f"[{cell(issue.title)}]({issue.url})" if issue else "none found"
         examples = "; ".join(_params(r["params"]) for r in results[:3]) + ("; ..." if len(results) > 3 else "")
-        out.append(f"| {contract} | {whose} | {outcome} | {len(results)} | {_cell(examples)} | {_cell(first['message'][:220])} | {link} |")
+        out.append(f"| {contract} | {whose} | {outcome} | {len(results)} | {cell(examples)} | {cell(first['message'][:220])} | {link} |")
     return out + [""]
 
 
@@ -168,5 +164,5 @@ def _not_run(report: dict[str, Any]) -> list[str]:
     for result in skipped:
         reasons[result["message"]] = reasons.get(result["message"], 0) + 1
     out = ["### What could not run here", "", "| cases | reason |", "| --- | --- |"]
-    out += [f"| {count} | {_cell(reason[:240])} |" for reason, count in sorted(reasons.items(), key=lambda item: -item[1])[:12]]
+    out += [f"| {count} | {cell(reason[:240])} |" for reason, count in sorted(reasons.items(), key=lambda item: -item[1])[:12]]
     return out + [""]

@@ -424,7 +424,7 @@ def _ep_spec(doc: Document) -> EpSpec:
         session_inputs=tuple(raw["session_memory"]["inputs"]) if "session_memory" in raw else None,
         session_outputs=tuple(raw["session_memory"]["outputs"]) if "session_memory" in raw else None,
         verification={claim: Verification(v["verified"], v["how"]) for claim, v in raw.get("verification", {}).items()},
-        known_issues=tuple(KnownIssue(k["contract"], k["url"], k["title"], k.get("match")) for k in raw.get("known_issues", ())),
+        known_issues=KnownIssue.all_from(raw),
     )
 
 

@@ -9,7 +9,8 @@ from conformance.outcomes import BROKEN
 from conformance.report import device_line, params_label, throughput, unlisted_note
 
 
-def _cell(text: Any) -> str:
+def cell(text: Any) -> str:
+    """`text` as one cell of a Markdown table."""
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
@@ -39,11 +40,11 @@ def render(data: dict[str, Any]) -> str:
     out += [_detail(r) for r in data["findings"]] or ["None.", ""]
     if data["run"]["lost"]:
         out += ["## Checks lost to crashes or hangs", ""]
-        out += [f"- `{_cell(l['nodeid'])}`: {l['outcome']}: {_cell(l['message'])}" for l in data["run"]["lost"]] + [""]
+        out += [f"- `{cell(l['nodeid'])}`: {l['outcome']}: {cell(l['message'])}" for l in data["run"]["lost"]] + [""]
 
     if data.get("waivers"):
         out += ["## Waivers", "", "| contract | status | cases | reason | upstream | until | declared in |", "| --- | --- | --- | --- | --- | --- | --- |"]
-        out += [f"| {w['contract']} | {w['status']} | {w['cases']} | {_cell(w['reason'])} | {w['url']} | {w['until'] or ''} | {w['spec'] or ''} |"
+        out += [f"| {w['contract']} | {w['status']} | {w['cases']} | {cell(w['reason'])} | {w['url']} | {w['until'] or ''} | {w['spec'] or ''} |"
                 for w in data["waivers"]] + [""]
     for index, entry in enumerate(data["eps"]):
         out += spec_claims(entry, named=index > 0)
@@ -57,13 +58,13 @@ def render(data: dict[str, Any]) -> str:
         note = unlisted_note(data["eps"], matrix)
         out += [note, ""] if note else []
         out += ["| source | destination | status | required | detail |", "| --- | --- | --- | --- | --- |"]
-        out += [f"| {p['source']} | {p['destination']} | {p['status']} | {'yes' if p['required'] else 'no'} | {_cell(p['detail'])} |" for p in matrix["pairs"]]
+        out += [f"| {p['source']} | {p['destination']} | {p['status']} | {'yes' if p['required'] else 'no'} | {cell(p['detail'])} |" for p in matrix["pairs"]]
         out.append("")
         out += throughput_table(matrix, "####")
 
     out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
-        out.append(f"| {r['contract']} | {r['device']} | {_cell(params_label(r['params']))} | {r['outcome']} | {r['severity']} | {r['subject']} | {_cell(r['message'][:200])} | {r['spec']} |")
+        out.append(f"| {r['contract']} | {r['device']} | {cell(params_label(r['params']))} | {r['outcome']} | {r['severity']} | {r['subject']} | {cell(r['message'][:200])} | {r['spec']} |")
     out.append("")
     run = data["run"]
     out.append(f"Run: {run['started']}, {run['duration_s']} s, {run['collected']} checks collected, isolation {run['isolation']}, Python {run['python']} on {run['platform']}.")
@@ -83,10 +84,10 @@ def spec_claims(ep: dict[str, Any], heading: str = "##", named: bool = False) ->
     out += [f"From `{ep.get('spec')}`: {len(claims) - unverified} of {len(claims)} claims verified by a run on the real EP"
             + (f"; **{unverified} unverified** (marked **no**): taken from the sources, not confirmed by a run." if unverified else "."), ""]
     out += ["| claim | value | verified | how |", "| --- | --- | --- | --- |"]
-    out += [f"| {c['claim']} | {_cell(c['value'])} | {'yes' if c['verified'] else '**no**'} | {_cell(c['how'])} |" for c in claims]
+    out += [f"| {c['claim']} | {cell(c['value'])} | {'yes' if c['verified'] else '**no**'} | {cell(c['how'])} |" for c in claims]
     notes = ep.get("unverified") or []
     if notes:
-        out += ["", "Open questions the spec names:", "", *(f"- {_cell(note)}" for note in notes)]
+        out += ["", "Open questions the spec names:", "", *(f"- {cell(note)}" for note in notes)]
     return out + [""]
 
 
@@ -108,7 +109,7 @@ def _detail(result: dict[str, Any]) -> str:
              f"{result['message']}", "", f"Spec: `{result['spec']}`", ""]
     for violation in result["details"].get("violations", [])[:3]:
         if violation.get("expected") or violation.get("actual"):
-            lines += [f"- expected: {_cell(violation.get('expected'))}", f"- actual: {_cell(violation.get('actual'))}"]
+            lines += [f"- expected: {cell(violation.get('expected'))}", f"- actual: {cell(violation.get('actual'))}"]
         if violation.get("reproducer"):
             lines += ["", "```python", violation["reproducer"], "```"]
     lines.append("")
