@@ -21,9 +21,11 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from conformance.checks import Violation
 from conformance.forkserver import ForkedProcess, ForkServer
 from conformance.reproduce import kit_snippet
 
@@ -50,9 +52,8 @@ class WorkerLost(Exception):
         message = self.message + (f" while {step}" if step else "")
         self.args = (message + self.tail,)
         expected = "the call to return, with a result or an error" if self.outcome == "crash" else "the check to finish in time"
-        violation = {"message": message, "expected": expected, "actual": self.actual, "memory": {},
-                     "reproducer": (note or {}).get("reproducer") or fallback}
-        self.details = {**({"step": step} if step else {}), "violations": [violation]}
+        violation = Violation(message, expected, self.actual, reproducer=(note or {}).get("reproducer") or fallback)
+        self.details = {**({"step": step} if step else {}), "violations": [asdict(violation)]}
         return self
 
 

@@ -39,7 +39,8 @@ class Recipe:
 
 
 def load_recipes(path: Path | None = None) -> dict[str, Recipe]:
-    raw = yaml.safe_load((path or data.recipes_file()).read_text(encoding="utf-8"))
+    # libyaml's loader where PyYAML has it, as for the catalogue: every worker reads the recipes.
+    raw = yaml.load((path or data.recipes_file()).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return {
         name: Recipe(
             name,

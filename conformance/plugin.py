@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.data import shipped_spec_dirs
+from conformance.data import contracts_dir, shipped_spec_dirs
 from conformance.forkserver import ForkServer
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
 from conformance.options import ep_options, reason_of, seconds
@@ -515,7 +515,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Collect the shipped catalogue (and any spec files named on the command line), not the
     # test files of whatever folder pytest was started in.
     user_specs = _spec_selections(config)
-    contracts = next(p for p in shipped_spec_dirs() if p.name == "contracts")
+    contracts = contracts_dir()
     # Items (file::id) and shipped contract files named on the command line select those; other
     # spec files (an EP declaration, a vendor's contracts) add to the whole catalogue.
     selected = any("::" in arg or _inside(arg, contracts) for arg in user_specs)
