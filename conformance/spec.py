@@ -262,6 +262,7 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
     pytest run, for its workers), so only the cross-checks are repeated."""
     # A shipped file named again (e.g. on the command line) is read once.
     files = list(dict.fromkeys(f.resolve() for f in spec_files(shipped_spec_dirs() if paths is None else paths)))
+    shipped_dirs = {folder.resolve(): folder.name for folder in shipped_spec_dirs()}  # resolved once, for every file
     errors: list[SpecError] = []
     contracts: list[Contract] = []
     eps: list[EpSpec] = []
@@ -269,7 +270,7 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
     shipped: set[int] = set()  # id() of the EP specs that ship with the kit
     digest = hashlib.sha256()
     for file in files:
-        display = _display_path(file)
+        display = _display_path(file, shipped_dirs)
         try:
             text = file.read_text(encoding="utf-8")
         except OSError as exc:
@@ -292,23 +293,19 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
         if found or parse_errors:
             continue
         if schema == CONTRACTS_SCHEMA:
-            for index, contract in _contracts(doc, errors, str(file.resolve())):
+            for index, contract in _contracts(doc, errors, str(file)):
                 contracts.append(contract)
                 where[id(contract)] = (doc, ("contracts", index))
         else:
             eps.append(_ep_spec(doc))
             where[id(eps[-1])] = (doc, ("ep",))
-            if _is_shipped(file):
+            if file.parent in shipped_dirs:
                 shipped.add(id(eps[-1]))
     eps = _override_shipped(eps, shipped, where)
     errors.extend(_cross_check(contracts, eps, set(known_checks), where))
     if errors:
         raise SpecErrors(errors)
-    return Catalogue(tuple(contracts), tuple(eps), tuple(str(f.resolve()) for f in files), digest.hexdigest())
-
-
-def _is_shipped(file: Path) -> bool:
-    return any(file.resolve().parent == shipped.resolve() for shipped in shipped_spec_dirs())
+    return Catalogue(tuple(contracts), tuple(eps), tuple(str(f) for f in files), digest.hexdigest())
 
 
 def _override_shipped(eps: list[EpSpec], shipped: set[int], where: Where) -> list[EpSpec]:
@@ -342,15 +339,15 @@ def _same_name(ep: EpSpec, other: EpSpec) -> bool:
     return bool({n.lower() for n in (ep.name, *ep.aliases)} & {n.lower() for n in (other.name, *other.aliases)})
 
 
-def _display_path(file: Path) -> str:
+def _display_path(file: Path, shipped_dirs: dict[Path, str]) -> str:
     """Shipped specs by their place in the kit (`specs/contracts/copy.yaml`), whether installed
     or not, so that reports from different machines compare; other files relative to the
-    working directory when they are under it."""
-    for shipped in shipped_spec_dirs():
-        if file.resolve().parent == shipped.resolve():
-            return f"specs/{shipped.name}/{file.name}"
+    working directory when they are under it. `file` is resolved; `shipped_dirs`: the shipped
+    folders, resolved, with their names."""
+    if file.parent in shipped_dirs:
+        return f"specs/{shipped_dirs[file.parent]}/{file.name}"
     try:
-        return str(file.resolve().relative_to(Path.cwd().resolve()))
+        return str(file.relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(file)
 
