@@ -184,14 +184,21 @@ class BadBinding:
     value_type: tuple | None = None
 
 
+def _bad_value_type(setup: BindingSetup, request: str) -> tuple[tensors.DType, tuple[int, ...]] | None:
+    """(element type, shape) of the wrong value a request binds; None for the requests that
+    bind a device instead of a value. The check and its reproducer both take it from here."""
+    return {"wrong-shape": (setup.dt, (BINDING_SHAPE[0] + 1, BINDING_SHAPE[1])),
+            "wrong-rank": (setup.dt, (BINDING_SHAPE[0] * BINDING_SHAPE[1],)),  # same element count, flat
+            "wrong-element-type": (tensors.DTYPES["int32"], BINDING_SHAPE)}.get(request)  # same byte size
+
+
 def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> BadBinding:
     """Binds something wrong to the input or output."""
     name = setup.input_name if which == "input" else setup.output_name
     call = f"IOBinding bind {which}, bad request {request}"
-    if request in ("wrong-shape", "wrong-rank", "wrong-element-type"):
-        dt, shape = {"wrong-shape": (setup.dt, (BINDING_SHAPE[0] + 1, BINDING_SHAPE[1])),
-                     "wrong-rank": (setup.dt, (BINDING_SHAPE[0] * BINDING_SHAPE[1],)),  # same element count, flat
-                     "wrong-element-type": (tensors.DTYPES["int32"], BINDING_SHAPE)}[request]  # same byte size
+    bad = _bad_value_type(setup, request)
+    if bad:
+        dt, shape = bad
         with ctx.precondition(f"placing a {dt.name} {list(shape)} value in {setup.memory} memory"):
             value = ctx.place(tensors.sentinel(dt, shape, OUTPUT_SENTINEL), setup.memory, dt)
         with ctx.calling(call):
@@ -217,10 +224,9 @@ def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str) -> str:
     and runs it (the run is expected to be refused)."""
     name = setup.input_name if which == "input" else setup.output_name
     shape, mem = list(BINDING_SHAPE), ctx.memory_expr(setup.memory)
-    bad = {"wrong-shape": f"[{BINDING_SHAPE[0] + 1}, {BINDING_SHAPE[1]}], np.float32", "wrong-rank": f"[{BINDING_SHAPE[0] * BINDING_SHAPE[1]}], np.float32",
-           "wrong-element-type": f"{shape}, np.int32"}.get(request)
+    bad = _bad_value_type(setup, request)
     if bad:
-        bind = (f"bad = ort.OrtValue.ortvalue_from_shape_and_type({bad}, memory_info=mem)\n"
+        bind = (f"bad = ort.OrtValue.ortvalue_from_shape_and_type({list(bad[1])}, np.{bad[0].storage.name}, memory_info=mem)\n"
                 f"b.bind_ortvalue_{which}({name!r}, bad)")
     elif which == "output" and request == "unreachable-device":
         bind = f"b.bind_output({name!r}, {unreachable_device(ctx)!r}, 0)"
