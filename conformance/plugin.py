@@ -131,8 +131,7 @@ class ConformanceRun:
         # the first forks the fork server off itself before it imports onnxruntime.
         if self.isolated and ForkServer.supported():
             self.fork_server = ForkServer()
-        launched = {name: self._launch(Worker(self._init(name), timeout=self.timeout, log=self.report_dir / f"worker-{_safe(name)}.log"))
-                    for name in names} if self.isolated else {}
+        launched = {name: self._launch(self._new_worker(self._init(name), name)) for name in names} if self.isolated else {}
         # With workers, the check ids are cross-checked by them (they import the checks anyway):
         # this process then never imports numpy or onnx, and its start-up does not slow theirs.
         self.catalogue = _load(self.spec_paths, check_ids=not self.isolated)
@@ -162,8 +161,15 @@ class ConformanceRun:
         return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
                 "models_dir": str(self.report_dir / "models"), "schema_checked": True}
 
-    def _launch(self, worker: Worker) -> Worker:
+    def _new_worker(self, init: dict[str, Any], name: str, role: str = "") -> Worker:
+        """A worker for EP `name`, not started, logging to reports/worker-NAME[-ROLE].log; the
+        run's fork server forks its processes once it serves."""
+        log = self.report_dir / f"worker-{_safe(name)}{f'-{role}' if role else ''}.log"
+        worker = Worker(init, timeout=self.timeout, log=log)
         worker.fork_server = self.fork_server
+        return worker
+
+    def _launch(self, worker: Worker) -> Worker:
         if self.fork_server and not self.workers:
             worker.hosts = self.fork_server
         worker.launch()
@@ -237,9 +243,7 @@ class ConformanceRun:
     def _own_worker(self, ep: EpUnderTest) -> Worker:
         """A worker for one case alone (closed after it), even with --conformance-isolation none:
         such a check changes the state of the process it runs in."""
-        worker = Worker(ep.init, timeout=self.timeout, log=self.report_dir / f"worker-{_safe(ep.requested)}-own.log")
-        worker.fork_server = self.fork_server
-        return worker
+        return self._new_worker(ep.init, ep.requested, "own")
 
     def _isolated_worker(self, ep: EpUnderTest) -> Worker:
         if ep.isolated_worker is None:
@@ -247,8 +251,7 @@ class ConformanceRun:
         return ep.isolated_worker
 
     def _launch_isolated(self, init: dict[str, Any], name: str) -> Worker:
-        log = self.report_dir / f"worker-{_safe(name)}-isolated.log"
-        return self._launch(Worker(init, timeout=self.timeout, log=log))
+        return self._launch(self._new_worker(init, name, "isolated"))
 
     def _collect(self, worker: Worker, planned: "Planned") -> dict[str, Any]:
         """The worker's reply to `planned`, sending it (and what follows it in the plan) first
