@@ -469,8 +469,6 @@ def test_an_item_named_on_the_command_line_runs_alone(pytester, arguments, items
     assert [r["nodeid"].split("::")[-1] for r in report["results"]] == items
 
 
-REFDEV = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
-
 # Runs before the copy contracts (files named on the command line come first) and passes on
 # the reference EP even in its `hang` mode, which hangs every copy.
 FIRST_CONTRACT = """\
@@ -489,12 +487,10 @@ contracts:
 
 
 @pytest.mark.parametrize("to", ["pytest", "process-group"])  # kill -INT, or a terminal's Ctrl-C
-def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_path, to):
-    if not REFDEV.exists():
-        pytest.skip("the reference EP is not built (make -C refdev)")
+def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(refdev_library, tmp_path, to):
     (tmp_path / "first.yaml").write_text(FIRST_CONTRACT)
     log = tmp_path / "reports" / "worker-refdev.log"
-    process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "first.yaml", "--ep-library", str(REFDEV), "--ep", "refdev"],
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "first.yaml", "--ep-library", str(refdev_library), "--ep", "refdev"],
                                cwd=tmp_path, env=dict(os.environ, ORT_REFDEV_FAULT="hang"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     try:
