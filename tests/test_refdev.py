@@ -152,15 +152,12 @@ MATRIX = {
 
 
 @pytest.mark.parametrize("fault", sorted(MATRIX))
-def test_copy_matrix_reports_what_the_fault_broke(refdev_library, tmp_path, fault):
+def test_copy_matrix_reports_what_the_fault_broke(refdev_library, monkeypatch, fault):
     import conformance
     import conformance.capabilities  # noqa: F401  (the library call must survive its module's import)
 
-    os.environ["ORT_REFDEV_FAULT"] = fault
-    try:
-        matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
-    finally:
-        del os.environ["ORT_REFDEV_FAULT"]
+    monkeypatch.setenv("ORT_REFDEV_FAULT", fault)
+    matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
     statuses = {(p["source"], p["destination"]): p["status"] for p in matrix["eps"][0]["devices"][0]["pairs"]}
     for pair, status in MATRIX[fault].items():
         assert statuses[pair] == status, statuses
@@ -197,16 +194,13 @@ def test_host_accessible_memory_is_checked_when_advertised(refdev_library, tmp_p
     assert "memory-info.declaration" in broken(report, "fail")
 
 
-def test_copy_matrix_includes_the_other_devices_present(refdev_library):
+def test_copy_matrix_includes_the_other_devices_present(refdev_library, monkeypatch):
     """With two virtual devices, each device's matrix has the other's DEFAULT memory as an
     endpoint (the two-GPU case), tried for real in both directions."""
     import conformance
 
-    os.environ["ORT_REFDEV_DEVICES"] = "2"
-    try:
-        matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
-    finally:
-        del os.environ["ORT_REFDEV_DEVICES"]
+    monkeypatch.setenv("ORT_REFDEV_DEVICES", "2")
+    matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
     first, second = matrix["eps"][0]["devices"]
     other = "RefDevExecutionProvider:RefDev:1"
     assert first["memories"][other]["device_id"] == 1 and first["memories"]["default"]["device_id"] == 0
