@@ -12,12 +12,9 @@ import pytest
 
 from conformance.forkserver import ForkedProcess, ForkServer, why_not_fork_safe
 from conformance.isolation import Worker, WorkerLost
+from worker_requests import CPU_INIT, SESSION_INPUTS
 
 pytestmark = pytest.mark.skipif(not ForkServer.supported(), reason="the fork server runs on Linux only")
-
-CPU_INIT = {"ep": "cpu", "specs": None, "library": None, "options": {}, "models_dir": None, "schema_checked": True}
-SESSION_INPUTS = {"op": "run", "contract": "memory-info.session-inputs", "device": 0,
-                  "params": {"recipe": "identity", "dtype": "float32"}}
 
 
 def parent_of(pid: int) -> int:
@@ -91,8 +88,7 @@ def test_a_worker_exits_with_a_status_the_server_reports(host):
     assert forked.wait(timeout=30) == 0
 
 
-def test_without_a_host_the_server_forks_nothing_and_workers_are_spawned():
-    server = ForkServer()
+def test_without_a_host_the_server_forks_nothing_and_workers_are_spawned(server):
     worker = Worker(CPU_INIT, timeout=60)
     worker.fork_server = server
     try:
@@ -100,7 +96,6 @@ def test_without_a_host_the_server_forks_nothing_and_workers_are_spawned():
         assert not isinstance(worker.process, ForkedProcess)
     finally:
         worker.close()
-        server.close()
 
 
 def test_a_closed_server_leaves_replacements_spawned(host, server):

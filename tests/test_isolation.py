@@ -10,10 +10,7 @@ import time
 import pytest
 
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, signal_name
-
-CPU_INIT = {"ep": "cpu", "specs": None, "library": None, "options": {}, "models_dir": None}
-SESSION_INPUTS = {"op": "run", "contract": "memory-info.session-inputs", "device": 0,
-                  "params": {"recipe": "identity", "dtype": "float32"}}
+from worker_requests import CPU_INIT, SESSION_INPUTS
 
 
 @pytest.fixture

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from conformance.junit import CASE_PROPERTIES, RESULT_TAGS
+
 BASE = ("-p", "no:cacheprovider")
 TIMEOUT = 180
 
@@ -90,7 +92,7 @@ def properties(case: ET.Element) -> dict[str, str]:
 
 def kind(case: ET.Element) -> str:
     """passed | failure | error | skipped, as JUnit says."""
-    tags = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+    tags = [child.tag for child in case if child.tag in RESULT_TAGS]
     return tags[0] if tags else "passed"
 
 
@@ -338,7 +340,7 @@ def test_every_faked_case_carries_its_properties(faked):
     _, cases, _ = faked
     assert len(cases) > 5
     for case in cases.values():
-        assert {"contract", "ep", "device", "outcome", "severity", "subject", "spec"} <= set(properties(case))
+        assert set(CASE_PROPERTIES) <= set(properties(case))
 
 
 def test_after_a_crash_the_same_call_is_not_run_rather_than_repeated(faked):
@@ -469,8 +471,6 @@ def test_an_item_named_on_the_command_line_runs_alone(pytester, arguments, items
     assert [r["nodeid"].split("::")[-1] for r in report["results"]] == items
 
 
-REFDEV = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
-
 # Runs before the copy contracts (files named on the command line come first) and passes on
 # the reference EP even in its `hang` mode, which hangs every copy.
 FIRST_CONTRACT = """\
@@ -489,12 +489,10 @@ contracts:
 
 
 @pytest.mark.parametrize("to", ["pytest", "process-group"])  # kill -INT, or a terminal's Ctrl-C
-def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(tmp_path, to):
-    if not REFDEV.exists():
-        pytest.skip("the reference EP is not built (make -C refdev)")
+def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(refdev_library, tmp_path, to):
     (tmp_path / "first.yaml").write_text(FIRST_CONTRACT)
     log = tmp_path / "reports" / "worker-refdev.log"
-    process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "first.yaml", "--ep-library", str(REFDEV), "--ep", "refdev"],
+    process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "first.yaml", "--ep-library", str(refdev_library), "--ep", "refdev"],
                                cwd=tmp_path, env=dict(os.environ, ORT_REFDEV_FAULT="hang"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     try:
@@ -715,7 +713,10 @@ def test_the_worker_replacing_one_onnxruntime_aborted_is_forked_by_the_fork_serv
     assert "crash" in outcomes and "pass" in outcomes
 
 
-ISOLATED_CONTRACTS = ("copy.bad-requests", "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure")
+from conformance.checks import known_checks
+from conformance.spec import load_catalogue
+
+ISOLATED_CONTRACTS = {c.id for c in load_catalogue(known_checks=known_checks()).contracts if c.isolated}
 
 
 def test_isolated_contracts_run_in_a_worker_apart_where_items_are_not_planned_ahead(xdist_run):

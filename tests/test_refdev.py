@@ -1,7 +1,7 @@
 """Mutation tests: the reference EP (refdev/) in each fault mode is caught by the contract
 meant to catch it, asserted by contract id; in its correct mode it is conformant.
 
-The library is built with `make -C refdev` (headers fetched at build time). Where that is not
+The library is built by the `refdev_library` fixture (tests/conftest.py); where that is not
 possible the tests skip with the build's own reason.
 """
 
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import build_failure_reason
 
 ROOT = Path(__file__).resolve().parents[1]
-LIBRARY = ROOT / "refdev" / "build" / "libort_refdev_ep.so"
 
 # fault mode -> (verdict, contracts that must be broken, outcome they must end in)
 FAULTS = {
@@ -46,25 +46,6 @@ FAULTS = {
 # update_inplace(numpy) accept a source of another element type, and a rebind after a refused
 # input binding aborts the process.
 RUNTIME_FINDINGS = {"copy.bad-requests", "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure"}
-
-
-def build_failure_reason(output: str) -> str:
-    """The one-line reason of a failed `make -C refdev`: the last line of fetch-headers.sh or of
-    the Makefile's own checks (make's `*** ... Error 3` line that follows says nothing)."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    own = [line for line in lines if line.startswith(("fetch-headers.sh:", "refdev:"))]
-    return (own or lines or ["make -C refdev failed"])[-1]
-
-
-@pytest.fixture(scope="session")
-def refdev_library() -> Path:
-    if not LIBRARY.exists():
-        build = subprocess.run(["make", "-C", str(ROOT / "refdev")], capture_output=True, text=True)
-        if build.returncode != 0:
-            reason = build_failure_reason(build.stderr)
-            print(f"\nreference EP not built: {reason}", file=sys.stderr)
-            pytest.skip(f"the reference EP could not be built here: {reason}")
-    return LIBRARY
 
 
 def conformance_run(library: Path, tmp_path: Path, fault: str | None = None, extra_env: dict[str, str] | None = None) -> dict:
@@ -171,15 +152,12 @@ MATRIX = {
 
 
 @pytest.mark.parametrize("fault", sorted(MATRIX))
-def test_copy_matrix_reports_what_the_fault_broke(refdev_library, tmp_path, fault):
+def test_copy_matrix_reports_what_the_fault_broke(refdev_library, monkeypatch, fault):
     import conformance
     import conformance.capabilities  # noqa: F401  (the library call must survive its module's import)
 
-    os.environ["ORT_REFDEV_FAULT"] = fault
-    try:
-        matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
-    finally:
-        del os.environ["ORT_REFDEV_FAULT"]
+    monkeypatch.setenv("ORT_REFDEV_FAULT", fault)
+    matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
     statuses = {(p["source"], p["destination"]): p["status"] for p in matrix["eps"][0]["devices"][0]["pairs"]}
     for pair, status in MATRIX[fault].items():
         assert statuses[pair] == status, statuses
@@ -216,16 +194,13 @@ def test_host_accessible_memory_is_checked_when_advertised(refdev_library, tmp_p
     assert "memory-info.declaration" in broken(report, "fail")
 
 
-def test_copy_matrix_includes_the_other_devices_present(refdev_library):
+def test_copy_matrix_includes_the_other_devices_present(refdev_library, monkeypatch):
     """With two virtual devices, each device's matrix has the other's DEFAULT memory as an
     endpoint (the two-GPU case), tried for real in both directions."""
     import conformance
 
-    os.environ["ORT_REFDEV_DEVICES"] = "2"
-    try:
-        matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
-    finally:
-        del os.environ["ORT_REFDEV_DEVICES"]
+    monkeypatch.setenv("ORT_REFDEV_DEVICES", "2")
+    matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
     first, second = matrix["eps"][0]["devices"]
     other = "RefDevExecutionProvider:RefDev:1"
     assert first["memories"][other]["device_id"] == 1 and first["memories"]["default"]["device_id"] == 0

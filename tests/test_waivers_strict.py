@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -201,13 +200,10 @@ def test_a_waived_not_run_alone_shows_nothing_and_leaves_the_run_incomplete():
 
 
 @pytest.mark.parametrize("fault, verdict, exit_code", [("", "conformant", 0), ("claim-nothing", "non_conformant", 1)])
-def test_strict_run_of_the_reference_ep(tmp_path, fault, verdict, exit_code):
+def test_strict_run_of_the_reference_ep(refdev_library, tmp_path, fault, verdict, exit_code):
     """The correct reference EP, which does not take every model, is conformant in a strict run;
     one that takes no node at all (incomplete in a normal run) fails it."""
-    library = Path(__file__).resolve().parents[1] / "refdev" / "build" / "libort_refdev_ep.so"
-    if not library.exists():
-        pytest.skip("the reference EP is not built (see tests/test_refdev.py)")
-    completed = subprocess.run([sys.executable, "-m", "pytest", *BASE, "-q", "--ep-library", str(library), "--ep", "refdev",
+    completed = subprocess.run([sys.executable, "-m", "pytest", *BASE, "-q", "--ep-library", str(refdev_library), "--ep", "refdev",
                                 "--conformance-strict", "--conformance-report", str(tmp_path / "r")],
                                cwd=tmp_path, env=dict(os.environ, ORT_REFDEV_FAULT=fault), capture_output=True, text=True, timeout=600)
     report = json.loads((tmp_path / "r" / "report.json").read_text())
