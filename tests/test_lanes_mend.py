@@ -1,0 +1,63 @@
+"""lanes/run's lane preparation: the reason a lane is skipped is the one that says why, taken
+from stand-ins of the commands it runs (make, lanes/softgpu/exec)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib.machinery import SourceFileLoader
+from importlib.util import module_from_spec, spec_from_loader
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def lanes(monkeypatch, tmp_path):
+    """lanes/run loaded as a module (it has no .py suffix), writing its reports under tmp_path."""
+    loader = SourceFileLoader("lanes_run_mend", str(REPO / "lanes" / "run"))
+    module = module_from_spec(spec_from_loader("lanes_run_mend", loader))
+    monkeypatch.setitem(sys.modules, "lanes_run_mend", module)  # its dataclasses look their module up there
+    loader.exec_module(module)
+    monkeypatch.setattr(module, "REPORTS", tmp_path / "reports")
+    return module
+
+
+def stand_in(monkeypatch, lanes, outputs: dict[str, tuple[int, str, str]]):
+    """Replace the commands lanes/run runs quietly: the last word of the program's path picks
+    (exit status, stdout, stderr); the commands seen are returned."""
+    seen = []
+
+    def run_quietly(command, **kwargs):
+        seen.append(command)
+        status, stdout, stderr = outputs[Path(command[0]).name]
+        return subprocess.CompletedProcess(command, status, stdout, stderr)
+
+    monkeypatch.setattr(lanes, "run_quietly", run_quietly)
+    return seen
+
+
+def lane(lanes, name: str):
+    return next(lane for lane in lanes.LANES if lane.name == name)
+
+
+# What `make -C refdev` prints when the headers are not there (stdout, stderr).
+MAKE_OUT = "make: Entering directory '/repo/refdev'\nmake: Leaving directory '/repo/refdev'\n"
+MAKE_ERR = ("refdev: onnxruntime_c_api.h / onnxruntime_ep_c_api.h not found in /nowhere\n"
+            "make: *** [Makefile:31: build/libort_refdev_ep.so] Error 3\n")
+
+
+def test_a_refdev_lane_that_cannot_build_is_skipped_with_the_builds_own_reason(monkeypatch, lanes, tmp_path):
+    stand_in(monkeypatch, lanes, {"make": (2, MAKE_OUT, MAKE_ERR)})
+    outcome = lanes.run_lane(lane(lanes, "refdev"))
+    reason = "refdev: onnxruntime_c_api.h / onnxruntime_ep_c_api.h not found in /nowhere"
+    assert outcome.status == "skipped" and outcome.detail.endswith(reason), outcome.detail
+    assert (tmp_path / "reports/refdev/skipped.txt").read_text().strip().endswith(reason)
+
+
+def test_the_last_fetch_or_makefile_line_is_the_reason_else_the_last_line(lanes):
+    fetch = "fetch-headers.sh: cannot fetch onnxruntime headers: apt-get not found"
+    assert lanes.build_failure_reason(f"{fetch}\nmake: *** [Makefile:31: x] Error 3\n{MAKE_OUT}") == fetch
+    assert lanes.build_failure_reason("cc: fatal error: no input files\n" + MAKE_OUT) == "make: Leaving directory '/repo/refdev'"
