@@ -26,12 +26,14 @@ def lanes(monkeypatch, tmp_path):
 
 
 def stand_in(monkeypatch, lanes, outputs: dict[str, tuple[int, str, str]]):
-    """Replace the commands lanes/run runs quietly: the last word of the program's path picks
-    (exit status, stdout, stderr); the commands seen are returned."""
+    """Replace the commands lanes/run runs quietly: the last part of the program's path picks
+    (exit status, stdout, stderr), and any other command fails the test; returns the commands seen."""
     seen = []
 
     def run_quietly(command, **kwargs):
         seen.append(command)
+        if Path(command[0]).name not in outputs:
+            pytest.fail(f"lanes/run went on to run {command}")
         status, stdout, stderr = outputs[Path(command[0]).name]
         return subprocess.CompletedProcess(command, status, stdout, stderr)
 
@@ -61,3 +63,20 @@ def test_the_last_fetch_or_makefile_line_is_the_reason_else_the_last_line(lanes)
     fetch = "fetch-headers.sh: cannot fetch onnxruntime headers: apt-get not found"
     assert lanes.build_failure_reason(f"{fetch}\nmake: *** [Makefile:31: x] Error 3\n{MAKE_OUT}") == fetch
     assert lanes.build_failure_reason("cc: fatal error: no input files\n" + MAKE_OUT) == "make: Leaving directory '/repo/refdev'"
+
+
+NOT_ROOT = "softgpu exec: needs root: it makes a private mount namespace (unshare -m) and mounts over /sys/class there; running as uid 1000\n"
+
+
+def test_a_webgpu_lane_whose_namespace_cannot_be_entered_is_skipped_with_execs_reason(monkeypatch, lanes, tmp_path):
+    seen = stand_in(monkeypatch, lanes, {"setup": (0, "", ""), "exec": (3, "", NOT_ROOT)})
+    outcome = lanes.run_lane(lane(lanes, "webgpu"))
+    assert [Path(command[0]).name for command in seen] == ["setup", "exec"]
+    assert outcome.status == "skipped" and outcome.detail.endswith(NOT_ROOT.strip()), outcome.detail
+    assert (tmp_path / "reports/webgpu/skipped.txt").read_text().strip().endswith(NOT_ROOT.strip())
+
+
+def test_a_webgpu_lane_whose_namespace_can_be_entered_goes_on(monkeypatch, lanes):
+    seen = stand_in(monkeypatch, lanes, {"setup": (0, "", ""), "exec": (0, "", "")})
+    lane(lanes, "webgpu").prepare()
+    assert seen[-1] == [str(REPO / "lanes/softgpu/exec"), "true"]
