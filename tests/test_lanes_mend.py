@@ -80,3 +80,20 @@ def test_a_webgpu_lane_whose_namespace_can_be_entered_goes_on(monkeypatch, lanes
     seen = stand_in(monkeypatch, lanes, {"setup": (0, "", ""), "exec": (0, "", "")})
     lane(lanes, "webgpu").prepare()
     assert seen[-1] == [str(REPO / "lanes/softgpu/exec"), "true"]
+
+
+@pytest.mark.parametrize("gpus, has_gpu", [(None, False), ([], False), (["0000:01:00.0"], True)])
+def test_the_cuda_lanes_agree_on_whether_there_is_an_nvidia_gpu(monkeypatch, lanes, tmp_path, gpus, has_gpu):
+    folder = tmp_path / "gpus"
+    if gpus is not None:
+        folder.mkdir()
+        for gpu in gpus:
+            (folder / gpu).mkdir()
+    monkeypatch.setattr(lanes, "NVIDIA_GPUS", folder)
+    skipped = []
+    for name in ("cuda", "cuda-absent"):
+        try:
+            lane(lanes, name).prepare()
+        except lanes.Skip:
+            skipped.append(name)
+    assert skipped == (["cuda-absent"] if has_gpu else ["cuda"])
