@@ -1,12 +1,13 @@
 """lanes/run's lane preparation: the reason a lane is skipped is the one that says why, taken
-from stand-ins of the commands it runs (make, lanes/softgpu/exec)."""
+from stand-ins of the commands it runs (make, lanes/softgpu/exec); and refdev/smoke.py runs
+every fault mode of the EP."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from importlib.machinery import SourceFileLoader
-from importlib.util import module_from_spec, spec_from_loader
+from importlib.util import module_from_spec, spec_from_file_location, spec_from_loader
 from pathlib import Path
 
 import pytest
@@ -97,3 +98,27 @@ def test_the_cuda_lanes_agree_on_whether_there_is_an_nvidia_gpu(monkeypatch, lan
         except lanes.Skip:
             skipped.append(name)
     assert skipped == (["cuda-absent"] if has_gpu else ["cuda"])
+
+
+def load_smoke():
+    spec = spec_from_file_location("refdev_smoke", REPO / "refdev" / "smoke.py")
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_smoke_test_takes_every_fault_mode_of_the_ep_but_unregister_crash_and_knows_what_each_shows():
+    smoke = load_smoke()
+    assert "host-accessible-as-device" in smoke.FAULT_MODES and "unregister-crash" not in smoke.FAULT_MODES
+    assert len(smoke.FAULT_MODES) == len(set(smoke.FAULT_MODES)) > 10
+    assert set(smoke.FAULT_MODES) == set(smoke.EXPECTED)
+
+
+def test_the_smoke_test_says_when_it_cannot_read_the_fault_modes(monkeypatch, tmp_path):
+    smoke = load_smoke()
+    monkeypatch.setattr(smoke, "HERE", str(tmp_path))
+    with pytest.raises(SystemExit, match="smoke.py: cannot read the fault modes: .*refdev_ep.c"):
+        smoke.fault_modes()
+    (tmp_path / "refdev_ep.c").write_text("int main(void) { return 0; }\n")
+    with pytest.raises(SystemExit, match="no k_fault_names array in"):
+        smoke.fault_modes()
