@@ -1,13 +1,17 @@
-"""What several test modules share: the reference EP library (refdev/), built on first use.
+"""What several test modules share: the reference EP library (refdev/), built on first use,
+and lanes/run loaded as a module.
 
 The library is built with `make -C refdev` (headers fetched at build time). Where that is not
-possible every test that needs it skips with the build's own reason, whichever test asks first.
+possible every test that needs it skips with the build's own reason (worded as lanes/run words
+it), whichever test asks first.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from importlib.machinery import SourceFileLoader
+from importlib.util import module_from_spec, spec_from_loader
 from pathlib import Path
 
 import pytest
@@ -16,12 +20,17 @@ ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "refdev" / "build" / "libort_refdev_ep.so"
 
 
-def build_failure_reason(output: str) -> str:
-    """The one-line reason of a failed `make -C refdev`: the last line of fetch-headers.sh or of
-    the Makefile's own checks (make's `*** ... Error 3` line that follows says nothing)."""
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    own = [line for line in lines if line.startswith(("fetch-headers.sh:", "refdev:"))]
-    return (own or lines or ["make -C refdev failed"])[-1]
+def _load_lanes_script():
+    """lanes/run is a script without a .py suffix: loaded as a module to test its gates."""
+    loader = SourceFileLoader("lanes_run", str(ROOT / "lanes" / "run"))
+    module = module_from_spec(spec_from_loader("lanes_run", loader))
+    sys.modules["lanes_run"] = module  # its dataclasses look their module up there
+    loader.exec_module(module)
+    return module
+
+
+LANES = _load_lanes_script()
+build_failure_reason = LANES.build_failure_reason
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,30 @@ def test_no_apt_get_is_the_skip_reason(tmp_path):
             (tools / tool).symlink_to(found)
     reason = failed_build(tmp_path, PATH=str(tools))
     assert reason == "fetch-headers.sh: cannot fetch onnxruntime headers: apt-get not found"
+
+
+# --- refdev/smoke.py ---------------------------------------------------------------------------
+
+
+def load_smoke():
+    spec = spec_from_file_location("refdev_smoke", ROOT / "refdev" / "smoke.py")
+    module = module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_smoke_test_takes_every_fault_mode_of_the_ep_but_unregister_crash_and_knows_what_each_shows():
+    smoke = load_smoke()
+    assert "host-accessible-as-device" in smoke.FAULT_MODES and "unregister-crash" not in smoke.FAULT_MODES
+    assert len(smoke.FAULT_MODES) == len(set(smoke.FAULT_MODES)) > 10
+    assert set(smoke.FAULT_MODES) == set(smoke.EXPECTED)
+
+
+def test_the_smoke_test_says_when_it_cannot_read_the_fault_modes(monkeypatch, tmp_path):
+    smoke = load_smoke()
+    monkeypatch.setattr(smoke, "HERE", str(tmp_path))
+    with pytest.raises(SystemExit, match="smoke.py: cannot read the fault modes: .*refdev_ep.c"):
+        smoke.fault_modes()
+    (tmp_path / "refdev_ep.c").write_text("int main(void) { return 0; }\n")
+    with pytest.raises(SystemExit, match="no k_fault_names array in"):
+        smoke.fault_modes()
