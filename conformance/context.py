@@ -59,10 +59,12 @@ class CheckContext:
 
     # --- what the running check does ---------------------------------------------------------
 
-    def begin(self, on_progress: Callable[[dict[str, str]], None] | None = None) -> None:
+    def begin(self, on_progress: Callable[[dict[str, str]], None] | None = None, quarantined: dict[str, str] | None = None) -> None:
         """A new check starts: it has said nothing yet; `on_progress` hears each `attempt`, and
-        each call as it starts and returns (see calling)."""
+        each call as it starts and returns (see calling); `quarantined`: the calls it must not
+        make (see calling), with why."""
         self.step, self.reproducer, self._call, self._on_progress = "", "", None, on_progress
+        self.quarantined_calls = quarantined or {}
 
     def attempt(self, step: str, reproducer: str | None = None) -> None:
         """Says what the check does next, and how to reproduce it, before doing it. A call that

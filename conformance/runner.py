@@ -70,9 +70,8 @@ class Runner:
         in earlier checks on this device, with why; the check stops before making one."""
         contract = self.catalogue.contract(contract_id)
         ctx = self.context(device)
-        ctx.begin(progress)
+        ctx.begin(progress, quarantined)
         started = time.perf_counter()
-        ctx.quarantined_calls = quarantined or {}
         outcome, message, details = self._run(CHECKS[contract.check], ctx, params)
         if outcome is Outcome.FAIL:
             _complete(details["violations"], ctx.reproducer or kit_snippet(self.init, contract_id, device, params))

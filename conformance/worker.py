@@ -72,8 +72,7 @@ class Handler:
             from conformance.capabilities import capability_matrix
 
             context = self.runner.context(request["device"])
-            context.begin(self._progress_of(request))
-            context.quarantined_calls = request.get("quarantined") or {}
+            context.begin(self._progress_of(request), request.get("quarantined"))
             return {"ok": True, "capabilities": capability_matrix(context, request.get("sizes"))}
         return {"ok": False, "error": f"unknown request {op!r}"}
 
