@@ -22,7 +22,7 @@ from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.outcomes import BROKEN_OR_ERROR
 from conformance.report import advertised_memory, unlisted_note
-from conformance.report.markdown import cell, spec_claims as claims_table, throughput_table
+from conformance.report.markdown import cell, pairs_table, spec_claims as claims_table, throughput_table
 
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
 
@@ -117,11 +117,7 @@ def _copy_matrix(report: dict[str, Any]) -> list[str]:
             out += [f"- {matrix['device']}: probe lost: {matrix['error']}"]
             continue
         note = unlisted_note([report["ep"]], matrix)
-        out += [f"Device `{matrix['device']}`:", "", *([note, ""] if note else []),
-                "| source | destination | status | required | detail |", "| --- | --- | --- | --- | --- |"]
-        out += [f"| {p['source']} | {p['destination']} | {p['status']} | {'yes' if p['required'] else 'no'} | {cell(p['detail'][:160])} |"
-                for p in matrix["pairs"]]
-        out.append("")
+        out += [f"Device `{matrix['device']}`:", "", *([note, ""] if note else []), *pairs_table(matrix, detail_limit=160), ""]
         out += throughput_table(matrix, "####")
     return out if report["capabilities"] else out + ["No device was probed.", ""]
 

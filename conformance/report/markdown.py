@@ -57,9 +57,7 @@ def render(data: dict[str, Any]) -> str:
             continue
         note = unlisted_note(data["eps"], matrix)
         out += [note, ""] if note else []
-        out += ["| source | destination | status | required | detail |", "| --- | --- | --- | --- | --- |"]
-        out += [f"| {p['source']} | {p['destination']} | {p['status']} | {'yes' if p['required'] else 'no'} | {cell(p['detail'])} |" for p in matrix["pairs"]]
-        out.append("")
+        out += pairs_table(matrix) + [""]
         out += throughput_table(matrix, "####")
 
     out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -89,6 +87,13 @@ def spec_claims(ep: dict[str, Any], heading: str = "##", named: bool = False) ->
     if notes:
         out += ["", "Open questions the spec names:", "", *(f"- {cell(note)}" for note in notes)]
     return out + [""]
+
+
+def pairs_table(matrix: dict[str, Any], detail_limit: int | None = None) -> list[str]:
+    """The copy matrix of one EP device: a row per pair of memories, with its status."""
+    return ["| source | destination | status | required | detail |", "| --- | --- | --- | --- | --- |"] + [
+        f"| {p['source']} | {p['destination']} | {p['status']} | {'yes' if p['required'] else 'no'} | {cell(p['detail'][:detail_limit])} |"
+        for p in matrix["pairs"]]
 
 
 def throughput_table(matrix: dict[str, Any], heading: str) -> list[str]:
