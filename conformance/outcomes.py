@@ -7,7 +7,7 @@ boundary and land in report.json); `verdict()` is the one place that decides wha
 from __future__ import annotations
 
 import enum
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 
@@ -64,9 +64,10 @@ class Result:
         return [(name, self.outcome.value if name == "outcome" else getattr(self, name)) for name in CASE_PROPERTIES]
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["outcome"] = self.outcome.value
-        return data
+        # A shallow copy: params and details are JSON data that nothing changes in place
+        # (waivers and strict runs replace them). asdict's deep copy took 6 ms per 500 results,
+        # and every result is turned into a dict twice in a run.
+        return {**self.__dict__, "outcome": self.outcome.value}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Result":
