@@ -139,6 +139,19 @@ def test_a_reply_split_across_writes_is_read_whole():
         w._kill()
 
 
+def test_replies_written_together_are_taken_one_by_one_and_a_split_one_whole():
+    code = ("import sys, time; out = sys.stdout\n"
+            "out.write('{\"n\": 1}\\n{\"n\": 2}\\n{\"n\": '); out.flush(); time.sleep(0.2)\n"
+            "out.write('3}\\n{\"n\": 4}\\n'); out.flush(); time.sleep(5)")
+    w = fake_worker(code)
+    try:
+        deadline = time.monotonic() + 5
+        assert [w._read_line(deadline) for _ in range(4)] == [b'{"n": 1}', b'{"n": 2}', b'{"n": 3}', b'{"n": 4}']
+        assert w._read_line(time.monotonic() + 0.05) is None  # nothing more within the deadline
+    finally:
+        w._kill()
+
+
 NOISY_WORKER = """\
 import os, sys
 from conformance import worker
