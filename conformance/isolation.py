@@ -78,8 +78,12 @@ def signal_name(returncode: int) -> str:
 
 
 class Worker:
-    def __init__(self, init: dict[str, Any], *, timeout: float, log: Path | None = None, env: dict[str, str] | None = None):
+    def __init__(self, init: dict[str, Any], *, timeout: float, log: Path | None = None, env: dict[str, str] | None = None,
+                 warm_up: bool = False):
         self.init = dict(init, op="init")
+        # The first process may warm up after answering init (worker.serve): its caller has
+        # other work before the first request. A replacement has requests waiting at once.
+        self.warm_up = warm_up
         self.timeout = timeout
         self.log = log
         self.env = env
@@ -116,7 +120,7 @@ class Worker:
             self.process = standby  # its init was sent when it was forked
         else:
             self.process = self._new_process()
-            self._write(self.process, self.init)
+            self._write(self.process, dict(self.init, warm_up=True) if self.warm_up and not self.restarts else self.init)
         self._buffer, self._taken = b"", 0
         self._pending.clear()
         self._requests.clear()

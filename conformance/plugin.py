@@ -131,7 +131,7 @@ class ConformanceRun:
         # the first forks the fork server off itself before it imports onnxruntime.
         if self.isolated and ForkServer.supported():
             self.fork_server = ForkServer()
-        launched = {name: self._launch(self._new_worker(self._init(name), name)) for name in names} if self.isolated else {}
+        launched = {name: self._launch(self._new_worker(self._init(name), name, warm_up=True)) for name in names} if self.isolated else {}
         # With workers, the check ids are cross-checked by them (they import the checks anyway):
         # this process then never imports numpy or onnx, and its start-up does not slow theirs.
         self.catalogue = _load(self.spec_paths, check_ids=not self.isolated)
@@ -161,11 +161,12 @@ class ConformanceRun:
         return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
                 "models_dir": str(self.report_dir / "models"), "schema_checked": True}
 
-    def _new_worker(self, init: dict[str, Any], name: str, role: str = "") -> Worker:
+    def _new_worker(self, init: dict[str, Any], name: str, role: str = "", warm_up: bool = False) -> Worker:
         """A worker for EP `name`, not started, logging to reports/worker-NAME[-ROLE].log; the
-        run's fork server forks its processes once it serves."""
+        run's fork server forks its processes once it serves. `warm_up`: it is started before
+        collection, and may prepare for its checks meanwhile."""
         log = self.report_dir / f"worker-{_safe(name)}{f'-{role}' if role else ''}.log"
-        worker = Worker(init, timeout=self.timeout, log=log)
+        worker = Worker(init, timeout=self.timeout, log=log, warm_up=warm_up)
         worker.fork_server = self.fork_server
         return worker
 

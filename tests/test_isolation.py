@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -172,6 +173,37 @@ def test_worker_stdout_is_reserved_for_replies():
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == '{"ok": false, "error": "unknown request \'bogus\'"}\n'
     assert "noise from python" in completed.stderr and "noise from C" in completed.stderr
+
+
+WARM_UP_WORKER = """\
+import io, json, sys
+from conformance import worker
+replies = io.StringIO()
+worker.serve(io.StringIO(sys.argv[1] + "\\n"), replies)
+print(json.dumps({"reply": json.loads(replies.getvalue()), "onnx": "onnx" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("warm_up", [True, False])
+def test_a_worker_told_to_warm_up_imports_onnx_after_its_facts(warm_up):
+    init = json.dumps(dict(CPU_INIT, op="init", warm_up=warm_up))
+    completed = subprocess.run([sys.executable, "-c", WARM_UP_WORKER, init], capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    answer = json.loads(completed.stdout)
+    assert answer["reply"]["ok"] and answer["reply"]["facts"]["provider"] == "CPUExecutionProvider"
+    assert answer["onnx"] is warm_up
+
+
+def test_only_the_first_process_of_a_worker_warms_up(monkeypatch):
+    """A replacement has requests waiting: it answers them at once."""
+    sent = []
+    monkeypatch.setattr(Worker, "_new_process", lambda self, fork_only=False: object())
+    monkeypatch.setattr(Worker, "_write", staticmethod(lambda process, message: sent.append(message)))
+    warm = Worker(CPU_INIT, timeout=5, warm_up=True)
+    warm.launch()
+    warm.launch()
+    Worker(CPU_INIT, timeout=5).launch()
+    assert [message.get("warm_up") for message in sent] == [True, None, None]
 
 
 def test_signal_name():
