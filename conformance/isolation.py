@@ -13,6 +13,7 @@ was in flight and carries a reproducer. Knows nothing of pytest or reports.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -68,6 +69,19 @@ class WorkerRefused(Exception):
     @classmethod
     def from_reply(cls, reply: dict[str, Any]) -> "WorkerRefused":
         return cls(reply.get("error", "unknown error"), reply.get("kind", ""))
+
+
+def _widen_pipe(stream) -> None:
+    """Grows the pipe to a worker's stdin to 1 MiB (on Linux, within the system's limit): a
+    batch of checks (70 kB for the CPU EP) is then written at once while the worker is busy,
+    e.g. importing onnx (models.warm_up), instead of pytest's process waiting for it to read."""
+    resize = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if resize is None or stream is None:
+        return
+    try:
+        fcntl.fcntl(stream.fileno(), resize, 1 << 20)
+    except OSError:
+        pass  # past /proc/sys/fs/pipe-max-size: the pipe keeps its size, and writes may wait
 
 
 def signal_name(returncode: int) -> str:
@@ -139,10 +153,13 @@ class Worker:
     def _new_process(self, fork_only: bool = False) -> subprocess.Popen | ForkedProcess | None:
         log = open(self.log, "ab") if self.log else subprocess.DEVNULL
         try:
-            return self._forked(log) or (None if fork_only else self._spawned(log))
+            process = self._forked(log) or (None if fork_only else self._spawned(log))
         finally:
             if self.log:
                 log.close()
+        if process is not None:
+            _widen_pipe(process.stdin)
+        return process
 
     def _spawned(self, log) -> subprocess.Popen:
         command, fds, hosting = [sys.executable, "-m", "conformance.worker"], (), {}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -204,6 +206,17 @@ def test_only_the_first_process_of_a_worker_warms_up(monkeypatch):
     warm.launch()
     Worker(CPU_INIT, timeout=5).launch()
     assert [message.get("warm_up") for message in sent] == [True, None, None]
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ") or int(Path("/proc/sys/fs/pipe-max-size").read_text()) < 1 << 20,
+                    reason="pipes cannot be grown to 1 MiB here")
+def test_the_pipe_to_a_worker_holds_a_whole_batch_while_the_worker_is_busy():
+    process = Worker(CPU_INIT, timeout=60)._new_process()
+    try:
+        assert fcntl.fcntl(process.stdin.fileno(), fcntl.F_GETPIPE_SZ) == 1 << 20
+    finally:
+        process.kill()
+        process.wait()
 
 
 def test_signal_name():
