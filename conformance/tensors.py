@@ -122,11 +122,22 @@ def sample(dtype: DType, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
     return values.reshape(shape)
 
 
+_BLOCK_WORDS = 1 << 17  # 1 MiB of 64-bit words
+_BLOCK_KEY = np.uint64(0x9E3779B97F4A7C15)  # odd: block numbers times it are distinct
+
+
 def _random_bytes(rng: np.random.Generator, nbytes: int) -> np.ndarray:
-    """`nbytes` pseudo-random bytes, drawn as 64-bit words (3 times faster than byte by byte,
-    which counts for the 64 MiB samples), in a fresh array aligned for any element type."""
-    words = rng.integers(0, np.iinfo(np.uint64).max, size=-(-nbytes // 8), dtype=np.uint64, endpoint=True)
-    return words.view(np.uint8)[:nbytes]
+    """`nbytes` pseudo-random bytes, drawn as 64-bit words (3 times faster than byte by byte),
+    in a fresh array aligned for any element type. Past 1 MiB, one drawn MiB is repeated, each
+    repeat XORed with its block number times an odd constant: every 8-byte word still differs
+    from the others, so bytes copied to the wrong place show, and a 64 MiB sample takes 4 ms
+    instead of the 16 ms of drawing it all (the largest single cost of that check)."""
+    words = -(-nbytes // 8)
+    drawn = rng.integers(0, np.iinfo(np.uint64).max, size=min(words, _BLOCK_WORDS), dtype=np.uint64, endpoint=True)
+    if words > _BLOCK_WORDS:
+        keys = np.arange(-(-words // _BLOCK_WORDS), dtype=np.uint64) * _BLOCK_KEY
+        drawn = (drawn[None, :] ^ keys[:, None]).reshape(-1)[:words]
+    return drawn.view(np.uint8)[:nbytes]
 
 
 def sentinel(dtype: DType, shape: tuple[int, ...], byte: int) -> np.ndarray:

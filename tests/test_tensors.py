@@ -83,6 +83,15 @@ def test_samples_are_deterministic_per_seed():
     assert sample(F32, (50,), seed=1).tobytes() != sample(F32, (50,), seed=2).tobytes()
 
 
+def test_a_large_sample_has_no_two_equal_words_and_small_ones_are_drawn_as_before():
+    large = sample(DTYPES["uint64"], (9 * MIB // 8 + 3,), seed=4)[5:]  # past 1 MiB, a partial block last; after the specials
+    assert len(np.unique(large)) == large.size
+    # Up to 1 MiB a sample is drawn whole, as it always was: models built from it are unchanged.
+    rng = np.random.default_rng(4)
+    drawn = rng.integers(0, np.iinfo(np.uint64).max, size=MIB // 8, dtype=np.uint64, endpoint=True)
+    assert np.array_equal(sample(DTYPES["uint64"], (MIB // 8,), seed=4)[5:], drawn[5:])  # after the 5 specials
+
+
 def test_samples_have_the_requested_shape_for_every_dtype():
     for dt in DTYPES.values():
         assert sample(dt, (2, 3)).shape == (2, 3), dt.name
