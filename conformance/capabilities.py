@@ -148,29 +148,32 @@ def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
                 status = "unsupported"
             pairs.append({"source": source.name, "destination": destination.name, "status": status, "required": required, "detail": detail})
     sizes = bandwidth.SIZE_CLASSES if sizes is None else tuple(sizes)
-    _add_throughputs(ctx, {e.name: e.info for e in endpoints}, pairs, sizes)
     return {
         "ep": ctx.target.provider,
         "device": ctx.facts["label"],
         "memories": {e.name: e.facts for e in endpoints},
         "pairs": pairs,
-        "host_memcpy": {bandwidth.size_label(n): bandwidth.significant(bandwidth.host_memcpy(n, trials=3, budget=0.05)) for n in sizes},
+        "host_memcpy": _time_copies(ctx, {e.name: e.info for e in endpoints}, pairs, sizes),
     }
 
 
-def _add_throughputs(ctx, infos: dict[str, Any], pairs: list[dict[str, Any]], sizes: tuple[int, ...]) -> None:
-    """pair['throughput'][method][size label] = GB/s, within the time budget (None past it).
+def _time_copies(ctx, infos: dict[str, Any], pairs: list[dict[str, Any]], sizes: tuple[int, ...]) -> dict[str, float]:
+    """pair['throughput'][method][size label] = GB/s, within the time budget (None past it);
+    returns host memcpy's GB/s at each size.
 
     Size by size, every pair and method at one size before the next size, so that a budget
-    spent on a slow device leaves the large sizes unmeasured, not whole directions."""
+    spent on a slow device leaves the large sizes unmeasured, not whole directions. The
+    measurements of a size share its host arrays (bandwidth.HostBuffers)."""
     if not sizes:
-        return
+        return {}
     deadline = time.monotonic() + THROUGHPUT_BUDGET_SECONDS
     for pair in pairs:
         methods = ("copy_tensors", "update_inplace") if pair["status"] == "supported" else ("update_inplace",)
         pair["throughput"] = {method: {} for method in methods}
+    memcpy = {}
     for nbytes in sizes:
         label = bandwidth.size_label(nbytes)
+        host = bandwidth.HostBuffers(nbytes)
         for pair in pairs:
             for method, figures in list(pair["throughput"].items()):
                 # Timed when its warm-up and one trial, at the speed seen so far, fit.
@@ -181,11 +184,13 @@ def _add_throughputs(ctx, infos: dict[str, Any], pairs: list[dict[str, Any]], si
                     continue
                 with ctx.calling(f"{method}{' ortvalue' if method == 'update_inplace' else ''} {pair['source']}>{pair['destination']}"):
                     measured = bandwidth.throughput(ctx, infos[pair["source"]], infos[pair["destination"]], method, nbytes,
-                                                    trials=3, budget=max(0.0, min(0.2, deadline - time.monotonic())))
+                                                    trials=3, budget=max(0.0, min(0.2, deadline - time.monotonic())), host=host)
                 if "error" in measured:
                     del pair["throughput"][method]  # onnxruntime does not copy this way
                 else:
                     figures[label] = measured["gbps"]
+        memcpy[label] = bandwidth.significant(bandwidth.host_memcpy(nbytes, trials=3, budget=0.05, host=host))
+    return memcpy
 
 
 def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, str] | None = None, timeout: float = 60.0,

@@ -85,3 +85,19 @@ def test_no_sizes_means_no_timing(ctx):
 
 def test_size_labels():
     assert [bandwidth.size_label(n) for n in (4096, 1 << 20, 256 << 20)] == ["4KiB", "1MiB", "256MiB"]
+
+
+def test_measurements_of_one_size_share_its_host_arrays_each_filled_anew():
+    host = bandwidth.HostBuffers(4096)
+    first = host.filled(0, 0x3C)
+    assert host.filled(0, 7) is first and (first == 7).all()
+    assert host.filled(1, 0) is not first and (first == 7).all()
+
+
+def test_a_pair_copies_between_the_host_arrays_it_was_given(ctx):
+    host = bandwidth.HostBuffers(4096)
+    source, destination = host.filled(0, 0), host.filled(1, 0)
+    endpoints = bandwidth.Endpoints(ctx, None, None, 4096, host)
+    assert (source == 0x3C).all() and not destination.any()
+    endpoints.operation("update_inplace")()
+    assert (destination == 0x3C).all()  # the CPU values are the host arrays themselves
