@@ -36,8 +36,11 @@ def serve(requests, replies) -> None:
 
 
 def _write(replies, reply: dict[str, Any]) -> None:
-    replies.write(json.dumps(reply, default=str) + "\n")
-    replies.flush()
+    # One unbuffered write per line (a third of the time of a text stream's write and flush,
+    # over 1500 lines a CPU run), repeated for what a signal may leave unwritten.
+    data = (json.dumps(reply, default=str) + "\n").encode()
+    while data:
+        data = data[replies.write(data):]
 
 
 class Handler:
@@ -102,7 +105,7 @@ def main() -> None:
 def run() -> None:
     """Serves the requests on stdin until exit or their end, then ends the process (also in a
     worker forked by the fork server)."""
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    replies = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     serve(sys.stdin, replies)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance import worker as worker_process
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, signal_name
 from worker_requests import CPU_INIT, SESSION_INPUTS
 
@@ -180,7 +181,7 @@ def test_worker_stdout_is_reserved_for_replies():
 WARM_UP_WORKER = """\
 import io, json, sys
 from conformance import worker
-replies = io.StringIO()
+replies = io.BytesIO()
 worker.serve(io.StringIO(sys.argv[1] + "\\n"), replies)
 print(json.dumps({"reply": json.loads(replies.getvalue()), "onnx": "onnx" in sys.modules}))
 """
@@ -217,6 +218,23 @@ def test_the_pipe_to_a_worker_holds_a_whole_batch_while_the_worker_is_busy():
     finally:
         process.kill()
         process.wait()
+
+
+class Trickle:
+    """A pipe that takes at most 7 bytes per write, as one interrupted by a signal may."""
+
+    def __init__(self):
+        self.data = b""
+
+    def write(self, data: bytes) -> int:
+        self.data += data[:7]
+        return min(7, len(data))
+
+
+def test_a_reply_the_pipe_takes_in_parts_is_written_whole():
+    pipe = Trickle()
+    worker_process._write(pipe, {"ok": True, "facts": {"provider": "CPUExecutionProvider"}})
+    assert pipe.data.endswith(b"\n") and json.loads(pipe.data) == {"ok": True, "facts": {"provider": "CPUExecutionProvider"}}
 
 
 def test_signal_name():
