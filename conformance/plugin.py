@@ -87,6 +87,7 @@ class EpUnderTest:
     # (items arrive as the controller schedules them) and with --conformance-isolation none.
     isolated_worker: Worker | None = None
     init: dict[str, Any] = field(default_factory=dict)  # what starts a worker for this EP
+    spec: Any = None  # its declaration in the catalogue (contracts.EpSpec), where it has one
 
     @property
     def label(self) -> str:
@@ -154,6 +155,7 @@ class ConformanceRun:
                     raise pytest.UsageError(str(exc)) from None
                 ep = EpUnderTest(name, runner.facts, None, runner, init=self._init(name))
             self._refuse_twice(ep)
+            ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
             self.eps.append(ep)
 
     def _refuse_twice(self, ep: EpUnderTest) -> None:
@@ -588,7 +590,7 @@ class ContractItem(pytest.Item):
         if self._decision is None:
             from conformance import applicability
 
-            self._decision = (applicability.decide(self.contract, self.ep.facts, self.device, _spec_for(self.run.catalogue, self.ep)),)
+            self._decision = (applicability.decide(self.contract, self.ep.facts, self.device, self.ep.spec),)
         return self._decision[0]
 
     def planned(self) -> Planned:
@@ -625,7 +627,6 @@ class ContractItem(pytest.Item):
         return (self.contract.check, self.device["index"], self.params.get("direction"))
 
     def setup(self) -> None:
-        spec = _spec_for(self.run.catalogue, self.ep)
         skip = self.decision()
         if skip:
             result = self._result(skip.outcome, skip.reason)
@@ -638,9 +639,9 @@ class ContractItem(pytest.Item):
         from conformance import strict as strict_rules
         from conformance import waivers as waiver_rules
 
-        result = waiver_rules.apply(result, spec, self.ep.facts)
+        result = waiver_rules.apply(result, self.ep.spec, self.ep.facts)
         if self.run.strict:
-            result = strict_rules.mark(result, self.contract, spec)
+            result = strict_rules.mark(result, self.contract, self.ep.spec)
         self.stash[RESULT_KEY] = result
         self.user_properties.extend(result.case_properties())
         if result.is_finding:
@@ -671,10 +672,6 @@ class ContractItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, self.contract.location.line - 1, f"{self.contract.id} [{self.contract.severity}]: {self.contract.statement}"
-
-
-def _spec_for(catalogue: Catalogue, ep: EpUnderTest):
-    return catalogue.ep_spec(ep.facts["label"]) if ep.facts["declared"] else None
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -16,7 +16,7 @@ from test_plugin import BASE, by_name, kind, properties, pytest_in  # noqa: F401
 CONFTEST = """\
 import dataclasses
 import conformance.plugin as plugin
-from conformance.contracts import Waiver
+from conformance.contracts import Catalogue, Waiver
 from conformance.outcomes import Outcome
 
 OUTCOMES = {outcomes}
@@ -27,15 +27,15 @@ def run_case(self, item):
     return Outcome(outcome), message, {{}}, 0.0
 
 
-original = plugin._spec_for
+original = Catalogue.ep_spec
 
 
-def spec_for(catalogue, ep):
-    return dataclasses.replace(original(catalogue, ep), waivers=({waivers}), not_applicable={not_applicable})
+def ep_spec(self, name):
+    return dataclasses.replace(original(self, name), waivers=({waivers}), not_applicable={not_applicable})
 
 
 plugin.ConformanceRun.run_case = run_case
-plugin._spec_for = spec_for
+Catalogue.ep_spec = ep_spec
 """
 
 SELECTED = "session-inputs or nodes-on-ep or in-place"

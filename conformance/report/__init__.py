@@ -31,7 +31,7 @@ def build(run, *, interrupted: bool) -> dict[str, Any]:
     decided, reasons = verdict(results, interrupted=interrupted or len(results) < run.collected, strict=strict)
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
     first = run.eps[0].facts if run.eps else {}
-    eps = [_ep(ep.facts, run.catalogue.ep_spec(ep.facts["label"]) if ep.facts["declared"] else None) for ep in run.eps]
+    eps = [_ep(ep.facts, ep.spec) for ep in run.eps]
     return {
         "schema": SCHEMA,
         "kit_version": __version__,
