@@ -101,7 +101,10 @@ def warm_up() -> None:
     """Imports onnx ahead of the first model built. A worker started with the run has nothing
     to do while pytest collects; importing onnx then takes its 40 ms off the first check that
     builds a model, which pytest would otherwise wait for."""
-    import onnx  # noqa: F401
+    try:
+        import onnx  # noqa: F401
+    except Exception:
+        pass  # an onnx that does not import fails the checks that build models, each saying why
 
 
 class UnbuildableModel(Exception):

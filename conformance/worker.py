@@ -26,8 +26,9 @@ def serve(requests, replies) -> None:
             for item in request["requests"]:
                 _write(replies, dict(handler.handle(item), id=item["id"]))
         else:
-            _write(replies, handler.handle(request))
-            if request["op"] == "init" and request.get("warm_up"):
+            reply = handler.handle(request)
+            _write(replies, reply)
+            if request["op"] == "init" and request.get("warm_up") and reply["ok"]:
                 # Nothing to do until the parent has collected its items: import what building
                 # the checks' models needs meanwhile (see models.warm_up).
                 from conformance.models import warm_up

@@ -181,20 +181,37 @@ def test_worker_stdout_is_reserved_for_replies():
 WARM_UP_WORKER = """\
 import io, json, sys
 from conformance import worker
+if sys.argv[2] == "without onnx":
+    sys.modules["onnx"] = None  # import onnx raises ImportError
 replies = io.BytesIO()
-worker.serve(io.StringIO(sys.argv[1] + "\\n"), replies)
-print(json.dumps({"reply": json.loads(replies.getvalue()), "onnx": "onnx" in sys.modules}))
+worker.serve(io.StringIO(sys.argv[1] + "\\n" + json.dumps({"op": "bogus"}) + "\\n"), replies)
+print(json.dumps({"replies": [json.loads(line) for line in replies.getvalue().splitlines()],
+                  "onnx": sys.modules.get("onnx") is not None}))
 """
+
+
+def serve_in_a_child(init: dict, onnx: str = "with onnx") -> dict:
+    completed = subprocess.run([sys.executable, "-c", WARM_UP_WORKER, json.dumps(dict(init, op="init")), onnx],
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
 
 
 @pytest.mark.parametrize("warm_up", [True, False])
 def test_a_worker_told_to_warm_up_imports_onnx_after_its_facts(warm_up):
-    init = json.dumps(dict(CPU_INIT, op="init", warm_up=warm_up))
-    completed = subprocess.run([sys.executable, "-c", WARM_UP_WORKER, init], capture_output=True, text=True, timeout=60)
-    assert completed.returncode == 0, completed.stderr
-    answer = json.loads(completed.stdout)
-    assert answer["reply"]["ok"] and answer["reply"]["facts"]["provider"] == "CPUExecutionProvider"
+    answer = serve_in_a_child(dict(CPU_INIT, warm_up=warm_up))
+    assert answer["replies"][0]["ok"] and answer["replies"][0]["facts"]["provider"] == "CPUExecutionProvider"
     assert answer["onnx"] is warm_up
+
+
+def test_a_worker_whose_onnx_does_not_import_warms_up_and_goes_on_serving():
+    answer = serve_in_a_child(dict(CPU_INIT, warm_up=True), "without onnx")
+    assert [reply["ok"] for reply in answer["replies"]] == [True, False]  # the next request is answered
+
+
+def test_a_worker_whose_init_failed_does_not_warm_up():
+    answer = serve_in_a_child(dict(CPU_INIT, ep="nosuch", warm_up=True))
+    assert not answer["replies"][0]["ok"] and answer["onnx"] is False
 
 
 def test_only_the_first_process_of_a_worker_warms_up(monkeypatch):
