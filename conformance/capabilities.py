@@ -176,9 +176,11 @@ def _time_copies(ctx, infos: dict[str, Any], pairs: list[dict[str, Any]], sizes:
         host = bandwidth.HostBuffers(nbytes)
         for pair in pairs:
             for method, figures in list(pair["throughput"].items()):
-                # Timed when its warm-up and one trial, at the speed seen so far, fit.
-                previous = [f for f in figures.values() if f]
-                expected = 2 * nbytes / (min(previous) * 1e9) if previous else 0.0
+                # Timed when its warm-up and one trial fit, at the speed of the largest size
+                # timed so far: a small size's figure is bound by each call's latency, and would
+                # predict a large copy many times slower than it is.
+                timed = [f for f in figures.values() if f]
+                expected = 2 * nbytes / (timed[-1] * 1e9) if timed else 0.0
                 if time.monotonic() + expected > deadline:
                     figures[label] = None
                     continue

@@ -101,3 +101,13 @@ def test_a_pair_copies_between_the_host_arrays_it_was_given(ctx):
     assert (source == 0x3C).all() and not destination.any()
     endpoints.operation("update_inplace")()
     assert (destination == 0x3C).all()  # the CPU values are the host arrays themselves
+
+
+def test_a_large_size_is_timed_when_the_size_before_it_says_it_fits(ctx, monkeypatch):
+    """4 KiB copies bound by latency (0.01 GB/s) say nothing of how long 64 MiB takes: the 1 MiB
+    figure (5 GB/s) does, and 64 MiB fits in the budget at that speed."""
+    speeds = {4096: 0.01, 1 << 20: 5.0, 64 << 20: 5.0}
+    monkeypatch.setattr(bandwidth, "throughput", lambda ctx, source, destination, method, nbytes, **kw: {"gbps": speeds[nbytes]})
+    monkeypatch.setattr(bandwidth, "host_memcpy", lambda nbytes, **kw: 20.0)
+    matrix = capability_matrix(ctx, [4096, 1 << 20, 64 << 20])
+    assert matrix["pairs"][0]["throughput"]["update_inplace"] == {"4KiB": 0.01, "1MiB": 5.0, "64MiB": 5.0}
