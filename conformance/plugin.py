@@ -103,7 +103,8 @@ class ConformanceRun:
         self.strict = config.getoption("conformance_strict")
         self.library = config.getoption("ep_library")
         self.options = _parse_options(config.getoption("ep_option"))
-        self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(config)
+        self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
+        self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
         self.catalogue: Catalogue | None = None  # loaded by start(), once the workers are launched
         self.contract_files: set[Path] = set()
         self.workers: list[Worker] = []  # every worker launched, to close them all
@@ -463,9 +464,9 @@ def _shipped_copy_of(file: str) -> str:
     return file
 
 
-def _user_spec_files(config: pytest.Config) -> list[str]:
-    """The files of those arguments that the shipped specs do not already hold, each once."""
-    files = dict.fromkeys(arg.split("::")[0] for arg in _spec_selections(config))
+def _user_spec_files(selections: list[str]) -> list[str]:
+    """The files of those selections that the shipped specs do not already hold, each once."""
+    files = dict.fromkeys(arg.split("::")[0] for arg in selections)
     return [file for file in files if not any(_inside(file, folder) for folder in shipped_spec_dirs())]
 
 
@@ -525,7 +526,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise
     # Collect the shipped catalogue (and any spec files named on the command line), not the
     # test files of whatever folder pytest was started in.
-    user_specs = _spec_selections(config)
+    user_specs = run.spec_selections
     contracts = contracts_dir()
     # Items (file::id) and shipped contract files named on the command line select those; other
     # spec files (an EP declaration, a vendor's contracts) add to the whole catalogue.
