@@ -138,9 +138,14 @@ def manifest(report: dict[str, Any], files: dict[str, bytes], vendor: str | None
     }
 
 
-def write(report_dir: Path, output: Path, *, junit_file: Path | None = None, vendor: str | None = None) -> dict[str, Any]:
+def write(report_dir: Path, output: Path | None = None, *, junit_file: Path | None = None,
+          vendor: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """Writes the bundle of the run in `report_dir` to `output` (default: conformance-LABEL.tar.gz,
+    LABEL the EP's); returns where, and the manifest."""
     files = _inputs(report_dir, junit_file or report_dir / "junit.xml")
-    data = manifest(_report(files, report_dir), files, vendor)
+    report = _report(files, report_dir)
+    output = output or Path(f"conformance-{report['ep'].get('label') or 'ep'}.tar.gz")
+    data = manifest(report, files, vendor)
     files[MANIFEST] = (json.dumps(data, indent=2) + "\n").encode()
     if output.is_dir():
         raise BundleError(output, "is a folder: give the archive's file name")
@@ -157,7 +162,7 @@ def write(report_dir: Path, output: Path, *, junit_file: Path | None = None, ven
         with contextlib.suppress(OSError):
             temporary.unlink()
         raise BundleError(output, f"cannot be written: {reason_of(exc)}") from None
-    return data
+    return output, data
 
 
 # --- verify ----------------------------------------------------------------------------------
@@ -178,11 +183,8 @@ def read(bundle: Path) -> dict[str, bytes]:
         raise BundleError(bundle, f"cannot be read: {reason_of(exc)}") from None
 
 
-def verify(bundle: Path, *, required_contracts: set[str] | None = None) -> list[Problem]:
-    try:
-        files = read(bundle)
-    except BundleError as exc:
-        return [Problem(exc.path, exc.message)]
+def verify(bundle: Path, files: dict[str, bytes], *, required_contracts: set[str] | None = None) -> list[Problem]:
+    """What is wrong with the files of `bundle` (as `read` gives them)."""
     try:
         data = json.loads(files[MANIFEST])
     except KeyError:
@@ -207,15 +209,18 @@ def verify(bundle: Path, *, required_contracts: set[str] | None = None) -> list[
     return problems
 
 
-def check_library(bundle: Path, library: Path) -> list[Problem]:
-    """Whether `library` is the EP library the bundle's run loaded."""
+def check_library(files: dict[str, bytes] | None, library: Path) -> list[Problem]:
+    """Whether `library` is the EP library the run of the bundle's `files` loaded (None: the
+    bundle could not be read, and only the library is checked)."""
     try:
         actual = sha256_of(str(library))  # as eps.describe hashed it for the report
     except OSError as exc:
         return [Problem(str(library), f"cannot be read: {reason_of(exc)}")]
+    if files is None:
+        return []
     try:
-        declared = json.loads(read(bundle)[MANIFEST])["ep"].get("library_sha256")
-    except (BundleError, LookupError, ValueError, TypeError, AttributeError):
+        declared = json.loads(files[MANIFEST])["ep"].get("library_sha256")
+    except (LookupError, ValueError, TypeError, AttributeError):
         return []  # verify() says what is wrong with the bundle or its manifest
     if declared is None:
         return [Problem(str(library), "the bundle's run loaded no EP library")]

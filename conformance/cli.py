@@ -247,14 +247,9 @@ def _emit(text: str, output: str | None) -> int:
 def _bundle(args) -> int:
     from conformance import bundle
 
-    report_dir = Path(args.report_dir)
     try:
-        name = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))["ep"].get("label") or "ep"
-    except (OSError, ValueError, LookupError, TypeError, AttributeError):
-        name = "ep"  # write() below says what is wrong with the report
-    output = Path(args.output or f"conformance-{name}.tar.gz")
-    try:
-        data = bundle.write(report_dir, output, junit_file=Path(args.junit) if args.junit else None, vendor=args.vendor)
+        output, data = bundle.write(Path(args.report_dir), Path(args.output) if args.output else None,
+                                    junit_file=Path(args.junit) if args.junit else None, vendor=args.vendor)
     except bundle.BundleError as exc:
         print(f"ort-conformance: {exc}", file=sys.stderr)
         return 2
@@ -265,9 +260,15 @@ def _bundle(args) -> int:
 def _verify(args) -> int:
     from conformance import bundle
 
-    problems = bundle.verify(Path(args.bundle), required_contracts=_shipped_required_contracts(Path(args.bundle)))
+    path = Path(args.bundle)
+    try:
+        files = bundle.read(path)
+    except bundle.BundleError as exc:
+        files, problems = None, [bundle.Problem(exc.path, exc.message)]
+    else:
+        problems = bundle.verify(path, files, required_contracts=_shipped_required_contracts(files))
     if args.library:
-        problems += bundle.check_library(Path(args.bundle), Path(args.library))
+        problems += bundle.check_library(files, Path(args.library))
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
@@ -277,16 +278,15 @@ def _verify(args) -> int:
     return 0
 
 
-def _shipped_required_contracts(path: Path) -> set[str]:
-    """The required contracts of this kit's catalogue, when the bundle was made with this kit
-    version: a bundle may add contracts, never drop shipped ones."""
-    from conformance import bundle
+def _shipped_required_contracts(files: dict[str, bytes]) -> set[str]:
+    """The required contracts of this kit's catalogue, when the bundle (its `files`) was made
+    with this kit version: a bundle may add contracts, never drop shipped ones."""
     from conformance.checks import known_checks
     from conformance.spec import SpecErrors, load_catalogue
 
     try:
-        report = json.loads(bundle.read(path)["report.json"])
-    except (bundle.BundleError, KeyError, ValueError):
+        report = json.loads(files["report.json"])
+    except (KeyError, ValueError):
         return set()
     if not isinstance(report, dict) or report.get("kit_version") != __version__:
         return set()  # verify() says what is wrong with the report, if anything

@@ -35,6 +35,13 @@ def cpu_bundle(tmp_path_factory) -> Path:
     return output
 
 
+def test_without_an_output_the_bundle_is_named_after_the_ep(cpu_bundle, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["bundle", "--report-dir", str(cpu_bundle.parent / "reports")]) == 0
+    assert (tmp_path / "conformance-cpu.tar.gz").is_file()
+    assert capsys.readouterr().out.startswith("conformance-cpu.tar.gz: ")
+
+
 def rewrite(source: Path, target: Path, change, *, rehash: bool) -> Path:
     """A copy of the bundle with `change(files)` applied, its manifest's hashes redone or not."""
     files = bundle.read(source)
