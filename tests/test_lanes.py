@@ -265,6 +265,20 @@ def test_a_lane_that_cannot_be_set_up_is_skipped_with_its_reason(tmp_path, monke
     assert (tmp_path / "gpu" / "skipped.txt").read_text() == "no NVIDIA GPU on this machine\n"
 
 
+def test_a_lane_runs_in_the_environment_of_the_lane_it_names_which_installs_the_same(tmp_path, monkeypatch):
+    monkeypatch.setattr(LANES, "VENVS", tmp_path)
+    python = tmp_path / "cpu" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.touch()
+    (tmp_path / "cpu" / "lane.json").write_text(json.dumps({"packages": ["onnxruntime"], "no_deps": []}))
+    refdev = next(lane for lane in LANES.LANES if lane.name == "refdev")
+    assert LANES.environment(refdev) == python  # taken as it is: nothing created or installed
+    for lane in LANES.LANES:
+        if lane.venv:
+            owner = next(other for other in LANES.LANES if other.name == lane.venv)
+            assert (lane.packages, lane.no_deps) == (owner.packages, owner.no_deps), lane.name
+
+
 def test_an_unknown_lane_is_one_message_and_exit_2(capsys):
     assert LANES.main(["nosuchlane"]) == 2
     assert capsys.readouterr().err.startswith("lanes/run: unknown lane nosuchlane; lanes: cpu, refdev, webgpu")
