@@ -1,5 +1,5 @@
 """What several test modules share: the reference EP library (refdev/), built on first use,
-and lanes/run loaded as a module.
+lanes/run loaded as a module, and conformance runs in pytest processes of their own.
 
 The library is built with `make -C refdev` (headers fetched at build time). Where that is not
 possible every test that needs it skips with the build's own reason (worded as lanes/run words
@@ -8,8 +8,11 @@ it), whichever test asks first.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from importlib.machinery import SourceFileLoader
 from importlib.util import module_from_spec, spec_from_loader
 from pathlib import Path
@@ -42,3 +45,36 @@ def refdev_library() -> Path:
             print(f"\nreference EP not built: {reason}", file=sys.stderr)
             pytest.skip(f"the reference EP could not be built here: {reason}")
     return LIBRARY
+
+
+@dataclass
+class RunOutcome:
+    reports: Path  # the report folder: report.json, report.md, report.html, junit.xml, the worker logs
+    exit_code: int
+    output: str  # pytest's stdout and stderr
+
+    @property
+    def report(self) -> dict:
+        return json.loads((self.reports / "report.json").read_text(encoding="utf-8"))
+
+
+def conformance_run(folder: Path, *args: str, env: dict[str, str | None] | None = None) -> RunOutcome:
+    """`pytest ARGS` in a process of its own, started in `folder`, its reports and junit.xml in
+    `folder/reports`. `env`: variables to set, or with None to remove, for that process."""
+    environ = dict(os.environ)
+    for name, value in (env or {}).items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
+    reports = folder / "reports"
+    completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "--conformance-report", str(reports),
+                                f"--junitxml={reports / 'junit.xml'}"], cwd=folder, env=environ, capture_output=True, text=True, timeout=600)
+    assert (reports / "report.json").exists(), completed.stdout[-2000:] + completed.stderr[-2000:]
+    return RunOutcome(reports, completed.returncode, completed.stdout + completed.stderr)
+
+
+@pytest.fixture(scope="session")
+def cpu_reports(tmp_path_factory) -> Path:
+    """The reports of one conformance run of the CPU EP, for the tests that only read them."""
+    return conformance_run(tmp_path_factory.mktemp("cpu"), "--ep=cpu").reports

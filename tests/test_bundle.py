@@ -6,38 +6,25 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import conformance_run
 
 from conformance import bundle, cli
 
 
-def conformance_run(folder: Path, *args: str, env: dict[str, str] | None = None) -> Path:
-    report = folder / "reports"
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "--conformance-report", str(report),
-                    f"--junitxml={report / 'junit.xml'}"], cwd=folder, env=dict(os.environ, **(env or {})),
-                   capture_output=True, text=True, timeout=600)
-    assert (report / "report.json").exists() and (report / "junit.xml").exists()
-    return report
-
-
 @pytest.fixture(scope="module")
-def cpu_bundle(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("bundle")
-    report = conformance_run(folder, "--ep=cpu")
-    output = folder / "acme.tar.gz"
-    assert cli.main(["bundle", "--report-dir", str(report), "-o", str(output), "--vendor", "ACME"]) == 0
+def cpu_bundle(cpu_reports, tmp_path_factory) -> Path:
+    output = tmp_path_factory.mktemp("bundle") / "acme.tar.gz"
+    assert cli.main(["bundle", "--report-dir", str(cpu_reports), "-o", str(output), "--vendor", "ACME"]) == 0
     return output
 
 
-def test_without_an_output_the_bundle_is_named_after_the_ep(cpu_bundle, tmp_path, monkeypatch, capsys):
+def test_without_an_output_the_bundle_is_named_after_the_ep(cpu_reports, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["bundle", "--report-dir", str(cpu_bundle.parent / "reports")]) == 0
+    assert cli.main(["bundle", "--report-dir", str(cpu_reports)]) == 0
     assert (tmp_path / "conformance-cpu.tar.gz").is_file()
     assert capsys.readouterr().out.startswith("conformance-cpu.tar.gz: ")
 
@@ -158,8 +145,8 @@ def test_diff_of_a_good_and_a_faulty_reference_ep_run_exits_one_naming_the_regre
     args = ("--ep-library", str(refdev_library), "--ep", "refdev")
     (tmp_path / "good").mkdir()
     (tmp_path / "bad").mkdir()
-    good = conformance_run(tmp_path / "good", *args, env={"ORT_REFDEV_FAULT": ""})
-    bad = conformance_run(tmp_path / "bad", *args, env={"ORT_REFDEV_FAULT": "corrupt"})
+    good = conformance_run(tmp_path / "good", *args, env={"ORT_REFDEV_FAULT": None}).reports
+    bad = conformance_run(tmp_path / "bad", *args, env={"ORT_REFDEV_FAULT": "corrupt"}).reports
     assert cli.main(["bundle", "--report-dir", str(bad), "-o", str(tmp_path / "bad.tar.gz")]) == 0
     assert cli.main(["verify", str(tmp_path / "bad.tar.gz"), "--library", str(refdev_library)]) == 0, "a failing run's bundle is still complete"
     (tmp_path / "other.so").write_bytes(refdev_library.read_bytes() + b"\0")

@@ -261,11 +261,8 @@ def test_verify_with_a_library_that_cannot_be_read_names_it(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def cpu_report(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("cpu")
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep=cpu", "--conformance-report", str(folder / "cpu")],
-                   cwd=folder, capture_output=True, timeout=300)
-    return folder / "cpu" / "report.json"
+def cpu_report(cpu_reports):
+    return cpu_reports / "report.json"
 
 
 @pytest.mark.parametrize("command", ["catalogue", "found"])

@@ -15,7 +15,7 @@ from importlib.util import module_from_spec, spec_from_file_location
 from pathlib import Path
 
 import pytest
-from conftest import build_failure_reason
+from conftest import build_failure_reason, conformance_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,21 +49,12 @@ FAULTS = {
 RUNTIME_FINDINGS = {"copy.bad-requests", "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure"}
 
 
-def conformance_run(library: Path, tmp_path: Path, fault: str | None = None, extra_env: dict[str, str] | None = None) -> dict:
-    env = dict(os.environ, **(extra_env or {}))
-    env.pop("ORT_REFDEV_FAULT", None)
-    if fault:
-        env["ORT_REFDEV_FAULT"] = fault
-    report_dir = tmp_path / "report"
-    completed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library), "--ep", "refdev",
-         "--conformance-report", str(report_dir), "--conformance-timeout", "5"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert (report_dir / "report.json").exists(), completed.stdout[-2000:] + completed.stderr[-2000:]
-    report = json.loads((report_dir / "report.json").read_text())
-    report["_exit"] = completed.returncode
-    return report
+def refdev_run(library: Path, tmp_path: Path, fault: str | None = None, extra_env: dict[str, str] | None = None) -> dict:
+    """A conformance run of the reference EP in `fault` mode (none: a correct EP): its report,
+    with pytest's exit code as report["_exit"]."""
+    run = conformance_run(tmp_path, "--ep-library", str(library), "--ep", "refdev", "--conformance-timeout", "5",
+                          env={**(extra_env or {}), "ORT_REFDEV_FAULT": fault or None})
+    return dict(run.report, _exit=run.exit_code)
 
 
 def broken(report: dict, outcome: str) -> set[str]:
@@ -71,11 +62,11 @@ def broken(report: dict, outcome: str) -> set[str]:
 
 
 def test_correct_reference_ep_is_conformant(refdev_library, tmp_path):
-    report = conformance_run(refdev_library, tmp_path)
+    report = refdev_run(refdev_library, tmp_path)
     assert report["verdict"] == "conformant", report["verdict_reasons"]
     assert report["_exit"] == 0
     assert report["ep"]["library_sha256"] and len(report["ep"]["library_sha256"]) == 64
-    assert (tmp_path / "report" / "worker-refdev-own.log").exists()  # the lifecycle ran in a process of its own
+    assert (tmp_path / "reports" / "worker-refdev-own.log").exists()  # the lifecycle ran in a process of its own
     passed = {r["contract"] for r in report["results"] if r["outcome"] == "pass"}
     # The device contracts really ran on device memory, not only the CPU-side ones.
     assert {"copy.required-directions", "copy.device-to-device", "copy.roundtrip-exact", "update-inplace.from-ortvalue",
@@ -100,7 +91,7 @@ def test_correct_reference_ep_is_conformant(refdev_library, tmp_path):
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fault_mode_is_caught_by_its_contract(refdev_library, tmp_path, fault):
     verdict, contracts, outcome = FAULTS[fault]
-    report = conformance_run(refdev_library, tmp_path, fault)
+    report = refdev_run(refdev_library, tmp_path, fault)
     assert report["verdict"] == verdict, report["verdict_reasons"]
     assert report["_exit"] != 0
     caught = broken(report, outcome)
@@ -123,7 +114,7 @@ NO_DEVICE_COPY = {("memory-info.declaration", ()), ("memory-info.allocatable", (
 
 @pytest.mark.parametrize("fault", ["abort", "hang"])
 def test_a_crashing_call_is_quarantined_alone(refdev_library, tmp_path, fault):
-    report = conformance_run(refdev_library, tmp_path, fault)
+    report = refdev_run(refdev_library, tmp_path, fault)
     outcome = FAULTS[fault][2]
     lost = [r for r in report["results"] if r["outcome"] == outcome]
     # One loss per call, each naming the call it was in.
@@ -165,7 +156,7 @@ def test_copy_matrix_reports_what_the_fault_broke(refdev_library, monkeypatch, f
 
 
 def test_device_copy_staged_through_the_host_is_caught_by_the_recommended_contract(refdev_library, tmp_path):
-    report = conformance_run(refdev_library, tmp_path, "slow-d2d")
+    report = refdev_run(refdev_library, tmp_path, "slow-d2d")
     assert "update-inplace.no-host-staging" in broken(report, "fail")
     # Values stay right, so only the recommended contract fails: the verdict is not changed,
     # the run still exits non-zero (a failed check), and the message gives both timings.
@@ -177,7 +168,7 @@ def test_device_copy_staged_through_the_host_is_caught_by_the_recommended_contra
 
 
 def test_ep_claiming_no_node_is_incomplete_not_conformant(refdev_library, tmp_path):
-    report = conformance_run(refdev_library, tmp_path, "claim-nothing")
+    report = refdev_run(refdev_library, tmp_path, "claim-nothing")
     assert report["verdict"] == "incomplete"
     not_run = {r["contract"] for r in report["results"] if r["outcome"] == "not_run"}
     assert "session.nodes-on-ep" in not_run
@@ -185,7 +176,7 @@ def test_ep_claiming_no_node_is_incomplete_not_conformant(refdev_library, tmp_pa
 
 
 def test_host_accessible_memory_is_checked_when_advertised(refdev_library, tmp_path):
-    report = conformance_run(refdev_library, tmp_path, extra_env={"ORT_REFDEV_HOST_ACCESSIBLE": "1"})
+    report = refdev_run(refdev_library, tmp_path, extra_env={"ORT_REFDEV_HOST_ACCESSIBLE": "1"})
     outcomes = {(r["contract"], r["params"].get("memory", r["params"].get("dtype"))): r["outcome"] for r in report["results"]}
     assert outcomes[("copy.host-accessible-alias", "float32")] == "pass"
     assert outcomes[("memory-info.allocatable", "host_accessible")] == "pass"

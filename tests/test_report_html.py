@@ -12,14 +12,12 @@ reason.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import headless
+from conftest import conformance_run
 from conformance.checks import known_checks
 from conformance.claims import spec_claims
 from conformance.report import NO_EP_DEVICE, html, throughput
@@ -30,23 +28,10 @@ ARTIFACTS = ROOT / "reports" / "screenshots"
 VERDICT_COLOURS = {"conformant": "#1a7f37", "non_conformant": "#cf222e"}
 
 
-def conformance_run(folder: Path, *args: str, env: dict[str, str] | None = None) -> Path:
-    report = folder / "report"
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, "--conformance-report", str(report)],
-                   cwd=folder, env=dict(os.environ, **(env or {})), capture_output=True, text=True, timeout=600)
-    assert (report / "report.html").exists()
-    return report
-
-
-@pytest.fixture(scope="module")
-def cpu_report(tmp_path_factory) -> Path:
-    return conformance_run(tmp_path_factory.mktemp("cpu"), "--ep=cpu")
-
-
 @pytest.fixture(scope="module")
 def faulty_report(refdev_library, tmp_path_factory) -> Path:
     return conformance_run(tmp_path_factory.mktemp("corrupt"), "--ep-library", str(refdev_library), "--ep", "refdev",
-                           env={"ORT_REFDEV_FAULT": "corrupt"})
+                           env={"ORT_REFDEV_FAULT": "corrupt"}).reports
 
 
 @pytest.fixture(scope="module")
@@ -72,19 +57,19 @@ def load(browser: str, report: Path, name: str, tmp_path: Path):
 # --- without a browser --------------------------------------------------------------------
 
 
-def test_html_report_is_written_beside_json_and_markdown(cpu_report):
-    assert {"report.json", "report.md", "report.html"} <= {p.name for p in cpu_report.iterdir()}
+def test_html_report_is_written_beside_json_and_markdown(cpu_reports):
+    assert {"report.json", "report.md", "report.html"} <= {p.name for p in cpu_reports.iterdir()}
 
 
-def test_html_report_needs_no_network_and_no_script(cpu_report):
-    dom = headless.parse_dom((cpu_report / "report.html").read_text(encoding="utf-8"))
+def test_html_report_needs_no_network_and_no_script(cpu_reports):
+    dom = headless.parse_dom((cpu_reports / "report.html").read_text(encoding="utf-8"))
     assert not dom.find_all("script") and not dom.find_all("link") and not dom.find_all("img")
     assert not [e for e in dom.iter() if "src" in e.attrs]
     assert dom.find_all("style"), "the CSS is inline"
 
 
-def test_everything_from_the_run_is_escaped(cpu_report):
-    data = json.loads((cpu_report / "report.json").read_text(encoding="utf-8"))
+def test_everything_from_the_run_is_escaped(cpu_reports):
+    data = json.loads((cpu_reports / "report.json").read_text(encoding="utf-8"))
     hostile = '<script>alert("x")</script><img src=x onerror=alert(1)>'
     data["results"][0].update(outcome="fail", subject="ep", message=hostile, details={"violations": [{"message": hostile, "actual": hostile}]})
     data["ep"]["name"] = hostile
@@ -94,17 +79,17 @@ def test_everything_from_the_run_is_escaped(cpu_report):
     assert hostile in dom.by_id("failures").parent.text()
 
 
-def test_report_json_ep_carries_the_spec_claims_with_their_verification(cpu_report):
-    data = json.loads((cpu_report / "report.json").read_text(encoding="utf-8"))
+def test_report_json_ep_carries_the_spec_claims_with_their_verification(cpu_reports):
+    data = json.loads((cpu_reports / "report.json").read_text(encoding="utf-8"))
     spec = load_catalogue(known_checks=known_checks()).ep_spec("cpu")
     assert data["ep"]["claims"] == spec_claims(spec) and data["eps"][0]["claims"] == data["ep"]["claims"]
     assert all(c["verified"] and c["how"] for c in data["ep"]["claims"])
     assert data["ep"]["unverified"] == list(spec.unverified)
 
 
-def test_report_md_of_a_run_shows_each_throughput_figure_it_measured(cpu_report):
-    data = json.loads((cpu_report / "report.json").read_text(encoding="utf-8"))
-    text = (cpu_report / "report.md").read_text(encoding="utf-8")
+def test_report_md_of_a_run_shows_each_throughput_figure_it_measured(cpu_reports):
+    data = json.loads((cpu_reports / "report.json").read_text(encoding="utf-8"))
+    text = (cpu_reports / "report.md").read_text(encoding="utf-8")
     matrix = data["capabilities"][0]
     assert f"#### Copy throughput of `{matrix['device']}` (measured, informational)" in text
     measured = [(p, method, size, gbps) for p in matrix["pairs"] for method, figures in p.get("throughput", {}).items()
@@ -127,9 +112,9 @@ def test_every_copy_status_has_a_meaning_and_a_colour():
 # --- in Chromium --------------------------------------------------------------------------
 
 
-def test_cpu_report_renders_verdict_matrix_and_findings_in_chromium(browser, cpu_report, tmp_path):
-    data = json.loads((cpu_report / "report.json").read_text(encoding="utf-8"))
-    dom, pixels = load(browser, cpu_report, "report-cpu", tmp_path)
+def test_cpu_reports_renders_verdict_matrix_and_findings_in_chromium(browser, cpu_reports, tmp_path):
+    data = json.loads((cpu_reports / "report.json").read_text(encoding="utf-8"))
+    dom, pixels = load(browser, cpu_reports, "report-cpu", tmp_path)
     assert dom.find_all("span", "verdict")[0].text().strip() == f"Verdict: {data['verdict']}"
     matrix = dom.by_id("capabilities-cpu")
     assert matrix is not None, "the copy matrix of the CPU device is on the page"
@@ -161,9 +146,9 @@ def test_faulty_ep_report_shows_failures_and_broken_copies_in_chromium(browser, 
     assert headless.colour_share(pixels, "#ff8182") > 0.001, "broken copies are drawn in red"
 
 
-def test_cpu_report_shows_throughput_figures_and_spec_claims_in_chromium(browser, cpu_report, tmp_path):
-    data = json.loads((cpu_report / "report.json").read_text(encoding="utf-8"))
-    dom, _ = load(browser, cpu_report, "report-cpu-throughput", tmp_path)
+def test_cpu_reports_shows_throughput_figures_and_spec_claims_in_chromium(browser, cpu_reports, tmp_path):
+    data = json.loads((cpu_reports / "report.json").read_text(encoding="utf-8"))
+    dom, _ = load(browser, cpu_reports, "report-cpu-throughput", tmp_path)
     matrix = data["capabilities"][0]
     table = dom.by_id(f"throughput-{matrix['device']}")
     assert table is not None, "the throughput table of the CPU device is on the page"
@@ -191,11 +176,11 @@ def test_cpu_report_shows_throughput_figures_and_spec_claims_in_chromium(browser
     assert not claims.find_all("tr", "claim-unverified")
 
 
-def test_unverified_claims_and_an_ep_without_an_ep_device_stand_out_in_chromium(browser, cpu_report, tmp_path):
+def test_unverified_claims_and_an_ep_without_an_ep_device_stand_out_in_chromium(browser, cpu_reports, tmp_path):
     """The CPU run's page as an EP without an EP device and a spec of unverified claims (the
     cuda-absent lane's shape): the unverified rows are marked and drawn, and no memory is
     called plain CPU memory."""
-    data = json.loads((cpu_report / "report.json").read_text(encoding="utf-8"))
+    data = json.loads((cpu_reports / "report.json").read_text(encoding="utf-8"))
     cuda = load_catalogue(known_checks=known_checks()).ep_spec("cuda")
     data["ep"].update(name="CUDAExecutionProvider", ep_device=False, spec=str(cuda.location), claims=spec_claims(cuda), unverified=list(cuda.unverified))
     data["eps"] = [data["ep"]]
