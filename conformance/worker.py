@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 
 def serve(requests, replies) -> None:
+    """Answers the JSON lines of `requests` (text) on `replies` (binary, written unbuffered)."""
     handler = Handler(lambda note: _write(replies, note))
     for line in requests:
         request = json.loads(line)
