@@ -206,14 +206,17 @@ class CheckContext:
                          f"{self.preamble()}\n{self.session_snippet(path)}")
             try:
                 with self.calling("InferenceSession creation"):
-                    session = self._create_session(model)
+                    session = self.create_session(model)
             except Exception as exc:
                 self._explain_refused_session(exc, model, path, recipe, dtype)
                 raise
             self._sessions[key] = SessionInfo(session, path, recipe, self.assignment_of(session))
         return self._sessions[key]
 
-    def _create_session(self, model: bytes):
+    def create_session(self, model: bytes, device=None):
+        """A session of `model` on the EP under test, made as every check's session is; on
+        `device` (an OrtEpDevice) instead of this context's, where a check has fetched it anew."""
+        device = device if device is not None else self.device
         options = self.ort.SessionOptions()
         options.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.log_severity_level = 3
@@ -226,8 +229,8 @@ class CheckContext:
         provider_options = self.target.provider_options
         for key, value in self.target.session_config.items():
             options.add_session_config_entry(key, value)
-        if self.device is not None:
-            options.add_provider_for_devices([self.device], provider_options)
+        if device is not None:
+            options.add_provider_for_devices([device], provider_options)
             return self.ort.InferenceSession(model, options)
         return self.ort.InferenceSession(model, options, providers=[(self.target.provider, provider_options), "CPUExecutionProvider"])
 

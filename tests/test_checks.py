@@ -289,7 +289,7 @@ def claim_then_fail_sessions(monkeypatch, ctx):
     def create(model):
         raise OrtNotImplemented("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : unsupported: tensor element type 5")
 
-    monkeypatch.setattr(ctx, "_create_session", create)
+    monkeypatch.setattr(ctx, "create_session", create)
     monkeypatch.setattr(ctx, "_sessions", {})
 
 

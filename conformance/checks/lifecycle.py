@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 from conformance import tensors
 from conformance.checks import NotApplicable, NotRun, Violation, check
 from conformance.checks.session import reference, small_integers
-from conformance.context import ASSIGNMENT_CONFIG, SessionInfo
+from conformance.context import SessionInfo
 
 RECIPE, SHAPE = "relu", (2, 3)
 
@@ -39,12 +39,8 @@ def _use(ctx, model: bytes, held: dict[str, Any]) -> str:
             held["device_input"] = ort.OrtValue.ortvalue_from_shape_and_type(list(SHAPE), values.dtype, memory_info=info)
         with ctx.calling("copy_tensors cpu>default"):
             ort.copy_tensors([held["input"]], [held["device_input"]], None)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
-    options.add_provider_for_devices([device], ctx.target.provider_options)
     with ctx.calling("InferenceSession creation"):
-        held["session"] = ort.InferenceSession(model, options)
+        held["session"] = ctx.create_session(model, device)
     # The library is used only where its EP runs the node: otherwise nothing here involves it.
     ctx.require_nodes_on_ep(SessionInfo(held["session"], None, RECIPE, ctx.assignment_of(held["session"])))
     binding = held["session"].io_binding()
