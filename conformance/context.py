@@ -307,9 +307,10 @@ class CheckContext:
         return "\n".join(lines)
 
     def session_snippet(self, model_path: Path | str | None) -> str:
-        """Lines that create `s`, a session of the model on the EP under test (after `preamble`)."""
+        """Lines that create `s`, a session of the model on the EP under test (after `preamble`),
+        made as `create_session` makes it: its node assignment recorded, the EP's options given."""
         provider_options = self.target.provider_options
-        lines = ["so = ort.SessionOptions()"]
+        lines = ["so = ort.SessionOptions()", f"so.add_session_config_entry({ASSIGNMENT_CONFIG!r}, '1')"]
         lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in self.target.session_config.items()]
         if self.device is not None:
             lines += [f"so.add_provider_for_devices([dev], {provider_options!r})", f"s = ort.InferenceSession({str(model_path)!r}, so)"]

@@ -8,6 +8,8 @@ the set-up, that makes it fail.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import onnxruntime as ort
@@ -68,6 +70,48 @@ def claim_memory(monkeypatch, ctx, **claims):
         return SessionInfo(SessionClaiming(info.session, **claimed), info.model_path, info.recipe, info.assignment)
 
     monkeypatch.setattr(ctx, "session", session)
+
+
+class SessionComputingZeros(SessionClaiming):
+    """A real session whose run answers zeros: the EP computed wrong values."""
+
+    def run(self, outputs, feeds):
+        return [np.zeros_like(result) for result in self._session.run(outputs, feeds)]
+
+
+def computes_zeros(monkeypatch, ctx):
+    real = ctx.session
+
+    def session(recipe, dtype, shape):
+        info = real(recipe, dtype, shape)
+        return SessionInfo(SessionComputingZeros(info.session), info.model_path, info.recipe, info.assignment)
+
+    monkeypatch.setattr(ctx, "session", session)
+
+
+def reproduce(snippet: str) -> str:
+    """What the reproducer prints, run as a user pastes it."""
+    completed = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    return completed.stdout
+
+
+@pytest.mark.parametrize("contract, make_it_fail", [
+    ("session.nodes-on-ep", computes_zeros),
+    ("memory-info.session-inputs", lambda monkeypatch, ctx: claim_memory(
+        monkeypatch, ctx, inputs=memory_info("FakePinned", ort.OrtDeviceMemoryType.HOST_ACCESSIBLE))),
+])
+def test_a_failing_session_check_gives_a_reproducer_that_runs_with_the_eps_options(contract, make_it_fail, tmp_path, monkeypatch):
+    """The reproducer makes its session as the check did: with the session entries given by
+    --ep-option (here one that changes nothing the check sees) and the node assignment recorded."""
+    runner = Runner("cpu", options={"session.disable_prepacking": "1"}, models_dir=str(tmp_path))
+    ctx = runner.context(0)
+    make_it_fail(monkeypatch, ctx)
+    result = runner.run(contract, 0, {"recipe": "add", "dtype": "float32"})
+    assert result["outcome"] == "fail", result
+    reproducer = result["details"]["violations"][0]["reproducer"]
+    assert "so.add_session_config_entry('session.disable_prepacking', '1')" in reproducer
+    assert reproduce(reproducer)
 
 
 def test_session_inputs_in_host_accessible_memory_fail(runner, ctx, monkeypatch):

@@ -26,13 +26,7 @@ def _session_memory(ctx, recipe: str, dtype: str, which: str):
 
 def _snippet(ctx, info, which: str) -> str:
     getter = "get_input_memory_infos" if which == "input" else "get_output_memory_infos"
-    session = (
-        "so = ort.SessionOptions(); so.add_provider_for_devices([dev], {})\n"
-        if ctx.device is not None
-        else ""
-    )
-    create = f"s = ort.InferenceSession({str(info.model_path)!r}" + (", so)" if ctx.device is not None else f", providers=[{ctx.target.provider!r}])")
-    return f"{ctx.preamble()}\n{session}{create}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])"
+    return f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])"
 
 
 @check("memory-info.session-inputs")

@@ -36,25 +36,21 @@ def reference(recipe: str, feeds: dict[str, np.ndarray]) -> np.ndarray:
 def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     dt = tensors.DTYPES[dtype]
     info = ctx.session(recipe, dt, SESSION_SHAPE)
-    snippet = (f"{ctx.preamble()}\nso = ort.SessionOptions(); so.add_session_config_entry('session.record_ep_graph_assignment_info', '1')\n"
-               + ("so.add_provider_for_devices([dev], {})\n" if ctx.device is not None else "")
-               + f"s = ort.InferenceSession({str(info.model_path)!r}, so"
-               + (")" if ctx.device is not None else f", providers=[{ctx.target.provider!r}])")
-               + "\nprint([(g.ep_name, [n.op_type for n in g.get_nodes()]) for g in s.get_provider_graph_assignment_info()])")
     ctx.require_nodes_on_ep(info)
     recipe_inputs = ctx.models.recipes[recipe].inputs
     feeds = small_integers(recipe_inputs, dt)
-    ctx.attempt(f"running model '{recipe}' ({dt.name}) with inputs in CPU memory",
-                f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\n"
-                f"feeds = {{n: np.arange(1, 16).reshape(3, 5).astype(np.{dt.storage.name}) for n in {list(recipe_inputs)!r}}}\n"
-                "print(s.run(None, feeds))")
+    snippet = (f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\n"
+               "print([(g.ep_name, [n.op_type for n in g.get_nodes()]) for g in s.get_provider_graph_assignment_info()])\n"
+               f"feeds = {{n: np.arange(1, 16).reshape(3, 5).astype(np.{dt.storage.name}) for n in {list(recipe_inputs)!r}}}\n"
+               "print(s.run(None, feeds))")
+    ctx.attempt(f"running model '{recipe}' ({dt.name}) with inputs in CPU memory", snippet)
     with ctx.calling("InferenceSession.run, inputs in cpu"):
         (output,) = info.session.run(None, feeds)
     expected = reference(recipe, feeds)
     diff = tensors.compare(tensors.payload(expected.astype(dt.storage), dt), tensors.payload(np.asarray(output), dt))
     if diff:
         yield Violation(f"model '{recipe}' on {ctx.target.provider} computed wrong values: {diff.describe()}",
-                        expected="numpy's result for the same inputs", actual=diff.describe(), reproducer=snippet + "\nprint(s.run(None, feeds))")
+                        expected="numpy's result for the same inputs", actual=diff.describe(), reproducer=snippet)
 
 
 @check("session.claimed-nodes-run")
