@@ -76,7 +76,7 @@ def plugin_library(ctx) -> Iterator[Violation]:
     snippet = (f"import gc, numpy as np, onnxruntime as ort\n# m: the model {RECIPE} float32 {list(SHAPE)}\n"
                f"for round in (1, 2):\n    if round == 2: ort.register_execution_provider_library({target.registration!r}, {target.library!r})\n"
                f"    dev = [d for d in ort.get_ep_devices() if d.ep_name == {target.provider!r}][{ctx.device_index}]\n"
-               "    so = ort.SessionOptions(); so.add_provider_for_devices([dev], {}); s = ort.InferenceSession(m, so)\n"
+               f"    so = ort.SessionOptions(); so.add_provider_for_devices([dev], {target.provider_options!r}); s = ort.InferenceSession(m, so)\n"
                "    # values on dev.memory_info(DEFAULT), run with IOBinding ...\n"
                f"    del s; gc.collect()\n    ort.unregister_execution_provider_library({target.registration!r})")
     steps: list[tuple[str, Callable[[], str]]] = []
