@@ -18,11 +18,8 @@ from conformance.bundle import BundleError, read, require_report_shape
 from conformance.options import reason_of
 from conformance.outcomes import BROKEN_OR_ERROR
 
-# A case is bad when it broke (fail, crash, timeout) or the kit could not run it (error).
 # Copy statuses from better to worse; a step down from a working status is a regression.
 MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "unverified": 1, "required_but_missing": 2, "broken": 2}
-
-
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -88,6 +85,7 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Diff:
         if was["outcome"] == now["outcome"]:
             continue
         change = {"case": _label(key), "old": was["outcome"], "new": now["outcome"], "message": now["message"]}
+        # A case is bad when it broke (fail, crash, timeout) or the kit could not run it (error).
         if now["outcome"] in BROKEN_OR_ERROR and was["outcome"] not in BROKEN_OR_ERROR:
             (diff.findings if now["subject"] == "runtime" else diff.regressions).append(change)
         elif was["outcome"] in BROKEN_OR_ERROR and now["outcome"] not in BROKEN_OR_ERROR:

@@ -17,16 +17,14 @@ from typing import Any
 
 import yaml
 
-from conformance.options import reason_of
 from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
+from conformance.options import reason_of
 from conformance.outcomes import BROKEN_OR_ERROR
 from conformance.report import advertised_memory, unlisted_note
 from conformance.report.markdown import cell, pairs_table, spec_claims as claims_table, throughput_table
 
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
-
-
 # The keys of report.json that render() reads.
 READ_KEYS = ("onnxruntime", "ep", "devices", "verdict", "verdict_reasons", "summary", "findings", "results", "capabilities", "run")
 

@@ -22,8 +22,6 @@ from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
 REPO = Path(__file__).resolve().parent.parent
 
 
-
-
 def catalogue(*extra: str):
     return load_catalogue([str(p) for p in shipped_spec_dirs()] + list(extra), known_checks=known_checks())
 

@@ -519,7 +519,6 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(refdev_
     assert report["capabilities"][0]["error"] == "not probed: the run was interrupted"
 
 
-
 # Registered as a plugin: a conftest's own hooks reach only the items below its folder.
 SLOW_ITEMS = """\
 import time
@@ -596,7 +595,6 @@ def test_a_vendor_spec_of_a_shipped_ep_on_the_command_line_replaces_the_shipped_
     outcomes = {r["contract"]: (r["outcome"], r["message"]) for r in report["results"]}
     assert outcomes["update-inplace.from-numpy"] == ("not_applicable", "declared not applicable by cpu.yaml:3: the vendor's build takes no numpy sources")
     assert outcomes["update-inplace.from-numpy-large"][0] == "pass"  # the rest of the vendor's declaration applies as before
-
 
 
 def test_vendor_contract_file_adds_items_to_the_shipped_catalogue(pytester):
