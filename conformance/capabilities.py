@@ -96,11 +96,6 @@ def _value(ctx, endpoint: Endpoint, storage: np.ndarray):
         return ctx.ort.OrtValue.ortvalue_from_shape_and_type(list(storage.shape), np.uint8, memory_info=endpoint.info)
 
 
-def _copy(ctx, source, destination, direction: str) -> None:
-    with ctx.calling(f"copy_tensors {direction}"):
-        ctx.ort.copy_tensors([source], [destination], None)
-
-
 def _try(ctx, source_end: Endpoint, destination_end: Endpoint) -> tuple[str, str]:
     """('copied' | 'unverified' | 'wrong_bytes' | 'refused', detail)."""
     dtype = tensors.DTYPES["uint8"]
@@ -108,19 +103,19 @@ def _try(ctx, source_end: Endpoint, destination_end: Endpoint) -> tuple[str, str
     try:
         source = _value(ctx, source_end, data)
         if source_end.info is not None:
-            _copy(ctx, ctx.wrap_cpu(data, dtype), source, f"cpu>{source_end.name}")
+            ctx.copy([ctx.wrap_cpu(data, dtype)], [source], f"cpu>{source_end.name}")
         landing = tensors.sentinel(dtype, (PROBE_BYTES,), 0x5A)
         destination = _value(ctx, destination_end, landing)
     except Exception as exc:
         return "refused", f"could not set up the source or destination: {exc}"
     try:
-        _copy(ctx, source, destination, f"{source_end.name}>{destination_end.name}")
+        ctx.copy([source], [destination], f"{source_end.name}>{destination_end.name}")
     except Exception as exc:
         return "refused", message_line(exc)
     if destination_end.info is not None:
         landing = tensors.sentinel(dtype, (PROBE_BYTES,), 0xA5)
         try:
-            _copy(ctx, destination, ctx.wrap_cpu(landing, dtype), f"{destination_end.name}>cpu")
+            ctx.copy([destination], [ctx.wrap_cpu(landing, dtype)], f"{destination_end.name}>cpu")
         except Exception as exc:
             return "unverified", f"the copy returned, but its result could not be read back to check it: {exc}"
     diff = tensors.compare(data.tobytes(), landing.tobytes())
