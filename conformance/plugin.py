@@ -479,7 +479,8 @@ def _refuse_other_args(config: pytest.Config) -> None:
     would be dropped without a word, so it is a usage error."""
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         return  # testpaths or the current folder, not the user's choice
-    others = [arg for arg in config.args if arg not in _user_spec_args(config)]
+    specs = _user_spec_args(config)
+    others = [arg for arg in config.args if arg not in specs]
     if others:
         raise pytest.UsageError(f"with --ep, pytest collects the contract catalogue and the spec files (*.yaml) named on the "
                                 f"command line; not {', '.join(others)}")
