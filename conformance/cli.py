@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 
 from conformance import __version__
-from conformance.options import reason_of
-from conformance.options import ep_options, seconds
+from conformance.options import ep_options, reason_of, seconds
 
 EXAMPLES = """\
 examples:
