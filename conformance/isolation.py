@@ -378,7 +378,6 @@ class Worker:
             self._kill()
         self.process = None
         if self._standby:
-            self._standby.kill()
             self._standby.wait()
             self._standby = None
 
@@ -400,7 +399,10 @@ class Worker:
         return True
 
     def ask_to_exit(self) -> None:
-        """Tells the worker to end, without waiting (several workers then end side by side)."""
+        """Tells the worker to end, without waiting (several workers then end side by side); a
+        spare standing by, which nothing will ask for now, is killed."""
+        if self._standby and self._standby.poll() is None:
+            self._standby.kill()
         if self._pending or self.facts is None:
             self._kill()  # busy with requests nobody will collect, or still starting, unused
         if self.process and self.process.poll() is None and not self.process.stdin.closed:

@@ -358,6 +358,10 @@ class ConformanceRun:
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.INTERRUPTED
         self._mark_not_probed()
+        # Nothing more is asked of the workers: they end while the report is written (a worker
+        # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
+        for worker in self.workers:
+            worker.ask_to_exit()
         from conformance import report
 
         data = report.build(self, interrupted=interrupted)

@@ -226,6 +226,14 @@ def test_only_the_first_process_of_a_worker_warms_up(monkeypatch):
     assert [message.get("warm_up") for message in sent] == [True, None, None]
 
 
+def test_asking_a_worker_to_exit_kills_its_spare():
+    killed = []
+    worker = Worker(CPU_INIT, timeout=5)
+    worker._standby = type("Spare", (), {"poll": lambda self: None, "kill": lambda self: killed.append(True)})()
+    worker.ask_to_exit()
+    assert killed == [True]
+
+
 @pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ") or int(Path("/proc/sys/fs/pipe-max-size").read_text()) < 1 << 20,
                     reason="pipes cannot be grown to 1 MiB here")
 def test_the_pipe_to_a_worker_holds_a_whole_batch_while_the_worker_is_busy():

@@ -429,6 +429,31 @@ def test_a_spec_file_that_cannot_be_read_is_one_usage_error_naming_it(pytester, 
     assert result.stderr.lines[1].startswith(f"  {error}"), result.stderr.lines
 
 
+def test_the_workers_are_told_to_end_before_the_report_is_written(pytester):
+    """Every check and the probe are done by then: the workers end while the report is
+    written, not after it."""
+    pytester.makeconftest("""
+        import json
+        import pytest
+        from conformance import report
+        from conformance.plugin import RUN_KEY
+
+        write_all = report.write_all
+
+        def pytest_sessionstart(session):
+            run = session.config.stash[RUN_KEY]
+            def writing(data, directory):
+                told = [w.process is None or w.process.stdin.closed for w in run.workers]
+                (directory / "told.json").write_text(json.dumps(told))
+                return write_all(data, directory)
+            report.write_all = writing
+    """)
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.OK
+    told = json.loads((pytester.path / "reports" / "told.json").read_text())
+    assert told and all(told)
+
+
 def test_an_ep_named_twice_is_checked_once(pytester):
     result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.OK
