@@ -87,16 +87,18 @@ def test_size_labels():
     assert [bandwidth.size_label(n) for n in (4096, 1 << 20, 256 << 20)] == ["4KiB", "1MiB", "256MiB"]
 
 
-def test_measurements_of_one_size_share_its_host_arrays_each_filled_anew():
+def test_measurements_of_one_size_share_its_host_arrays_made_once():
     host = bandwidth.HostBuffers(4096)
-    first = host.filled(0, 0x3C)
-    assert host.filled(0, 7) is first and (first == 7).all()
-    assert host.filled(1, 0) is not first and (first == 7).all()
+    source = host.array(0)
+    assert (source == 0x3C).all()
+    source[:] = 7  # what a copy left
+    assert host.array(0) is source and (source == 7).all()
+    assert host.array(1) is not source and not host.array(1).any()
 
 
 def test_a_pair_copies_between_the_host_arrays_it_was_given(ctx):
     host = bandwidth.HostBuffers(4096)
-    source, destination = host.filled(0, 0), host.filled(1, 0)
+    source, destination = host.array(0), host.array(1)
     endpoints = bandwidth.Endpoints(ctx, None, None, 4096, host)
     assert (source == 0x3C).all() and not destination.any()
     endpoints.operation("update_inplace")()
@@ -111,3 +113,16 @@ def test_a_large_size_is_timed_when_the_size_before_it_says_it_fits(ctx, monkeyp
     monkeypatch.setattr(bandwidth, "host_memcpy", lambda nbytes, **kw: 20.0)
     matrix = capability_matrix(ctx, [4096, 1 << 20, 64 << 20])
     assert matrix["pairs"][0]["throughput"]["update_inplace"] == {"4KiB": 0.01, "1MiB": 5.0, "64MiB": 5.0}
+
+
+def test_bandwidth_bound_sizes_are_timed_in_two_trials_and_smaller_ones_in_three(ctx, monkeypatch):
+    trials = {}
+
+    def timed(nbytes, **kw):
+        trials[nbytes] = kw["trials"]
+        return {"gbps": 5.0}
+
+    monkeypatch.setattr(bandwidth, "throughput", lambda ctx, source, destination, method, nbytes, **kw: timed(nbytes, **kw))
+    monkeypatch.setattr(bandwidth, "host_memcpy", lambda nbytes, **kw: timed(-nbytes, **kw)["gbps"])
+    capability_matrix(ctx, [4096, 1 << 20, 64 << 20])
+    assert trials == {4096: 3, 1 << 20: 3, 64 << 20: 2, -4096: 3, -(1 << 20): 3, -(64 << 20): 2}
