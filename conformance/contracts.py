@@ -21,6 +21,7 @@ class Location:
     path: str
     line: int
     column: int = 1
+    key: str = ""  # the JSON path of what is written there (contracts[0].check), where kept
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}"
@@ -56,6 +57,7 @@ class Contract:
     isolated: bool = False
     own_process: bool = False
     file: str = ""  # the absolute path of the file that defines it
+    check_location: Location | None = None  # where its `check` is written, for an unknown check found later
 
     def cases(self) -> list[dict[str, Any]]:
         """Every combination of the parameter matrix, in the order the YAML lists them."""

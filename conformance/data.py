@@ -8,6 +8,7 @@ package-dir mapping). Both layouts are found from this file's location.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -34,6 +35,15 @@ def shipped_spec_dirs() -> list[Path]:
 
 def recipes_file() -> Path:
     return _first_existing(_PACKAGE / "recipes", _PACKAGE.parent / "models") / "recipes.yaml"
+
+
+def read_recipes(path: Path | None = None) -> dict[str, Any]:
+    """The recipes file as parsed, not yet made into recipes (`models.recipes_from`): the pytest
+    process, which never imports numpy, reads it to hand to its workers with the catalogue."""
+    import yaml
+
+    # libyaml's loader where PyYAML has it, as for the catalogue.
+    return yaml.load((path or recipes_file()).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def schemas_dir() -> Path:

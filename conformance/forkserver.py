@@ -1,7 +1,6 @@
 """Workers forked from a process that has made their imports.
 
-Most of a worker's start is imports: Python, numpy, PyYAML and the kit, then onnxruntime and
-the EP. The first worker of a run hosts a fork server: once it has made the first of those
+Most of a worker's start is imports: Python, numpy and the kit, then onnxruntime and the EP. The first worker of a run hosts a fork server: once it has made the first of those
 imports, and before it imports onnxruntime, it forks the server off itself (a fork costs a few
 milliseconds, another interpreter start would cost a tenth of a second of CPU beside the
 worker's own start). The server then forks a worker on request; the worker imports
@@ -47,8 +46,9 @@ def why_not_fork_safe() -> str | None:
     return f"the process runs {threads} threads; a fork could deadlock" if threads > 1 else None
 
 
-# What a worker imports before onnxruntime: numpy, PyYAML and the kit's modules (the checks too).
-PRELOADED = ("numpy", "yaml", "conformance.capabilities", "conformance.runner", "conformance.worker")
+# What a worker imports before onnxruntime: numpy and the kit's modules (the checks too). Not
+# PyYAML: a worker of a pytest run is handed the catalogue already read (isolation.handover).
+PRELOADED = ("numpy", "conformance.capabilities", "conformance.runner", "conformance.worker")
 
 
 def preload() -> None:

@@ -13,9 +13,11 @@ was in flight and carries a reproducer. Knows nothing of pytest or reports.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
+import pickle
 import re
 import selectors
 import signal
@@ -31,6 +33,15 @@ from conformance.forkserver import ForkedProcess, ForkServer
 from conformance.reproduce import kit_snippet
 
 TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def handover(catalogue, recipes: dict[str, Any]) -> dict[str, Any]:
+    """The request that hands a worker the catalogue and the recipes this process has read and
+    validated (see Runner's `handed`): pickled, since it goes to a child of this process and
+    holds the catalogue's frozen objects; a worker started with `"handover": true` in its init
+    waits for it once it has imported onnxruntime."""
+    data = pickle.dumps({"catalogue": catalogue, "recipes": recipes}, protocol=pickle.HIGHEST_PROTOCOL)
+    return {"op": "handover", "data": base64.b64encode(data).decode("ascii")}
 
 
 class WorkerLost(Exception):
@@ -111,6 +122,7 @@ class Worker:
         self._started = False
         self._log_start = 0  # where the running process's output begins in the log
         self._standby: subprocess.Popen | ForkedProcess | None = None  # see stand_by
+        self._handover: dict[str, Any] | None = None  # see hand_over
         self._pending: dict[str, str] = {}  # id -> what, in the order the worker runs them
         self._answers: dict[str, dict[str, Any] | Exception] = {}
         self._requests: dict[str | None, dict[str, Any]] = {}  # id (None: a lone request) -> request, until answered
@@ -131,10 +143,12 @@ class Worker:
         # The log is kept across runs and replacements; a loss quotes what this process wrote.
         self._log_start = self.log.stat().st_size if self.log and self.log.exists() else 0
         if standby and standby.poll() is None:
-            self.process = standby  # its init was sent when it was forked
+            self.process = standby  # its init (and handover) was sent when it was forked
         else:
             self.process = self._new_process()
             self._write(self.process, dict(self.init, warm_up=True) if self.warm_up and not self.restarts else self.init)
+            if self._handover:
+                self._write(self.process, self._handover)
         self._buffer, self._taken = b"", 0
         self._pending.clear()
         self._requests.clear()
@@ -149,6 +163,16 @@ class Worker:
             self._standby = self._new_process(fork_only=True)
             if self._standby is not None:
                 self._write(self._standby, self.init)
+                if self._handover:
+                    self._write(self._standby, self._handover)
+
+    def hand_over(self, request: dict[str, Any]) -> None:
+        """Gives the worker the `handover` request its init said would follow: sent now to a
+        process already started, and after init to every process started from now on."""
+        self._handover = request
+        for process in (self.process, self._standby):
+            if process is not None and process.poll() is None:
+                self._write(process, request)
 
     def _new_process(self, fork_only: bool = False) -> subprocess.Popen | ForkedProcess | None:
         log = open(self.log, "ab") if self.log else subprocess.DEVNULL

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from conformance import data, tensors
 
 OPSET = 21
@@ -39,8 +37,10 @@ class Recipe:
 
 
 def load_recipes(path: Path | None = None) -> dict[str, Recipe]:
-    # libyaml's loader where PyYAML has it, as for the catalogue: every worker reads the recipes.
-    raw = yaml.load((path or data.recipes_file()).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return recipes_from(data.read_recipes(path))
+
+
+def recipes_from(raw: dict[str, Any]) -> dict[str, Recipe]:
     return {
         name: Recipe(
             name,

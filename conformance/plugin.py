@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.data import contracts_dir, shipped_spec_dirs
+from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.forkserver import ForkServer
-from conformance.isolation import Worker, WorkerLost, WorkerRefused
+from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
 from conformance.options import ep_options, reason_of, seconds
 from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
 
@@ -106,6 +106,7 @@ class ConformanceRun:
         self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
         self.catalogue: Catalogue | None = None  # loaded by start(), once the workers are launched
+        self.handover: dict[str, Any] | None = None  # the catalogue and recipes, for every worker (isolation.handover)
         self.contract_files: set[Path] = set()
         self.workers: list[Worker] = []  # every worker launched, to close them all
         # Forks every worker but the first, which hosts it: replacements after a crash or hang,
@@ -138,6 +139,11 @@ class ConformanceRun:
         # this process then never imports numpy or onnx, and its start-up does not slow theirs.
         self.catalogue = _load(self.spec_paths, check_ids=not self.isolated)
         self.contract_files = {Path(f).resolve() for f in self.catalogue.files}
+        # The workers read no YAML: they are handed what this process has read and validated,
+        # by the time they have imported onnxruntime (a fifth of a worker's start otherwise).
+        self.handover = handover(self.catalogue, read_recipes())
+        for worker in launched.values():
+            worker.hand_over(self.handover)
         if launched:
             # This process waits for the workers' facts now: it imports the report's modules
             # meanwhile (6 ms), which would otherwise be imported when the report is written,
@@ -151,7 +157,8 @@ class ConformanceRun:
                 from conformance.runner import Runner
 
                 try:
-                    runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=self._init(name)["models_dir"], schema_checked=True)
+                    runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=self._init(name)["models_dir"],
+                                    handed=lambda: (self.catalogue, read_recipes()))
                 except EpUnavailable as exc:
                     raise pytest.UsageError(str(exc)) from None
                 ep = EpUnderTest(name, runner.facts, None, runner, init=self._init(name))
@@ -165,9 +172,9 @@ class ConformanceRun:
             raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts['provider']}): give it once")
 
     def _init(self, name: str) -> dict[str, Any]:
-        # This process validates the spec files against the schemas; its workers need not.
+        # This process reads and validates the spec files; its workers are handed them (see start).
         return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
-                "models_dir": str(self.report_dir / "models"), "schema_checked": True}
+                "models_dir": str(self.report_dir / "models"), "handover": True}
 
     def _new_worker(self, init: dict[str, Any], name: str, role: str = "", warm_up: bool = False) -> Worker:
         """A worker for EP `name`, not started, logging to reports/worker-NAME[-ROLE].log; the
@@ -176,6 +183,8 @@ class ConformanceRun:
         log = self.report_dir / f"worker-{_safe(name)}{f'-{role}' if role else ''}.log"
         worker = Worker(init, timeout=self.timeout, log=log, warm_up=warm_up)
         worker.fork_server = self.fork_server
+        if self.handover:
+            worker.hand_over(self.handover)
         return worker
 
     def _launch(self, worker: Worker) -> Worker:

@@ -16,10 +16,11 @@ from typing import Any, Callable
 from conformance import eps
 from conformance.checks import CHECKS, NotApplicable, NotRun, Violation, first_line, load_all
 from conformance.context import CallQuarantined, CheckContext
-from conformance.models import ModelCache
+from conformance.contracts import Catalogue
+from conformance.models import ModelCache, recipes_from
 from conformance.outcomes import Outcome
 from conformance.reproduce import kit_snippet
-from conformance.spec import load_catalogue
+from conformance.spec import SpecErrors, load_catalogue, unknown_checks
 
 
 def is_onnxruntime_error(exc: BaseException) -> bool:
@@ -43,15 +44,30 @@ def raised_by_onnxruntime_python(exc: BaseException) -> bool:
     return last is not None and f"{os.sep}onnxruntime{os.sep}" in last
 
 
+Handed = Callable[[], tuple[Catalogue, dict[str, Any]]]  # gives the catalogue and the recipes file as parsed
+
+
 class Runner:
     def __init__(self, ep: str, *, specs: list[str] | None = None, library: str | None = None,
-                 options: dict[str, str] | None = None, models_dir: str | None = None, schema_checked: bool = False):
+                 options: dict[str, str] | None = None, models_dir: str | None = None, handed: Handed | None = None):
+        """`handed`: the catalogue of `specs` and the recipes, as the pytest process read and
+        validated them, instead of reading them again here. It is called once onnxruntime is
+        imported, so that a worker imports it while the pytest process is still reading them."""
         load_all()
         self.init = {"ep": ep, "specs": specs, "library": library, "options": options}  # what a reproducer must set up
-        self.catalogue = load_catalogue(specs, known_checks=CHECKS, schema_checked=schema_checked)
+        recipes = None
+        if handed is None:
+            self.catalogue = load_catalogue(specs, known_checks=CHECKS)
+        else:
+            eps.import_onnxruntime()
+            self.catalogue, raw_recipes = handed()
+            recipes = recipes_from(raw_recipes)
+            errors = unknown_checks(self.catalogue.contracts, set(CHECKS))  # the one check the pytest process cannot make
+            if errors:
+                raise SpecErrors(errors)
         self.target = eps.resolve(ep, self.catalogue, library=library, options=options)
         self.target.facts = eps.describe(self.target)
-        self.models = ModelCache(Path(models_dir) if models_dir else None)
+        self.models = ModelCache(Path(models_dir) if models_dir else None, recipes)
         self._contexts: dict[int, CheckContext] = {}
 
     @property

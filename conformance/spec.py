@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-import yaml
-
 from conformance import data
 from conformance.contracts import (
     Catalogue,
@@ -38,6 +36,7 @@ from conformance.options import reason_of
 
 if TYPE_CHECKING:
     import jsonschema
+    import yaml
 
 JsonPath = tuple[Any, ...]
 
@@ -85,6 +84,10 @@ class Document:
         where = self.location(json_path, key=key)
         return SpecError(where.path, where.line, where.column, _dotted(json_path), message)
 
+    def keyed_location(self, json_path: JsonPath) -> Location:
+        """Where the value at `json_path` is written, carrying that path (for errors found later)."""
+        return dataclasses.replace(self.location(json_path), key=_dotted(json_path))
+
 
 def _dotted(json_path: JsonPath) -> str:
     parts = []
@@ -107,6 +110,9 @@ def _compose(loader_class, text: str):
 
 
 def parse_yaml(text: str, path: str) -> tuple[Document | None, list[SpecError]]:
+    # Imported here: a worker handed the catalogue by the pytest process reads no YAML.
+    import yaml
+
     try:
         # libyaml's parser when PyYAML has it (same nodes and line marks, about 5 times faster:
         # the catalogue is parsed at the start of every run, in pytest and in each worker) ...
@@ -132,20 +138,26 @@ def parse_yaml(text: str, path: str) -> tuple[Document | None, list[SpecError]]:
 
 def _record_marks(node: yaml.Node, json_path: JsonPath, doc: Document, errors: list[SpecError]) -> None:
     doc.value_marks[json_path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-    if isinstance(node, yaml.MappingNode):
+    if node.id == "mapping":
         seen: set[Any] = set()
         for key_node, value_node in node.value:
             # The key as constructed (3, None, True ...), the way jsonschema reports it.
-            key = key_node.value if key_node.tag == "tag:yaml.org,2002:str" else yaml.safe_load(key_node.value)
+            key = key_node.value if key_node.tag == "tag:yaml.org,2002:str" else _constructed(key_node.value)
             child = (*json_path, key)
             doc.key_marks[child] = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             if key in seen:
                 errors.append(doc.error(child, f"duplicate key '{key}'", key=True))
             seen.add(key)
             _record_marks(value_node, child, doc, errors)
-    elif isinstance(node, yaml.SequenceNode):
+    elif node.id == "sequence":
         for index, item in enumerate(node.value):
             _record_marks(item, (*json_path, index), doc, errors)
+
+
+def _constructed(text: str) -> Any:
+    import yaml
+
+    return yaml.safe_load(text)
 
 
 # --- schema validation ---------------------------------------------------------------------
@@ -255,11 +267,8 @@ def spec_files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: Iterable[str] = (),
-                   schema_checked: bool = False) -> Catalogue:
-    """Load, validate and cross-check spec files; raise `SpecErrors` with every error found.
-    `schema_checked`: the caller validated these same files against the schemas already (a
-    pytest run, for its workers), so only the cross-checks are repeated."""
+def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: Iterable[str] = ()) -> Catalogue:
+    """Load, validate and cross-check spec files; raise `SpecErrors` with every error found."""
     # A shipped file named again (e.g. on the command line) is read once.
     files = list(dict.fromkeys(f.resolve() for f in spec_files(shipped_spec_dirs() if paths is None else paths)))
     shipped_dirs = {folder.resolve(): folder.name for folder in shipped_spec_dirs()}  # resolved once, for every file
@@ -288,7 +297,7 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
             errors.append(doc.error((), "expected a contract file (top-level key 'contracts') or an EP declaration (top-level key 'ep')"))
             continue
         schema = CONTRACTS_SCHEMA if "contracts" in doc.data else EP_SCHEMA
-        found = [] if schema_checked else schema_errors(doc, schema)
+        found = schema_errors(doc, schema)
         errors.extend(found)
         if found or parse_errors:
             continue
@@ -302,7 +311,8 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
             if file.parent in shipped_dirs:
                 shipped.add(id(eps[-1]))
     eps = _override_shipped(eps, shipped, where)
-    errors.extend(_cross_check(contracts, eps, set(known_checks), where))
+    errors.extend(_cross_check(contracts, eps, where))
+    errors.extend(unknown_checks(contracts, set(known_checks)))
     if errors:
         raise SpecErrors(errors)
     return Catalogue(tuple(contracts), tuple(eps), tuple(str(f) for f in files), digest.hexdigest())
@@ -372,6 +382,7 @@ def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[tu
             applies_when=dict(raw.get("applies_when", {})),
             params={k: tuple(v) for k, v in raw.get("params", {}).items()},
             location=doc.location(("contracts", index)),
+            check_location=doc.keyed_location(("contracts", index, "check")),
             family=family,
             requires_api=tuple(raw.get("requires_api", ())),
             isolated=bool(raw.get("isolated", False)),
@@ -430,7 +441,7 @@ def _ep_spec(doc: Document) -> EpSpec:
 Where = dict[int, tuple[Document, JsonPath]]
 
 
-def _cross_check(contracts: list[Contract], eps: list[EpSpec], known_checks: set[str], where: Where) -> Iterator[SpecError]:
+def _cross_check(contracts: list[Contract], eps: list[EpSpec], where: Where) -> Iterator[SpecError]:
     def at(item: Contract | EpSpec, path: JsonPath, message: str, *, key: bool = False) -> SpecError:
         doc, base = where[id(item)]
         return doc.error((*base, *path), message, key=key)
@@ -441,10 +452,6 @@ def _cross_check(contracts: list[Contract], eps: list[EpSpec], known_checks: set
             yield at(contract, ("id",), f"duplicate contract id '{contract.id}' (first defined at {first_seen[contract.id].location})")
         else:
             first_seen[contract.id] = contract
-        if known_checks and contract.check not in known_checks:
-            hint = difflib.get_close_matches(contract.check, sorted(known_checks), n=1)
-            suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
-            yield at(contract, ("check",), f"unknown check '{contract.check}'{suggestion}")
     names: dict[str, EpSpec] = {}
     for ep in eps:
         for name in {n.lower() for n in ep.names}:
@@ -459,6 +466,20 @@ def _cross_check(contracts: list[Contract], eps: list[EpSpec], known_checks: set
                 hint = difflib.get_close_matches(contract_id, sorted(first_seen), n=1)
                 suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
                 yield at(ep, path, f"unknown contract '{contract_id}'{suggestion}", key=is_key)
+
+
+def unknown_checks(contracts: Iterable[Contract], known_checks: set[str]) -> list[SpecError]:
+    """A contract naming a check that is not registered (none are checked without a registry).
+    Needs only the contracts: a worker handed a catalogue loaded without its registry checks
+    this against its own (the pytest process never imports the checks)."""
+    errors = []
+    for contract in contracts:
+        if known_checks and contract.check not in known_checks:
+            hint = difflib.get_close_matches(contract.check, sorted(known_checks), n=1)
+            suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+            where = contract.check_location or contract.location
+            errors.append(SpecError(where.path, where.line, where.column, where.key, f"unknown check '{contract.check}'{suggestion}"))
+    return errors
 
 
 def _name_path(ep: EpSpec, name: str) -> JsonPath:

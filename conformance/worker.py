@@ -12,12 +12,13 @@ import os
 import signal
 import sys
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 
 def serve(requests, replies) -> None:
     """Answers the JSON lines of `requests` (text) on `replies` (binary, written unbuffered)."""
-    handler = Handler(lambda note: _write(replies, note))
+    requests = iter(requests)
+    handler = Handler(lambda note: _write(replies, note), requests)
     for line in requests:
         request = json.loads(line)
         if request["op"] == "exit":
@@ -49,9 +50,10 @@ class Handler:
     """Answers one request at a time; holds the Runner once `init` has created it. `notify`
     sends a line ahead of the answer: what a check is about to do, in case it never answers."""
 
-    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None):
+    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None, incoming: Iterator[str] = iter(())):
         self.runner = None
         self.notify = notify
+        self.incoming = incoming  # the request lines still to come: a handover is read from them
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         from conformance.context import CallQuarantined
@@ -74,7 +76,7 @@ class Handler:
 
             self.runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
                                  options=request.get("options"), models_dir=request.get("models_dir"),
-                                 schema_checked=request.get("schema_checked", False))
+                                 handed=self._handover if request.get("handover") else None)
             return {"ok": True, "facts": self.runner.facts}
         if op == "run":
             return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"],
@@ -86,6 +88,20 @@ class Handler:
             context.begin(self._progress_of(request), request.get("quarantined"))
             return {"ok": True, "capabilities": capability_matrix(context, request.get("sizes"))}
         return {"ok": False, "error": f"unknown request {op!r}"}
+
+    def _handover(self) -> tuple[Any, dict[str, Any]]:
+        """The catalogue and recipes the parent hands over after init (isolation.handover)."""
+        line = next(self.incoming, None)
+        if line is None:
+            raise RuntimeError("the parent ended before it handed over the catalogue")
+        request = json.loads(line)
+        if request.get("op") != "handover":
+            raise RuntimeError(f"expected the catalogue's handover after init, got {request.get('op')!r}")
+        import base64
+        import pickle
+
+        handed = pickle.loads(base64.b64decode(request["data"]))
+        return handed["catalogue"], handed["recipes"]
 
     def _progress_of(self, request: dict[str, Any]) -> Callable[[dict[str, str]], None]:
         """Sends what `request` does next ahead of its answer, in a line of its own."""

@@ -13,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from conformance import worker as worker_process
-from conformance.isolation import Worker, WorkerLost, WorkerRefused, signal_name
+from conformance.data import read_recipes
+from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover, signal_name
+from conformance.spec import load_catalogue
+from test_spec import CONTRACT_FILE
 from worker_requests import CPU_INIT, SESSION_INPUTS
 
 
@@ -224,6 +227,62 @@ def test_only_the_first_process_of_a_worker_warms_up(monkeypatch):
     warm.launch()
     Worker(CPU_INIT, timeout=5).launch()
     assert [message.get("warm_up") for message in sent] == [True, None, None]
+
+
+HANDED_WORKER = """\
+import io, json, sys
+from conformance import worker
+replies = io.BytesIO()
+worker.serve(io.StringIO(sys.stdin.read()), replies)
+print(json.dumps({"replies": [json.loads(line) for line in replies.getvalue().splitlines()], "yaml": "yaml" in sys.modules}))
+"""
+
+
+def serve_handed(catalogue) -> dict:
+    """A worker's answer to an init saying a handover follows, and the handover of `catalogue`."""
+    lines = [json.dumps(dict(CPU_INIT, op="init", handover=True)), json.dumps(handover(catalogue, read_recipes()))]
+    completed = subprocess.run([sys.executable, "-c", HANDED_WORKER], input="\n".join(lines) + "\n",
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
+
+
+def test_a_worker_handed_the_catalogue_reads_no_yaml():
+    answer = serve_handed(load_catalogue())
+    assert answer["replies"][0]["ok"] and answer["replies"][0]["facts"]["provider"] == "CPUExecutionProvider"
+    assert answer["yaml"] is False
+
+
+def test_a_handed_catalogue_naming_an_unknown_check_is_refused_where_the_check_is_written(tmp_path):
+    """The pytest process loads the catalogue without the check registry; the worker checks
+    the ids it was handed against its own."""
+    (tmp_path / "c.yaml").write_text(CONTRACT_FILE.replace("check: update-inplace.from-numpy", "check: update-inplace.from-numpi"), encoding="utf-8")
+    catalogue = load_catalogue([tmp_path / "c.yaml"])  # as the pytest process does, with no registry
+    (reply,) = serve_handed(catalogue)["replies"]
+    assert reply["kind"] == "SpecErrors"
+    assert reply["error"].endswith("c.yaml:11:12: contracts[0].check: unknown check 'update-inplace.from-numpi' (did you mean 'update-inplace.from-numpy'?)")
+
+
+def test_every_process_of_a_worker_is_handed_the_catalogue_after_its_init(monkeypatch):
+    """Started before the handover exists (the first worker, while the catalogue is read) or
+    after it (a replacement, a spare standing by): each gets init, then the handover, once."""
+    sent = []
+
+    class Running:
+        stdin = None
+
+        def poll(self):
+            return None
+
+    monkeypatch.setattr(Worker, "_new_process", lambda self, fork_only=False: Running())
+    monkeypatch.setattr(Worker, "_write", staticmethod(lambda process, message: sent.append(message["op"])))
+    worker = Worker(dict(CPU_INIT, handover=True), timeout=5)
+    worker.launch()
+    worker.hand_over({"op": "handover"})
+    worker.launch()
+    worker.fork_server = type("Server", (), {"ready": lambda self: True})()
+    worker.stand_by()
+    assert sent == ["init", "handover", "init", "handover", "init", "handover"]
 
 
 def test_asking_a_worker_to_exit_kills_its_spare():
