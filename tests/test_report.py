@@ -206,3 +206,13 @@ def test_a_run_of_two_eps_shows_the_claims_of_each():
     dom = headless.parse_dom(html.render(data))
     assert not dom.by_id("spec-claims-table").find_all("tr", "claim-unverified")
     assert len(dom.by_id("spec-claims-table-other").find_all("tr", "claim-unverified")) == 1
+
+
+def test_report_json_has_a_line_per_result_and_reads_back_as_written(cpu_reports):
+    text = (cpu_reports / "report.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    lines = text.splitlines()
+    assert len(data["results"]) > 100
+    for result in data["results"]:
+        assert f"    {json.dumps(result)}," in lines or f"    {json.dumps(result)}" in lines
+    assert lines[0] == "{" and lines[1] == f'  "schema": {json.dumps(data["schema"])},'

@@ -169,10 +169,25 @@ def write_all(data: dict[str, Any], directory: Path) -> list[Path]:
     from conformance.report import html, markdown
 
     json_path, md_path, html_path = directory / "report.json", directory / "report.md", directory / "report.html"
-    atomic_write(json_path, json.dumps(data, indent=2, default=str) + "\n")
+    atomic_write(json_path, json_text(data))
     atomic_write(md_path, markdown.render(data))
     atomic_write(html_path, html.render(data))
     return [json_path, md_path, html_path]
+
+
+def json_text(data: dict[str, Any]) -> str:
+    """report.json: a line per top-level key, and a line per entry of a list of objects (each
+    result, finding, contract, capability matrix), which also diffs one result per line.
+    Written line by line with json's C encoder: `indent` makes json use its Python encoder,
+    three times slower (4.5 ms for a CPU run's report, a third of writing all three files)."""
+    entries = []
+    for key, value in data.items():
+        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+            text = "[\n" + ",\n".join(f"    {json.dumps(item, default=str)}" for item in value) + "\n  ]"
+        else:
+            text = json.dumps(value, default=str)
+        entries.append(f"  {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(entries) + "\n}\n"
 
 
 def params_label(params: dict[str, Any]) -> str:
