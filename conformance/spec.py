@@ -11,7 +11,6 @@ raises one `SpecErrors`.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import dataclasses
@@ -221,8 +220,8 @@ def _explain(doc: Document, error: jsonschema.ValidationError) -> Iterator[SpecE
         for key in error.instance:
             if key in allowed:
                 continue
-            hint = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.5)
-            suggestion = f" (did you mean '{hint[0]}'?)" if hint else f"; expected one of: {', '.join(allowed)}"
+            hint = _closest(str(key), allowed, cutoff=0.5)
+            suggestion = f" (did you mean '{hint}'?)" if hint else f"; expected one of: {', '.join(allowed)}"
             yield doc.error((*json_path, key), f"unknown key '{key}'{suggestion}", key=True)
         return
     if error.validator == "required":
@@ -463,8 +462,8 @@ def _cross_check(contracts: list[Contract], eps: list[EpSpec], where: Where) -> 
         referenced += [(("known_issues", i, "contract"), False, k.contract) for i, k in enumerate(ep.known_issues) if not k.contract.startswith("copy:")]
         for path, is_key, contract_id in referenced:
             if first_seen and contract_id not in first_seen:
-                hint = difflib.get_close_matches(contract_id, sorted(first_seen), n=1)
-                suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+                hint = _closest(contract_id, sorted(first_seen))
+                suggestion = f" (did you mean '{hint}'?)" if hint else ""
                 yield at(ep, path, f"unknown contract '{contract_id}'{suggestion}", key=is_key)
 
 
@@ -475,11 +474,20 @@ def unknown_checks(contracts: Iterable[Contract], known_checks: set[str]) -> lis
     errors = []
     for contract in contracts:
         if known_checks and contract.check not in known_checks:
-            hint = difflib.get_close_matches(contract.check, sorted(known_checks), n=1)
-            suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+            hint = _closest(contract.check, sorted(known_checks))
+            suggestion = f" (did you mean '{hint}'?)" if hint else ""
             where = contract.check_location or contract.location
             errors.append(SpecError(where.path, where.line, where.column, where.key, f"unknown check '{contract.check}'{suggestion}"))
     return errors
+
+
+def _closest(word: str, choices: list[str], cutoff: float = 0.6) -> str | None:
+    """The choice `word` was most likely meant to be, if any is close. difflib is imported only
+    here, for a spec with an error: a worker's start does without it."""
+    import difflib
+
+    hint = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
+    return hint[0] if hint else None
 
 
 def _name_path(ep: EpSpec, name: str) -> JsonPath:
