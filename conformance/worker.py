@@ -38,10 +38,15 @@ def serve(requests, replies) -> None:
                 warm_up()
 
 
+# One encoder for every line: json.dumps with an argument builds a new one each call (3.3 µs a
+# line against 1.4 µs, over 1500 lines a CPU run).
+_encode = json.JSONEncoder(default=str).encode
+
+
 def _write(replies, reply: dict[str, Any]) -> None:
     # One unbuffered write per line (a third of the time of a text stream's write and flush,
     # over 1500 lines a CPU run), repeated for what a signal may leave unwritten.
-    data = (json.dumps(reply, default=str) + "\n").encode()
+    data = (_encode(reply) + "\n").encode()
     while data:
         data = data[replies.write(data):]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import io
 import json
 import signal
 import subprocess
@@ -319,6 +320,12 @@ def test_a_reply_the_pipe_takes_in_parts_is_written_whole():
     pipe = Trickle()
     worker_process._write(pipe, {"ok": True, "facts": {"provider": "CPUExecutionProvider"}})
     assert pipe.data.endswith(b"\n") and json.loads(pipe.data) == {"ok": True, "facts": {"provider": "CPUExecutionProvider"}}
+
+
+def test_a_reply_holding_a_value_json_has_no_type_for_is_sent_as_its_text():
+    replies = io.BytesIO()
+    worker_process._write(replies, {"ok": True, "path": Path("/models/m.onnx")})
+    assert json.loads(replies.getvalue()) == {"ok": True, "path": "/models/m.onnx"}
 
 
 def test_signal_name():
