@@ -454,6 +454,34 @@ def test_the_workers_are_told_to_end_before_the_report_is_written(pytester):
     assert told and all(told)
 
 
+def test_the_machine_the_report_names_is_asked_before_the_checks_not_after_them(pytester):
+    """platform.platform() runs `uname -p` the first time: the plugin asks while it waits for
+    its workers' facts, so that writing the report does not."""
+    pytester.makeconftest("""
+        import json
+        import platform
+
+        calls = []
+        collected = []
+        first = platform.platform
+
+        def recording(*args, **kwargs):
+            calls.append("after collection" if collected else "before collection")
+            return first(*args, **kwargs)
+
+        platform.platform = recording
+
+        def pytest_collection_finish(session):
+            collected.append(True)
+
+        def pytest_unconfigure(config):
+            (config.rootpath / "calls.json").write_text(json.dumps(calls))
+    """)
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.OK
+    assert json.loads((pytester.path / "calls.json").read_text())[0] == "before collection"
+
+
 def test_an_ep_named_twice_is_checked_once(pytester):
     result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.OK
