@@ -380,6 +380,9 @@ class ConformanceRun:
         self.verdict = data["verdict"]
         if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a strict run is a yes/no answer
+        # What the run made since collection (pytest's reports of every item, the results) lives
+        # until the process ends: out of the cyclic collector's reach too, as at collection.
+        gc.freeze()
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.primary or not self.written:

@@ -482,6 +482,43 @@ def test_the_machine_the_report_names_is_asked_before_the_checks_not_after_them(
     assert json.loads((pytester.path / "calls.json").read_text())[0] == "before collection"
 
 
+def test_what_the_run_keeps_to_its_end_is_moved_out_of_the_cyclic_collectors_reach(pytester):
+    """Once collected (the catalogue, the items, the modules) and once the report is written
+    (pytest's reports of every item, the results): pytest's collection at unconfigure and the
+    interpreter's at exit do not traverse them."""
+    pytester.makeconftest("""
+        import gc
+        import json
+        import pytest
+
+        class Recorder:  # a plugin, not conftest hooks: the items are not under this folder
+            frozen = {}
+
+            def pytest_sessionstart(self, session):
+                self.frozen["at the start"] = gc.get_freeze_count()
+
+            @pytest.hookimpl(trylast=True)
+            def pytest_collection_finish(self, session):
+                self.frozen["once collected"] = gc.get_freeze_count()
+
+            def pytest_runtest_logfinish(self, nodeid, location):
+                self.frozen["after the last item"] = gc.get_freeze_count()
+
+            @pytest.hookimpl(tryfirst=True)
+            def pytest_unconfigure(self, config):
+                self.frozen["at the end"] = gc.get_freeze_count()
+                (config.rootpath / "frozen.json").write_text(json.dumps(self.frozen))
+
+        def pytest_configure(config):
+            config.pluginmanager.register(Recorder())
+    """)
+    result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.OK
+    frozen = json.loads((pytester.path / "frozen.json").read_text())
+    # (what is frozen and then freed by reference counting leaves the count, so only the steps count)
+    assert frozen["once collected"] > frozen["at the start"] and frozen["at the end"] > frozen["after the last item"]
+
+
 def test_an_ep_named_twice_is_checked_once(pytester):
     result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.OK
