@@ -1,7 +1,8 @@
 """Workers forked from a process that has made their imports.
 
-Most of a worker's start is imports: Python, numpy and the kit, then onnxruntime and the EP. The first worker of a run hosts a fork server: once it has made the first of those
-imports, and before it imports onnxruntime, it forks the server off itself (a fork costs a few
+Most of a worker's start is imports: Python, numpy and the kit, then onnxruntime and the EP.
+The first worker of a run hosts a fork server: once it has made the first of those imports,
+and before it imports onnxruntime, it forks the server off itself (a fork costs a few
 milliseconds, another interpreter start would cost a tenth of a second of CPU beside the
 worker's own start). The server then forks a worker on request; the worker imports
 onnxruntime, loads the EP and serves as a spawned one does (conformance.worker). A worker that

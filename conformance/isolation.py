@@ -26,16 +26,19 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.checks import Violation
 from conformance.forkserver import ForkedProcess, ForkServer
 from conformance.reproduce import kit_snippet
 
+if TYPE_CHECKING:
+    from conformance.contracts import Catalogue
+
 TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def handover(catalogue, recipes: dict[str, Any]) -> dict[str, Any]:
+def handover(catalogue: Catalogue, recipes: dict[str, Any]) -> dict[str, Any]:
     """The request that hands a worker the catalogue and the recipes this process has read and
     validated (see Runner's `handed`): pickled, since it goes to a child of this process and
     holds the catalogue's frozen objects; a worker started with `"handover": true` in its init
