@@ -17,7 +17,6 @@ import base64
 import fcntl
 import json
 import os
-import pickle
 import re
 import selectors
 import signal
@@ -43,6 +42,8 @@ def handover(catalogue: Catalogue, recipes: dict[str, Any]) -> dict[str, Any]:
     validated (see Runner's `handed`): pickled, since it goes to a child of this process and
     holds the catalogue's frozen objects; a worker started with `"handover": true` in its init
     waits for it once it has imported onnxruntime."""
+    import pickle  # here, not at the top: the plugin imports this module before it launches a worker
+
     data = pickle.dumps({"catalogue": catalogue, "recipes": recipes}, protocol=pickle.HIGHEST_PROTOCOL)
     return {"op": "handover", "data": base64.b64encode(data).decode("ascii")}
 
