@@ -519,6 +519,17 @@ def test_what_the_run_keeps_to_its_end_is_moved_out_of_the_cyclic_collectors_rea
     assert frozen["once collected"] > frozen["at the start"] and frozen["at the end"] > frozen["after the last item"]
 
 
+def test_a_vendor_contract_naming_an_unknown_check_is_one_usage_error_pointing_at_the_check(pytester):
+    """pytest's process, which never imports the checks, hands the catalogue to its worker, and
+    the worker refuses a check id it does not have; the error still names the line of `check:`."""
+    pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS.replace("check: update-inplace.from-numpy", "check: update-inplace.from-numpi"))
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert result.stderr.lines[0] == "ERROR: invalid spec files (1 error):"
+    assert result.stderr.lines[1] == ("  vendor.yaml:10:12: contracts[0].check: unknown check 'update-inplace.from-numpi' "
+                                      "(did you mean 'update-inplace.from-numpy'?)")
+
+
 def test_an_ep_named_twice_is_checked_once(pytester):
     result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.OK
