@@ -206,7 +206,7 @@ def test_report_md_starts_with_the_verdict(cpu_run):
 
 
 def test_models_used_are_written_beside_the_report(cpu_run):
-    assert list((cpu_run.path / "reports" / "models").glob("identity-float32-2x3-*.onnx"))
+    assert list((cpu_run.path / "reports" / "models").glob("identity-float32-3x5-*.onnx"))
 
 
 # --- (h) a runtime finding -----------------------------------------------------------------

@@ -6,9 +6,8 @@ from typing import Any, Iterator
 
 from conformance import tensors
 from conformance.checks import NotApplicable, Violation, check
+from conformance.checks.session import SESSION_SHAPE  # the session checks' shape: their sessions serve these too
 from conformance.eps import memory_facts, memory_label
-
-SESSION_SHAPE = (2, 3)
 
 
 def _same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
