@@ -150,9 +150,7 @@ class Worker:
             self.process = standby  # its init (and handover) was sent when it was forked
         else:
             self.process = self._new_process()
-            self._write(self.process, dict(self.init, warm_up=True) if self.warm_up and not self.restarts else self.init)
-            if self._handover:
-                self._write(self.process, self._handover)
+            self._introduce(self.process, dict(self.init, warm_up=True) if self.warm_up and not self.restarts else self.init)
         self._buffer, self._taken = b"", 0
         self._pending.clear()
         self._requests.clear()
@@ -166,9 +164,13 @@ class Worker:
         if self._standby is None and self.fork_server is not None and not self.env and self.fork_server.ready():
             self._standby = self._new_process(fork_only=True)
             if self._standby is not None:
-                self._write(self._standby, self.init)
-                if self._handover:
-                    self._write(self._standby, self._handover)
+                self._introduce(self._standby, self.init)
+
+    def _introduce(self, process, init: dict[str, Any]) -> None:
+        """Sends a new process its init, and the handover when it is known already."""
+        self._write(process, init)
+        if self._handover:
+            self._write(process, self._handover)
 
     def hand_over(self, request: dict[str, Any]) -> None:
         """Gives the worker the `handover` request its init said would follow: sent now to a
