@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from conformance.checks import message_line
+from conformance.findings import message_line
 
 KIB = 1 << 10
 MIB = 1 << 20

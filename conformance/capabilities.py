@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from conformance import bandwidth, tensors
-from conformance.checks import message_line
+from conformance.findings import message_line
 from conformance.eps import memory_facts
 
 PROBE_BYTES = 4096

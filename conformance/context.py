@@ -16,21 +16,11 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from conformance import tensors
-from conformance.checks import ClaimedButUnrunnable, NotApplicable, NotRun, Violation, first_line, message_line
+from conformance.findings import CallQuarantined, ClaimedButUnrunnable, NotApplicable, NotRun, Violation, first_line, message_line  # noqa: F401
 from conformance.eps import EpTarget, import_onnxruntime, memory_label
 from conformance.models import ModelCache, UnbuildableModel
 
 ASSIGNMENT_CONFIG = "session.record_ep_graph_assignment_info"
-
-
-class CallQuarantined(BaseException):
-    """A check reached an onnxruntime call that crashed or hung earlier on this EP device; the
-    runner records the check as not_run. A BaseException, so that a check catching the EP's
-    errors (Exception) cannot take it for the EP refusing the call."""
-
-    def __init__(self, call: str, reason: str):
-        super().__init__(f"{call}: {reason}")
-        self.call = call
 
 
 @dataclass

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.checks import message_line
+from conformance.findings import message_line
 from conformance.contracts import Catalogue, EpSpec
 from conformance.options import reason_of
 

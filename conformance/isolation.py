@@ -27,7 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from conformance.checks import Violation
+from conformance.findings import Violation
 from conformance.forkserver import ForkedProcess, ForkServer
 from conformance.reproduce import kit_snippet
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from conformance import eps
-from conformance.checks import CHECKS, NotApplicable, NotRun, Violation, first_line, load_all
-from conformance.context import CallQuarantined, CheckContext
+from conformance.checks import CHECKS, load_all
+from conformance.context import CheckContext
+from conformance.findings import CallQuarantined, NotApplicable, NotRun, Violation, first_line
 from conformance.contracts import Catalogue
 from conformance.models import ModelCache, recipes_from
 from conformance.outcomes import Outcome

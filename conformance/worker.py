@@ -61,7 +61,7 @@ class Handler:
         self.incoming = incoming  # the request lines still to come: a handover is read from them
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        from conformance.context import CallQuarantined
+        from conformance.findings import CallQuarantined
         from conformance.eps import EpUnavailable
         from conformance.spec import SpecErrors
 

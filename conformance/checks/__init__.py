@@ -9,8 +9,11 @@ adds the contract, EP and parameters to what they yield.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
+
+# The outcomes a check yields or raises live in a leaf module; they are re-exported here for the
+# checks, which import them with the registry.
+from conformance.findings import ClaimedButUnrunnable, NotApplicable, NotRun, Violation, first_line, message_line  # noqa: F401
 
 CheckFunction = Callable[..., Iterator["Violation"]]
 CHECKS: dict[str, CheckFunction] = {}
@@ -24,45 +27,6 @@ def check(check_id: str) -> Callable[[CheckFunction], CheckFunction]:
         return function
 
     return register
-
-
-@dataclass
-class Violation:
-    message: str
-    expected: str = ""
-    actual: str = ""
-    memory: dict[str, Any] = field(default_factory=dict)
-    reproducer: str = ""
-
-
-class NotApplicable(Exception):
-    """The EP does not claim what the contract is about (e.g. an element type it does not take)."""
-
-
-class NotRun(Exception):
-    """The contract applies but cannot run here (hardware absent, API too old, nothing to run)."""
-
-
-def message_line(exc: BaseException) -> str:
-    """The first line of an exception's message, or its type where it has none."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-def first_line(exc: BaseException) -> str:
-    """An exception in one line: its type and the first line of its message."""
-    return f"{type(exc).__name__}: {message_line(exc)}" if str(exc).strip() else type(exc).__name__
-
-
-class ClaimedButUnrunnable(NotRun):
-    """The EP claimed nodes of a model in GetCapability, then could not create a kernel for
-    them, while the CPU EP alone runs the model: the EP should have declined those nodes so that
-    onnxruntime placed them elsewhere. A defect of the EP, which `session.claimed-nodes-run`
-    reports as its failure (`violation`); any other check needing that session cannot run."""
-
-    def __init__(self, violation: Violation):
-        super().__init__(f"the session could not be created: {violation.message} (the failure of session.claimed-nodes-run)")
-        self.violation = violation
 
 
 def known_checks() -> set[str]:

@@ -1,0 +1,58 @@
+"""What a check can end in, besides a pass: the outcomes a check yields or raises, and the helpers
+that put an exception into one line. A leaf module: it imports nothing of the kit, so the
+registry (`conformance.checks`), the check context, EP discovery, the worker and the report can
+all use it without importing one another."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Violation:
+    message: str
+    expected: str = ""
+    actual: str = ""
+    memory: dict[str, Any] = field(default_factory=dict)
+    reproducer: str = ""
+
+
+class NotApplicable(Exception):
+    """The EP does not claim what the contract is about (e.g. an element type it does not take)."""
+
+
+class NotRun(Exception):
+    """The contract applies but cannot run here (hardware absent, API too old, nothing to run)."""
+
+
+class ClaimedButUnrunnable(NotRun):
+    """The EP claimed nodes of a model in GetCapability, then could not create a kernel for
+    them, while the CPU EP alone runs the model: the EP should have declined those nodes so that
+    onnxruntime placed them elsewhere. A defect of the EP, which `session.claimed-nodes-run`
+    reports as its failure (`violation`); any other check needing that session cannot run."""
+
+    def __init__(self, violation: Violation):
+        super().__init__(f"the session could not be created: {violation.message} (the failure of session.claimed-nodes-run)")
+        self.violation = violation
+
+
+class CallQuarantined(BaseException):
+    """A check reached an onnxruntime call that crashed or hung earlier on this EP device; the
+    runner records the check as not_run. A BaseException, so that a check catching the EP's
+    errors (Exception) cannot take it for the EP refusing the call."""
+
+    def __init__(self, call: str, reason: str):
+        super().__init__(f"{call}: {reason}")
+        self.call = call
+
+
+def message_line(exc: BaseException) -> str:
+    """The first line of an exception's message, or its type where it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception in one line: its type and the first line of its message."""
+    return f"{type(exc).__name__}: {message_line(exc)}" if str(exc).strip() else type(exc).__name__
