@@ -10,19 +10,21 @@ xfail, so it does not fail a conformant EP's run. Without `--ep` the plugin does
 from __future__ import annotations
 
 import gc
+import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
-from conformance.forkserver import ForkServer
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
 from conformance.options import ep_options, reason_of, seconds
 from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
+from conformance.pool import EpUnderTest, WorkerPool
+from conformance.record import EpRecord, RunRecord
+from conformance.scheduler import Planned, Scheduler
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
@@ -30,17 +32,9 @@ from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
 if TYPE_CHECKING:
     from conformance.applicability import Skip
     from conformance.contracts import Catalogue, Contract
+    from conformance.quarantine import Quarantine
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
-# Quarantine. A check lost to a crash or hang names the onnxruntime call it was making (the
-# worker announces each risky call before making it): that call is not made again on that EP
-# device after its first loss, and later checks stop before it as not_run, naming the call and
-# the lost check; every other check still runs. After one loss, not several: the same call on
-# the same device with the same kind of request fails the same way in practice, and each loss
-# costs a worker restart and, for a hang, the whole timeout. A loss with no call announced
-# (the kit lost in its own code, or an EP crashing outside any announced call) quarantines the
-# check's own call pattern, and after this many such losses the device's remaining checks.
-LOST_CHECKS_PER_DEVICE = 3
 RESULT_KEY = pytest.StashKey[Result]()
 
 
@@ -71,34 +65,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
 
 
-@dataclass
-class EpUnderTest:
-    requested: str
-    facts: dict[str, Any]
-    worker: Worker | None
-    runner: Any  # conformance.runner.Runner when isolation is off (imported only then: it imports onnx)
-    capabilities: list[dict[str, Any]] = field(default_factory=list)
-    quarantine: dict[tuple, str] = field(default_factory=dict)
-    lost: dict[int, int] = field(default_factory=dict)  # device index -> checks lost with no call announced
-    # device index -> call -> why it is not made again (a check lost while making it)
-    quarantined_calls: dict[int, dict[str, str]] = field(default_factory=dict)
-    # A second worker for contracts marked `isolated` (bad requests that may corrupt memory),
-    # where they cannot simply run after every other check of the main worker: under xdist
-    # (items arrive as the controller schedules them) and with --conformance-isolation none.
-    isolated_worker: Worker | None = None
-    init: dict[str, Any] = field(default_factory=dict)  # what starts a worker for this EP
-    spec: Any = None  # its declaration in the catalogue (contracts.EpSpec), where it has one
-
-    @property
-    def label(self) -> str:
-        return self.facts["label"]
-
-
 class ConformanceRun:
+    """The run's plugin object (registered like pytest's LogXML): its options, the pytest hooks
+    of the whole run, and the terminal summary. The workers are the pool's, the order of the
+    checks the scheduler's, what is not tried again each EP device's quarantine."""
+
     def __init__(self, config: pytest.Config):
         self.config = config
         self.report_dir = Path(config.getoption("conformance_report"))
-        self.timeout = config.getoption("conformance_timeout")
         self.isolated = config.getoption("conformance_isolation") == "worker"
         self.strict = config.getoption("conformance_strict")
         self.library = config.getoption("ep_library")
@@ -106,12 +80,7 @@ class ConformanceRun:
         self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
         self.catalogue: Catalogue | None = None  # loaded by start(), once the workers are launched
-        self.handover: dict[str, Any] | None = None  # the catalogue and recipes, for every worker (isolation.handover)
         self.contract_files: set[Path] = set()
-        self.workers: list[Worker] = []  # every worker launched, to close them all
-        # Forks every worker but the first, which hosts it: replacements after a crash or hang,
-        # and the workers of isolated and own-process contracts (see forkserver.py).
-        self.fork_server: ForkServer | None = None
         self.eps: list[EpUnderTest] = []
         self.results: list[Result] = []
         self.collected = 0
@@ -119,31 +88,25 @@ class ConformanceRun:
         self.primary = not hasattr(config, "workerinput")  # the xdist controller, or a plain run
         self.written: list[Path] = []
         self.verdict = ""
-        # Requests each worker will be asked for, in run order (checks, then the copy probe):
-        # sent ahead in one batch so that the worker runs checks while pytest reports earlier
-        # ones. Only where this process runs the whole session in order (not an xdist worker,
-        # whose items arrive as the controller schedules them). With --conformance-isolation
-        # none only the worker of the isolated contracts has a plan.
-        self.lookahead = self.primary
-        self.plans: dict[Worker, list[Planned]] = {}
-        self.plan_position: dict[tuple[Worker, str], int] = {}
+        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"))
+        # Planned ahead only where this process runs the whole session in order. With
+        # --conformance-isolation none only the worker of the isolated contracts has a plan.
+        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
 
     def start(self, names: list[str]) -> None:
         _check_writable(self.report_dir)
         # Workers import onnxruntime and load their EP while this process loads the catalogue;
         # the first forks the fork server off itself before it imports onnxruntime.
-        if self.isolated and ForkServer.supported():
-            self.fork_server = ForkServer()
-        launched = {name: self._launch(self._new_worker(self._init(name), name, warm_up=True)) for name in names} if self.isolated else {}
+        if self.isolated:
+            self.pool.serve_forks()
+        launched = {name: self.pool.launch(self.pool.new(self.worker_init(name), name, warm_up=True)) for name in names} if self.isolated else {}
         # With workers, the check ids are cross-checked by them (they import the checks anyway):
         # this process then never imports numpy or onnx, and its start-up does not slow theirs.
         self.catalogue = _load(self.spec_paths, check_ids=not self.isolated)
         self.contract_files = {Path(f).resolve() for f in self.catalogue.files}
         # The workers read no YAML: they are handed what this process has read and validated,
         # by the time they have imported onnxruntime (a fifth of a worker's start otherwise).
-        self.handover = handover(self.catalogue, read_recipes())
-        for worker in launched.values():
-            worker.hand_over(self.handover)
+        self.pool.hand_over(handover(self.catalogue, read_recipes()))
         if launched:
             # This process waits for the workers' facts now: it imports the report's modules
             # (6 ms) and asks what the report says of the machine (6 ms) meanwhile, which would
@@ -152,49 +115,15 @@ class ConformanceRun:
 
             machine()
         for name in names:
-            if self.isolated:
-                ep = self._ready(name, launched[name])
-            else:
-                from conformance.eps import EpUnavailable
-                from conformance.runner import Runner
-
-                try:
-                    runner = Runner(name, specs=self.spec_paths, library=self.library, options=self.options, models_dir=self._init(name)["models_dir"],
-                                    handed=lambda: (self.catalogue, read_recipes()))
-                except EpUnavailable as exc:
-                    raise pytest.UsageError(str(exc)) from None
-                ep = EpUnderTest(name, runner.facts, None, runner, init=self._init(name))
-            self._refuse_twice(ep)
+            ep = self._ready(name, launched[name]) if self.isolated else _in_process(self, name)
+            _refuse_twice(self.eps, ep)
             ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
             self.eps.append(ep)
 
-    def _refuse_twice(self, ep: EpUnderTest) -> None:
-        same = next((other for other in self.eps if other.facts["provider"] == ep.facts["provider"]), None)
-        if same:
-            raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts['provider']}): give it once")
-
-    def _init(self, name: str) -> dict[str, Any]:
+    def worker_init(self, name: str) -> dict[str, Any]:
         # This process reads and validates the spec files; its workers are handed them (see start).
         return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
                 "models_dir": str(self.report_dir / "models"), "handover": True}
-
-    def _new_worker(self, init: dict[str, Any], name: str, role: str = "", warm_up: bool = False) -> Worker:
-        """A worker for EP `name`, not started, logging to reports/worker-NAME[-ROLE].log; the
-        run's fork server forks its processes once it serves. `warm_up`: it is started before
-        collection, and may prepare for its checks meanwhile."""
-        log = self.report_dir / f"worker-{_safe(name)}{f'-{role}' if role else ''}.log"
-        worker = Worker(init, timeout=self.timeout, log=log, warm_up=warm_up)
-        worker.fork_server = self.fork_server
-        if self.handover:
-            worker.hand_over(self.handover)
-        return worker
-
-    def _launch(self, worker: Worker) -> Worker:
-        if self.fork_server and not self.workers:
-            worker.hosts = self.fork_server
-        worker.launch()
-        self.workers.append(worker)
-        return worker
 
     def _ready(self, name: str, worker: Worker) -> EpUnderTest:
         try:
@@ -206,132 +135,18 @@ class ConformanceRun:
         except WorkerLost as exc:
             raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
         # Where checks are planned ahead, isolated contracts run last in the main worker (see
-        # _plan); elsewhere in a worker of their own, launched now.
-        wanted = not self.lookahead and any(c.isolated for c in self.catalogue.contracts)
-        isolated = self._launch_isolated(self._init(name), name) if wanted else None
-        return EpUnderTest(name, facts, worker, None, init=self._init(name), isolated_worker=isolated)
+        # Scheduler.plan); elsewhere in a worker of their own, launched now.
+        wanted = not self.scheduler.lookahead and any(c.isolated for c in self.catalogue.contracts)
+        isolated = self.pool.launch_isolated(self.worker_init(name), name) if wanted else None
+        return EpUnderTest(name, facts, worker, None, init=self.worker_init(name), isolated_worker=isolated)
 
-    def _probe(self, ep: EpUnderTest) -> None:
-        for device in ep.facts["devices"]:
-            planned = self._planned_probe(device)
-            try:
-                if ep.worker:
-                    ep.capabilities.append(self._collect(ep.worker, planned)["capabilities"])
-                else:
-                    from conformance.capabilities import capability_matrix
-
-                    ep.capabilities.append(capability_matrix(ep.runner.context(device["index"]), planned.request["sizes"]))
-            except (WorkerLost, WorkerRefused) as exc:
-                ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
-
-    def _probe_all(self) -> bool:
-        """The copy matrix of every EP device; False when Ctrl-C stopped it."""
-        try:
-            for ep in self.eps:
-                self._probe(ep)
-        except KeyboardInterrupt:
-            return False
-        return True
-
-    def _mark_not_probed(self) -> None:
-        for ep in self.eps:
-            ep.capabilities += [{"ep": ep.facts["provider"], "device": device["label"], "error": "not probed: the run was interrupted", "pairs": []}
-                                for device in ep.facts["devices"][len(ep.capabilities):]]
-
-    def run_case(self, item: "ContractItem") -> tuple[Outcome, str, dict, float]:
-        if item.contract.own_process:
-            worker = self._own_worker(item.ep)
-            try:
-                return _outcome_of(lambda: worker.request(self._request(worker, item.planned()), what=item.planned().what)["result"])
-            finally:
-                worker.close()
-        if not self._runs_in_worker(item):
-            return _outcome_of(lambda: item.ep.runner.run(item.contract.id, item.device["index"], item.params))
-        return _outcome_of(lambda: self._collect(self._worker_for(item), item.planned())["result"])
-
-    def _worker_for(self, item: "ContractItem") -> Worker:
-        if not item.contract.isolated or (self.lookahead and item.ep.worker):
-            return item.ep.worker
-        return self._isolated_worker(item.ep)
-
-    def _runs_in_worker(self, item: "ContractItem") -> bool:
-        """Isolated contracts run in a worker even with --conformance-isolation none: a bad
-        request may abort onnxruntime (as a failed rebind does on the CPU EP of 1.32), and
-        pytest itself must never die. Own-process contracts are not planned (see run_case)."""
-        return not item.contract.own_process and (item.contract.isolated or item.ep.worker is not None)
-
-    def _own_worker(self, ep: EpUnderTest) -> Worker:
-        """A worker for one case alone (closed after it), even with --conformance-isolation none:
-        such a check changes the state of the process it runs in."""
-        return self._new_worker(ep.init, ep.requested, "own")
-
-    def _isolated_worker(self, ep: EpUnderTest) -> Worker:
-        if ep.isolated_worker is None:
-            ep.isolated_worker = self._launch_isolated(ep.init, ep.requested)
-        return ep.isolated_worker
-
-    def _launch_isolated(self, init: dict[str, Any], name: str) -> Worker:
-        return self._launch(self._new_worker(init, name, "isolated"))
-
-    def _collect(self, worker: Worker, planned: "Planned") -> dict[str, Any]:
-        """The worker's reply to `planned`, sending it (and what follows it in the plan) first
-        when the worker does not have it queued, e.g. after a crash replaced the worker."""
-        if planned.item and planned.item.contract.isolated:
-            worker.stand_by()  # a bad request is likely to take the worker down
-        while True:
-            if not worker.outstanding(planned.id):
-                self._send_ahead(worker, planned)
-            reply = worker.collect(planned.id)
-            if reply is not None:
-                return reply
-
-    def _send_ahead(self, worker: Worker, planned: "Planned") -> None:
-        worker.submit([(p.id, self._request(worker, p), p.what) for p in self._ahead(worker, planned)])
-
-    def _request(self, worker: Worker, planned: "Planned") -> dict[str, Any]:
-        """`planned`'s request with the calls quarantined on its EP device so far (a request is
-        sent again after a loss, so the ones that follow a loss know of it)."""
-        ep = next((ep for ep in self.eps if ep.init.get("ep") == worker.init["ep"]), None)
-        calls = ep.quarantined_calls.get(planned.request["device"]) if ep else None
-        return dict(planned.request, quarantined=calls) if calls else planned.request
-
-    def _ahead(self, worker: Worker, planned: "Planned") -> list["Planned"]:
-        """`planned`, then the rest of the worker's plan that is still to run."""
-        position = self.plan_position.get((worker, planned.id))
-        if position is None:
-            return [planned]
-        rest = self.plans[worker][position + 1:]
-        return [planned] + [p for p in rest if not worker.outstanding(p.id) and not (p.item and p.item.quarantined())]
-
-    def _plan(self, items: list[pytest.Item]) -> None:
-        """Each worker's requests in the order it runs them: the checks, the copy probe, and
-        last the isolated contracts (bad requests), so that whatever they break in the worker
-        cannot leak into a check or the probe; a worker lost to one is replaced for the rest."""
-        # Contracts run in a process of their own (own_process) are not sent ahead.
-        planned = [item for item in items if isinstance(item, ContractItem) and self._runs_in_worker(item) and item.decision() is None]
-        for item in planned:
-            if not item.contract.isolated:
-                self.plans.setdefault(self._worker_for(item), []).append(item.planned())
-        for ep in self.eps:
-            if ep.worker:
-                self.plans.setdefault(ep.worker, []).extend(self._planned_probe(device) for device in ep.facts["devices"])
-        for item in planned:
-            if item.contract.isolated:
-                self.plans.setdefault(self._worker_for(item), []).append(item.planned())
-        self.plan_position = {(worker, p.id): i for worker, plan in self.plans.items() for i, p in enumerate(plan)}
-
-    def _planned_probe(self, device: dict[str, Any]) -> "Planned":
-        # Where no check runs (--collect-only), the directions are probed but not timed.
-        request = {"op": "probe", "device": device["index"], "sizes": [] if self.config.option.collectonly else None}
-        return Planned(f"probe:{device['index']}", request, "the copy probe")
-
-    # --- hooks of the run (registered as a plugin object, like pytest's LogXML) -------------
+    # --- hooks of the run -------------------------------------------------------------------
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        if self.lookahead:
+        if self.scheduler.lookahead:
             # pytest reports the items in the order their worker runs them, isolated contracts
-            # last (see _plan): it then takes each answer as it comes, instead of waiting at the
-            # first bad request for every check the worker runs before it.
+            # last (see Scheduler.plan): it then takes each answer as it comes, instead of
+            # waiting at the first bad request for every check the worker runs before it.
             items[:] = [i for i in items if not _isolated(i)] + [i for i in items if _isolated(i)]
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -341,14 +156,10 @@ class ConformanceRun:
         # during the run, by pytest's at unconfigure and by the interpreter's at exit (a tenth
         # of a CPU run's wall time). Memory freed by reference counting is still freed.
         gc.freeze()
-        if self.lookahead:
-            self._plan(session.items)
-        if self.lookahead and not self.config.option.collectonly:
-            # The main workers are ready: they start on their plans now, not when pytest
-            # reaches the first item that needs them (which may be an isolated contract's).
-            for ep in self.eps:
-                if self.plans.get(ep.worker):
-                    self._send_ahead(ep.worker, self.plans[ep.worker][0])
+        if self.scheduler.lookahead:
+            self.scheduler.plan(item for item in session.items if isinstance(item, ContractItem) and item.decision() is None)
+            if not self.config.option.collectonly:
+                self.scheduler.start_plans()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "conformance_result", None)
@@ -364,18 +175,17 @@ class ConformanceRun:
         # An interrupted run writes its report at once, not after a probe that may wait for a
         # hung worker (up to twice --conformance-timeout); Ctrl-C during the probe stops the
         # probe alone, never the report.
-        if not interrupted and not self._probe_all():
+        if not interrupted and not self.scheduler.probe_all():
             interrupted = True
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.INTERRUPTED
-        self._mark_not_probed()
+        self.scheduler.mark_not_probed()
         # Nothing more is asked of the workers: they end while the report is written (a worker
         # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
-        for worker in self.workers:
-            worker.ask_to_exit()
+        self.pool.ask_to_exit()
         from conformance import report
 
-        data = report.build(self, interrupted=interrupted)
+        data = report.build(_record(self, interrupted))
         self.written = report.write_all(data, self.report_dir)
         self.verdict = data["verdict"]
         if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
@@ -399,12 +209,38 @@ class ConformanceRun:
             terminalreporter.write_line(f"report: {path}")
 
     def close(self) -> None:
-        for worker in self.workers:
-            worker.ask_to_exit()
-        for worker in self.workers:
-            worker.close()
-        if self.fork_server:
-            self.fork_server.close()
+        self.pool.close()
+
+
+def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
+    """What the report reads of the run, once every check and the probe are done."""
+    from conformance.report import machine
+
+    return RunRecord(
+        results=tuple(run.results), eps=tuple(EpRecord(ep.facts, ep.spec, tuple(ep.capabilities)) for ep in run.eps),
+        contracts=tuple(run.catalogue.contracts), spec_digest=run.catalogue.digest, collected=run.collected,
+        started=run.started, finished=time.time(), interrupted=interrupted, strict=bool(run.strict),
+        isolation="worker" if run.isolated else "none", python=sys.version.split()[0], platform=machine(), command=" ".join(sys.argv),
+    )
+
+
+def _refuse_twice(eps: list[EpUnderTest], ep: EpUnderTest) -> None:
+    same = next((other for other in eps if other.facts["provider"] == ep.facts["provider"]), None)
+    if same:
+        raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts['provider']}): give it once")
+
+
+def _in_process(run: ConformanceRun, name: str) -> EpUnderTest:
+    """EP `name` run in this process (--conformance-isolation none)."""
+    from conformance.eps import EpUnavailable
+    from conformance.runner import Runner
+
+    try:
+        runner = Runner(name, specs=run.spec_paths, library=run.library, options=run.options, models_dir=run.worker_init(name)["models_dir"],
+                        handed=lambda: (run.catalogue, read_recipes()))
+    except EpUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return EpUnderTest(name, runner.facts, None, runner, init=run.worker_init(name))
 
 
 def _isolated(item: pytest.Item) -> bool:
@@ -422,16 +258,6 @@ def _outcome_of(reply_of) -> tuple[Outcome, str, dict, float]:
     return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
 
 
-@dataclass(frozen=True)
-class Planned:
-    """A request for a worker: its id (the item's node id), the request, and what to call it."""
-
-    id: str
-    request: dict[str, Any]
-    what: str
-    item: "ContractItem | None" = None
-
-
 def _check_writable(folder: Path) -> None:
     """Refuses, before any check runs, a report folder whose report could not be written at the end."""
     if folder.exists() and not folder.is_dir():
@@ -441,10 +267,6 @@ def _check_writable(folder: Path) -> None:
         tempfile.TemporaryFile(dir=folder).close()
     except OSError as exc:
         raise pytest.UsageError(f"--conformance-report {folder}: cannot be written: {reason_of(exc)}") from None
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def _parse_options(pairs: list[str]) -> dict[str, str]:
@@ -625,26 +447,11 @@ class ContractItem(pytest.Item):
         )
 
     def quarantined(self) -> str:
-        if self._crash_key() in self.ep.quarantine:
-            return self.ep.quarantine[self._crash_key()]
-        lost = self.ep.lost.get(self.device["index"], 0)
-        if lost >= LOST_CHECKS_PER_DEVICE:
-            return f"the EP device crashed or hung outside any announced call in {lost} checks; its remaining checks are not run"
-        return ""
+        """Why this check is not run at all after an earlier loss on its EP device ('' if it runs)."""
+        return self._quarantine().reason(self.contract.check, self.params.get("direction"))
 
-    def _quarantine(self, lost: Result) -> None:
-        call = lost.details.get("call")
-        if call:
-            calls = self.ep.quarantined_calls.setdefault(self.device["index"], {})
-            calls[call] = f"that call ended in {lost.outcome.value} in the earlier check {self.name}, so it is not made again on this EP device"
-            return
-        self.ep.quarantine[self._crash_key()] = f"an earlier check making the same call ({self.name}) ended in {lost.outcome.value}"
-        if lost.subject == "ep":  # onnxruntime's own crash says nothing about the EP device
-            self.ep.lost[self.device["index"]] = self.ep.lost.get(self.device["index"], 0) + 1
-
-    def _crash_key(self) -> tuple:
-        """Checks that make the same call on the same EP device share one crash."""
-        return (self.contract.check, self.device["index"], self.params.get("direction"))
+    def _quarantine(self) -> Quarantine:
+        return self.ep.quarantine(self.device["index"])
 
     def setup(self) -> None:
         skip = self.decision()
@@ -653,9 +460,9 @@ class ContractItem(pytest.Item):
         elif self.quarantined():
             result = self._result(Outcome.NOT_RUN, f"not run: {self.quarantined()}")
         else:
-            result = self._result(*self.run.run_case(self))
+            result = self._result(*self.run.scheduler.run_case(self))
             if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
-                self._quarantine(result)
+                self._quarantine().record(result, self.contract.check, self.params.get("direction"), self.name)
         from conformance import strict as strict_rules
         from conformance import waivers as waiver_rules
 

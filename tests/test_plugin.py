@@ -273,8 +273,8 @@ def test_a_failing_ep_contract_shows_statement_spec_line_and_reproducer(pytester
 # --- (c), (i) the outcome -> JUnit mapping ---------------------------------------------------
 
 FAKE_OUTCOMES = """\
-import conformance.plugin as plugin
 from conformance.outcomes import Outcome
+from conformance.scheduler import Scheduler
 
 OUTCOMES = {
     "memory-info.session-inputs": (Outcome.FAIL, "bytes differ", {"violations": [
@@ -291,7 +291,7 @@ def run_case(self, item):
     return outcome, message, details, 0.0
 
 
-plugin.ConformanceRun.run_case = run_case
+Scheduler.run_case = run_case
 """
 
 SELECTED = "session-inputs or nodes-on-ep or in-place or cpu-default-io or sync-stream"
@@ -299,7 +299,7 @@ SELECTED = "session-inputs or nodes-on-ep or in-place or cpu-default-io or sync-
 
 @pytest.fixture(scope="module")
 def faked(tmp_path_factory):
-    """A run whose checks return the outcomes above (a conftest patches ConformanceRun.run_case)."""
+    """A run whose checks return the outcomes above (a conftest patches Scheduler.run_case)."""
     folder = tmp_path_factory.mktemp("faked")
     (folder / "conftest.py").write_text(FAKE_OUTCOMES)
     run = pytest_in(folder, "--ep=cpu", "--conformance-isolation=none", "-k", SELECTED, "--junitxml=junit.xml", "-rA")
@@ -443,7 +443,7 @@ def test_the_workers_are_told_to_end_before_the_report_is_written(pytester):
         def pytest_sessionstart(session):
             run = session.config.stash[RUN_KEY]
             def writing(data, directory):
-                told = [w.process is None or w.process.stdin.closed for w in run.workers]
+                told = [w.process is None or w.process.stdin.closed for w in run.pool.workers]
                 (directory / "told.json").write_text(json.dumps(told))
                 return write_all(data, directory)
             report.write_all = writing
@@ -658,14 +658,14 @@ def test_a_terminal_ctrl_c_is_handled_by_pytest_not_by_its_idle_worker(tmp_path)
 
 # Ctrl-C arrives while the copy matrix is probed, after every check finished.
 CTRL_C_IN_THE_PROBE = """\
-from conformance.plugin import ConformanceRun
+from conformance.scheduler import Scheduler
 
 
 def interrupted(self, ep):
     raise KeyboardInterrupt
 
 
-ConformanceRun._probe = interrupted
+Scheduler.probe = interrupted
 """
 
 
@@ -772,7 +772,7 @@ class PlanRecorder:
 
         run = session.config.stash[RUN_KEY]
         names = {id(ep.worker): "main" for ep in run.eps} | {id(ep.isolated_worker): "isolated" for ep in run.eps}
-        self.plans = {names[id(worker)]: [p.id for p in plan] for worker, plan in run.plans.items()}
+        self.plans = {names[id(worker)]: [p.id for p in plan] for worker, plan in run.scheduler.plans.items()}
 
 
 def test_isolated_contracts_run_last_in_the_main_worker_after_the_probe(pytester):

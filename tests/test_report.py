@@ -216,3 +216,42 @@ def test_report_json_has_a_line_per_result_and_reads_back_as_written(cpu_reports
     for result in data["results"]:
         assert f"    {json.dumps(result)}," in lines or f"    {json.dumps(result)}" in lines
     assert lines[0] == "{" and lines[1] == f'  "schema": {json.dumps(data["schema"])},'
+
+
+# --- the report from a run record, without the plugin ------------------------------------------
+
+
+def run_record(**fields):
+    from conformance.outcomes import Outcome, Result
+    from conformance.record import EpRecord, RunRecord
+
+    catalogue = load_catalogue()
+    data = report_data()
+    facts = dict(data["ep"], provider="DevEP", onnxruntime=data["onnxruntime"], devices=data["devices"])
+    contract = next(c for c in catalogue.contracts if c.id == "copy.roundtrip-exact")
+    result = Result(contract=contract.id, ep="DevEP", device="dev", params={"dtype": "float32"}, outcome=Outcome.PASS, message="",
+                    spec=str(contract.location), severity=contract.severity, subject=contract.subject, nodeid="copy.yaml::x")
+    return RunRecord(**{"results": (result,), "eps": (EpRecord(facts, None, tuple(data["capabilities"])),), "contracts": (contract,),
+                        "spec_digest": catalogue.digest, "collected": 1, "started": 0.0, "finished": 2.5, "python": "3.11",
+                        "platform": "Linux-x", "command": "pytest --ep=dev", **fields})
+
+
+def test_the_report_is_built_from_a_run_record():
+    from conformance import report
+
+    record = run_record()
+    data = report.build(record)
+    assert data["verdict"] == "conformant" and data["summary"]["pass"] == 1 and sum(data["summary"].values()) == 1
+    assert [r["contract"] for r in data["results"]] == ["copy.roundtrip-exact"] and list(data["contracts"]) == ["copy.roundtrip-exact"]
+    assert data["ep"]["name"] == "DevEP" and data["capabilities"] == list(record.eps[0].capabilities)
+    assert data["spec_digest"] == record.spec_digest and data["strict"] is False
+    assert data["run"] == {"started": "1970-01-01T00:00:00Z", "duration_s": 2.5, "collected": 1, "interrupted": False, "strict": False,
+                           "lost": [], "isolation": "worker", "python": "3.11", "platform": "Linux-x", "command": "pytest --ep=dev"}
+    assert markdown.render(data).startswith("# Conformance report: DevEP")
+
+
+@pytest.mark.parametrize("fields, verdict", [({"interrupted": True}, "incomplete"), ({"collected": 2}, "incomplete")])
+def test_a_record_of_an_interrupted_or_short_run_is_incomplete(fields, verdict):
+    from conformance import report
+
+    assert report.build(run_record(**fields))["verdict"] == verdict

@@ -15,7 +15,7 @@ from test_plugin import BASE, by_name, kind, properties, pytest_in  # noqa: F401
 
 CONFTEST = """\
 import dataclasses
-import conformance.plugin as plugin
+from conformance.scheduler import Scheduler
 from conformance.contracts import Catalogue, Waiver
 from conformance.outcomes import Outcome
 
@@ -34,7 +34,7 @@ def ep_spec(self, name):
     return dataclasses.replace(original(self, name), waivers=({waivers}), not_applicable={not_applicable})
 
 
-plugin.ConformanceRun.run_case = run_case
+Scheduler.run_case = run_case
 Catalogue.ep_spec = ep_spec
 """
 

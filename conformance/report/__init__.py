@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,45 +20,49 @@ from conformance.claims import spec_claims
 from conformance.eps import memory_label
 from conformance import waivers as waiver_rules
 from conformance.outcomes import Outcome, Result, counts, verdict
+from conformance.record import RunRecord
+from conformance.report.common import NO_EP_DEVICE, advertised_memory, device_line, params_label, unlisted_note  # noqa: F401  (the report's helpers, named here too)
 
 SCHEMA = "ort-ep-conformance/report/1"
 
 
-def build(run, *, interrupted: bool) -> dict[str, Any]:
-    results: list[Result] = list(run.results)
-    strict = bool(getattr(run, "strict", False))
-    decided, reasons = verdict(results, interrupted=interrupted or len(results) < run.collected, strict=strict)
+def build(record: RunRecord) -> dict[str, Any]:
+    """report.json's data, from what the run recorded."""
+    results = list(record.results)
+    strict = record.strict
+    interrupted = record.interrupted
+    decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict)
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
-    first = run.eps[0].facts if run.eps else {}
-    eps = [_ep(ep.facts, ep.spec) for ep in run.eps]
+    first = record.eps[0].facts if record.eps else {}
+    eps = [_ep(ep.facts, ep.spec) for ep in record.eps]
     return {
         "schema": SCHEMA,
         "kit_version": __version__,
-        "spec_digest": run.catalogue.digest,
+        "spec_digest": record.spec_digest,
         "onnxruntime": first.get("onnxruntime", {}),
         "ep": eps[0] if eps else {},
         "eps": eps,
-        "devices": [dict(device, ep=ep.facts["provider"]) for ep in run.eps for device in ep.facts["devices"]],
+        "devices": [dict(device, ep=ep.facts["provider"]) for ep in record.eps for device in ep.facts["devices"]],
         "verdict": decided.value,
         "verdict_reasons": reasons,
         "summary": counts(results),
         "findings": [r.to_dict() for r in results if r.is_finding],
         "results": [r.to_dict() for r in results],
-        "capabilities": [matrix for ep in run.eps for matrix in ep.capabilities],
-        "contracts": {c.id: _contract(c) for c in run.catalogue.contracts},
+        "capabilities": [matrix for ep in record.eps for matrix in ep.capabilities],
+        "contracts": {c.id: _contract(c) for c in record.contracts},
         "waivers": waiver_rules.summary(results),
         "strict": strict,
         "run": {
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(run.started)),
-            "duration_s": round(time.time() - run.started, 3),
-            "collected": run.collected,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.started)),
+            "duration_s": round(record.finished - record.started, 3),
+            "collected": record.collected,
             "interrupted": interrupted,
             "strict": strict,
             "lost": [{"nodeid": r.nodeid, "outcome": r.outcome.value, "message": r.message} for r in lost],
-            "isolation": "worker" if run.isolated else "none",
-            "python": sys.version.split()[0],
-            "platform": machine(),
-            "command": " ".join(sys.argv),
+            "isolation": record.isolation,
+            "python": record.python,
+            "platform": record.platform,
+            "command": record.command,
         },
     }
 
@@ -87,41 +90,6 @@ def _ep(facts: dict[str, Any], spec) -> dict[str, Any]:
         "claims": spec_claims(spec),
         "unverified": list(spec.unverified) if spec else [],
     }
-
-
-# What a report says of a memory type for an EP that get_ep_devices() does not list: its
-# memory infos were never asked, so "None" there does not mean plain CPU memory.
-NO_EP_DEVICE = "no EP device (get_ep_devices() does not list this EP)"
-
-
-def unlisted_note(eps: list[dict[str, Any]], matrix: dict[str, Any]) -> str | None:
-    """What a reader of `matrix` must know when its EP has no EP device: only CPU memory was
-    there to probe, so its pairs and figures are the host's, not the EP's."""
-    entry = next((e for e in eps if e.get("name") == matrix.get("ep")), None)
-    if entry is None or entry.get("ep_device", True):
-        return None
-    return (f"{NO_EP_DEVICE}: only plain CPU memory could be probed, so these copies and figures are of the host's "
-            "memory, not of memory the EP owns.")
-
-
-def device_line(device: dict[str, Any]) -> str:
-    """A device record in one line: its hardware and the memory infos its EP device advertises."""
-    hardware = device.get("hardware")
-    if hardware is None:
-        return f"{NO_EP_DEVICE}: no memory info was advertised"
-    return (f"{hardware['type']} {hardware.get('vendor') or ''}".rstrip()
-            + f"; DEFAULT: {advertised_memory(device, 'default')}; HOST_ACCESSIBLE: {advertised_memory(device, 'host_accessible')}")
-
-
-def advertised_memory(device: dict[str, Any], kind: str) -> str:
-    """What a device record says of its `default` or `host_accessible` memory, in words. A
-    record without hardware stands for an EP without an EP device (eps.describe)."""
-    if device.get("hardware") is None:
-        return f"not advertised: {NO_EP_DEVICE}"
-    memory = device["memory"][kind]
-    if memory is None and kind == "host_accessible":
-        return "none"
-    return memory_label(memory)
 
 
 def _contract(contract) -> dict[str, Any]:
@@ -195,10 +163,6 @@ def json_text(data: dict[str, Any]) -> str:
             text = json.dumps(value, default=str)
         entries.append(f"  {json.dumps(key)}: {text}")
     return "{\n" + ",\n".join(entries) + "\n}\n"
-
-
-def params_label(params: dict[str, Any]) -> str:
-    return "-".join(map(str, params.values())) or "-"
 
 
 def describe_failure(result: Result, contract) -> str:

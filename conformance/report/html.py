@@ -14,7 +14,8 @@ from typing import Any, Iterable
 
 from conformance.claims import unverified_count
 from conformance.eps import memory_label
-from conformance.report import device_line, params_label, throughput, unlisted_note
+import conformance.report.throughput as throughput
+from conformance.report.common import device_line, params_label, unlisted_note
 from conformance.outcomes import BROKEN
 
 STATUS_LEGEND = {

@@ -6,7 +6,8 @@ from typing import Any
 
 from conformance.claims import unverified_count
 from conformance.outcomes import BROKEN
-from conformance.report import device_line, params_label, throughput, unlisted_note
+import conformance.report.throughput as throughput
+from conformance.report.common import device_line, params_label, unlisted_note
 
 
 def cell(text: Any) -> str:

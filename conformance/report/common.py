@@ -1,0 +1,49 @@
+"""What the report's renderers share: how a device, an EP without an EP device and a case's
+parameters read. A leaf of the report package: `report/__init__` (which builds and writes the
+report) and the renderers (markdown, html) both import it, and it imports neither.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.eps import memory_label
+
+
+# What a report says of a memory type for an EP that get_ep_devices() does not list: its
+# memory infos were never asked, so "None" there does not mean plain CPU memory.
+NO_EP_DEVICE = "no EP device (get_ep_devices() does not list this EP)"
+
+
+def unlisted_note(eps: list[dict[str, Any]], matrix: dict[str, Any]) -> str | None:
+    """What a reader of `matrix` must know when its EP has no EP device: only CPU memory was
+    there to probe, so its pairs and figures are the host's, not the EP's."""
+    entry = next((e for e in eps if e.get("name") == matrix.get("ep")), None)
+    if entry is None or entry.get("ep_device", True):
+        return None
+    return (f"{NO_EP_DEVICE}: only plain CPU memory could be probed, so these copies and figures are of the host's "
+            "memory, not of memory the EP owns.")
+
+
+def device_line(device: dict[str, Any]) -> str:
+    """A device record in one line: its hardware and the memory infos its EP device advertises."""
+    hardware = device.get("hardware")
+    if hardware is None:
+        return f"{NO_EP_DEVICE}: no memory info was advertised"
+    return (f"{hardware['type']} {hardware.get('vendor') or ''}".rstrip()
+            + f"; DEFAULT: {advertised_memory(device, 'default')}; HOST_ACCESSIBLE: {advertised_memory(device, 'host_accessible')}")
+
+
+def advertised_memory(device: dict[str, Any], kind: str) -> str:
+    """What a device record says of its `default` or `host_accessible` memory, in words. A
+    record without hardware stands for an EP without an EP device (eps.describe)."""
+    if device.get("hardware") is None:
+        return f"not advertised: {NO_EP_DEVICE}"
+    memory = device["memory"][kind]
+    if memory is None and kind == "host_accessible":
+        return "none"
+    return memory_label(memory)
+
+
+def params_label(params: dict[str, Any]) -> str:
+    return "-".join(map(str, params.values())) or "-"
