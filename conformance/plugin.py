@@ -38,6 +38,12 @@ RUN_KEY = pytest.StashKey["ConformanceRun"]()
 RESULT_KEY = pytest.StashKey[Result]()
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from conformance import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "ONNX Runtime EP conformance (ort-ep-conformance)")
     group.addoption("--ep", action="append", default=[], metavar="NAME",
@@ -164,7 +170,9 @@ class ConformanceRun:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "conformance_result", None)
         if data is not None and self.primary:
-            self.results.append(Result.from_dict(data))
+            result = Result.from_dict(data)
+            self.results.append(result)
+            self.config.hook.pytest_conformance_result(result=result, config=self.config)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.primary:
@@ -188,6 +196,7 @@ class ConformanceRun:
         data = report.build(_record(self, interrupted))
         self.written = report.write_all(data, self.report_dir)
         self.verdict = data["verdict"]
+        self.config.hook.pytest_conformance_report(report=data, folder=self.report_dir, config=self.config)
         if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a strict run is a yes/no answer
         # What the run made since collection (pytest's reports of every item, the results) lives
