@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from conformance.attribution import outcome_of
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.forkserver import ForkServer
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
@@ -242,12 +243,12 @@ class ConformanceRun:
         if item.contract.own_process:
             worker = self._own_worker(item.ep)
             try:
-                return _outcome_of(lambda: worker.request(self._request(worker, item.planned()), what=item.planned().what)["result"])
+                return outcome_of(lambda: worker.request(self._request(worker, item.planned()), what=item.planned().what)["result"])
             finally:
                 worker.close()
         if not self._runs_in_worker(item):
-            return _outcome_of(lambda: item.ep.runner.run(item.contract.id, item.device["index"], item.params))
-        return _outcome_of(lambda: self._collect(self._worker_for(item), item.planned())["result"])
+            return outcome_of(lambda: item.ep.runner.run(item.contract.id, item.device["index"], item.params))
+        return outcome_of(lambda: self._collect(self._worker_for(item), item.planned())["result"])
 
     def _worker_for(self, item: "ContractItem") -> Worker:
         if not item.contract.isolated or (self.lookahead and item.ep.worker):
@@ -409,17 +410,6 @@ class ConformanceRun:
 
 def _isolated(item: pytest.Item) -> bool:
     return isinstance(item, ContractItem) and item.contract.isolated
-
-
-def _outcome_of(reply_of) -> tuple[Outcome, str, dict, float]:
-    """The outcome of a check from its reply (`reply_of()`), or from how its worker was lost."""
-    try:
-        reply = reply_of()
-    except WorkerLost as exc:
-        return Outcome(exc.outcome), str(exc), {**exc.details, **({"call": exc.call} if exc.call else {})}, 0.0
-    except WorkerRefused as exc:
-        return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
-    return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
 
 
 @dataclass(frozen=True)
