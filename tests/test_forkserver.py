@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -164,3 +166,15 @@ def test_a_forked_worker_whose_server_is_gone_is_lost_without_a_made_up_status(h
     assert host.request(SESSION_INPUTS)["result"]["outcome"] == "pass"  # its replacement is spawned
     assert not isinstance(host.process, ForkedProcess)
 
+
+def loaded_after(statement: str) -> set[str]:
+    """The kit's modules a fresh interpreter has loaded after `statement`."""
+    code = f"import sys\n{statement}\nprint(' '.join(m for m in sys.modules if m.startswith('conformance.')))"
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    return set(completed.stdout.split())
+
+
+def test_the_parent_never_loads_the_servers_half_nor_the_server_the_parents():
+    assert "conformance.forkhost" not in loaded_after("import conformance.plugin, conformance.probing, conformance.isolation")
+    assert loaded_after("import conformance.forkhost") == {"conformance.forkhost"}
+    assert not {"conformance.forkserver", "conformance.isolation"} & loaded_after("import conformance.worker; conformance.worker.preload()")
