@@ -43,7 +43,6 @@ def handover(catalogue: Catalogue, recipes: dict[str, Any]) -> dict[str, Any]:
     return {"op": "handover", "data": base64.b64encode(data).decode("ascii")}
 
 
-
 class WorkerLost(Exception):
     """The worker crashed or timed out, as facts: `outcome` ('crash' or 'timeout'), `message`
     (what happened to the process), `actual` (the same, short), `tail` (its last output), `call`
@@ -96,7 +95,7 @@ class _Launchers:
         self.name = name
 
     def __get__(self, worker, owner=None):
-        return getattr(worker._launcher, self.name)
+        return self if worker is None else getattr(worker._launcher, self.name)
 
     def __set__(self, worker, value) -> None:
         setattr(worker._launcher, self.name, value)
