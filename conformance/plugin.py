@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conformance.attribution import outcome_of
+from conformance.calls import Call
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.forkserver import ForkServer
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
@@ -626,7 +627,7 @@ class ContractItem(pytest.Item):
         call = lost.details.get("call")
         if call:
             calls = self.ep.quarantined_calls.setdefault(self.device["index"], {})
-            calls[call] = f"that call ended in {lost.outcome.value} in the earlier check {self.name}, so it is not made again on this EP device"
+            calls[str(Call.from_wire(call))] = f"that call ended in {lost.outcome.value} in the earlier check {self.name}, so it is not made again on this EP device"
             return
         self.ep.quarantine[self._crash_key()] = f"an earlier check making the same call ({self.name}) ended in {lost.outcome.value}"
         if lost.subject == "ep":  # onnxruntime's own crash says nothing about the EP device
