@@ -12,6 +12,6 @@ def probe(ep: str | None = None, *, library: str | None = None, options: dict[st
 
     Runs in a child process, so an EP that aborts or hangs cannot take the caller down.
     """
-    from conformance.capabilities import probe_eps
+    from conformance.probing import probe_eps
 
     return probe_eps(ep, library=library, options=options or {}, timeout=timeout)

@@ -16,16 +16,15 @@ Each pair also carries its throughput in GB/s per size class (`bandwidth.SIZE_CL
 does it, beside the host's memcpy of the same sizes (`host_memcpy`). The timing is short and
 bounded (`THROUGHPUT_BUDGET_SECONDS` per device); a size that would not fit in what is left of
 it is `null`. These figures inform; no contract is decided on them here.
+
+Computed inside a worker (conformance.worker); the parent's driver that asks workers for it is
+conformance.probing.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -192,44 +191,3 @@ def _time_copies(ctx, infos: dict[str, Any], pairs: list[dict[str, Any]], sizes:
                     figures[label] = measured["gbps"]
         memcpy[label] = bandwidth.significant(bandwidth.host_memcpy(nbytes, trials=trials, budget=0.05, host=host))
     return memcpy
-
-
-def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, str] | None = None, timeout: float = 60.0,
-              log: Path | None = None) -> dict[str, Any]:
-    """The matrix of every device of `ep` (all EPs present when None), computed in workers."""
-    from conformance.isolation import Worker, WorkerLost
-
-    names = [ep] if ep else _present_eps()
-    results = []
-    for name in names:
-        worker = Worker({"ep": name, "library": library, "options": options or {}}, timeout=timeout, log=log)
-        try:
-            facts = worker.start()
-            devices = []
-            for device in facts["devices"]:
-                try:
-                    devices.append(worker.request({"op": "probe", "device": device["index"]}, what="the copy probe")["capabilities"])
-                except WorkerLost as exc:
-                    devices.append({"ep": facts["provider"], "device": device["label"], "error": f"{exc.outcome}: {exc}", "pairs": []})
-            # ep_device False: get_ep_devices() does not list the EP, so it advertised no memory
-            # infos; its one "device" stands for sessions made with providers=[...].
-            results.append({"ep": facts["provider"], "label": facts["label"], "onnxruntime": facts["onnxruntime"]["version"],
-                            "ep_device": facts["ep_device"], "unusable": facts.get("unusable"), "devices": devices})
-        finally:
-            worker.close()
-    return {"eps": results}
-
-
-def _present_eps() -> list[str]:
-    """Every EP get_ep_devices() lists, asked in a child process (this one never imports
-    onnxruntime); WorkerRefused with the kit's message when onnxruntime cannot be imported."""
-    from conformance.isolation import WorkerRefused
-
-    code = ("import json, sys\n"
-            "from conformance.eps import EpUnavailable, import_onnxruntime\n"
-            "try:\n    ort = import_onnxruntime()\nexcept EpUnavailable as exc:\n    sys.exit(str(exc))\n"
-            "print(json.dumps(sorted({d.ep_name for d in ort.get_ep_devices()})))")
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    if completed.returncode != 0:
-        raise WorkerRefused(completed.stderr.strip() or f"listing the EPs present failed (exit status {completed.returncode})")
-    return json.loads(completed.stdout)

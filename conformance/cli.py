@@ -150,7 +150,7 @@ def _validate(args) -> int:
 
 def _probe(args) -> int:
     from conformance.isolation import WorkerLost, WorkerRefused
-    from conformance.capabilities import probe_eps
+    from conformance.probing import probe_eps
 
     try:
         options = ep_options(args.ep_option)

@@ -1,4 +1,4 @@
-"""Workers forked from a process that has made their imports.
+"""Workers forked from a process that has made their imports: the parent's end of the fork server.
 
 Most of a worker's start is imports: Python, numpy and the kit, then onnxruntime and the EP.
 The first worker of a run hosts a fork server: once it has made the first of those imports,
@@ -21,11 +21,14 @@ parent sends b"fork" with three file descriptors, the worker's stdin, stdout and
 server answers "pid N". Whenever a worker ends, the server sends "exit N CODE", CODE as
 subprocess.Popen's returncode (-SIGNAL when a signal ended it). The server ends when the parent
 closes the socket. Linux only (a process's threads are counted in /proc).
+
+The server's half, which runs in the host worker and the server forked off it, is
+conformance.forkhost; neither half imports the other, so the parent never loads the server's
+code and the server none of the parent's.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import select
 import signal
@@ -33,126 +36,7 @@ import socket
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
-
-TASKS = Path("/proc/self/task")
-
-
-def why_not_fork_safe() -> str | None:
-    """Why forking this process now could deadlock the child (None: it runs one thread)."""
-    if not TASKS.is_dir():
-        return "this system does not list a process's threads (/proc/self/task)"
-    threads = len(os.listdir(TASKS))
-    return f"the process runs {threads} threads; a fork could deadlock" if threads > 1 else None
-
-
-# What a worker imports before onnxruntime: numpy and the kit's modules (the checks too). Not
-# PyYAML: a worker of a pytest run is handed the catalogue already read (isolation.handover).
-PRELOADED = ("numpy", "conformance.capabilities", "conformance.runner", "conformance.worker")
-
-
-def preload() -> None:
-    for name in PRELOADED:
-        importlib.import_module(name)
-    from conformance.checks import load_all
-
-    load_all()
-
-
-def start_beside(fd: int) -> None:
-    """Forks the fork server off this process (a worker starting up), on the socket `fd`;
-    returns in this process, with `fd` closed."""
-    channel = socket.socket(fileno=fd)
-    try:
-        preload()
-        reason = why_not_fork_safe()
-    except Exception as exc:  # an import that fails here fails in the worker too, and says so there
-        reason = f"{type(exc).__name__}: {exc}"
-    if reason:
-        channel.sendall(f"unavailable {reason}\n".encode())
-        channel.close()
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    if os.fork():
-        channel.close()
-        return
-    try:
-        # The host's stdin, replies and log are not the server's: holding them would hide the
-        # host's end from the parent, which reads a worker's end as the end of its replies.
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for target in (0, 1, 2):
-            os.dup2(devnull, target)
-        os.close(devnull)
-        channel.sendall(b"ready\n")
-        serve(channel)
-    finally:
-        os._exit(0)
-
-
-def serve(channel: socket.socket) -> None:
-    """Forks a worker for each request on `channel`, and reports the workers' ends there."""
-    wake_read, wake_write = os.pipe()
-    os.set_blocking(wake_write, False)
-    signal.set_wakeup_fd(wake_write)
-    signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD writes to the wakeup fd
-    try:
-        while True:
-            readable, _, _ = select.select([channel, wake_read], [], [])
-            if wake_read in readable:
-                os.read(wake_read, 512)
-                _report_ended(channel)
-            if channel in readable:
-                message, fds, _, _ = socket.recv_fds(channel, 16, 3)
-                if not message:
-                    return  # the parent closed its end
-                pid = _fork_worker(channel, fds, (wake_read, wake_write))
-                for fd in fds:
-                    os.close(fd)
-                channel.sendall(f"pid {pid}\n".encode())
-    finally:
-        signal.set_wakeup_fd(-1)
-
-
-def _fork_worker(channel: socket.socket, fds: list[int], own: tuple[int, int]) -> int:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid:
-        return pid
-    try:
-        signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        channel.close()
-        for fd in own:
-            os.close(fd)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        sys.stdin = open(0, encoding="utf-8", closefd=False)
-        from conformance import worker
-
-        worker.run()  # ends the process
-    except BaseException:
-        traceback.print_exc()  # into the worker's log
-    finally:
-        os._exit(70)  # never back into the server's loop, whatever happened
-
-
-def _report_ended(channel: socket.socket) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        channel.sendall(f"exit {pid} {code}\n".encode())
-
-
-# --- the parent's side ---------------------------------------------------------------------
 
 # The returncode given to a worker whose fork server is gone: only its parent, the server,
 # could read how it ended; that it ended is all that is known (ForkServer.status_unknown).

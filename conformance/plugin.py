@@ -256,17 +256,6 @@ def _isolated(item: pytest.Item) -> bool:
     return isinstance(item, ContractItem) and item.contract.isolated
 
 
-def _outcome_of(reply_of) -> tuple[Outcome, str, dict, float]:
-    """The outcome of a check from its reply (`reply_of()`), or from how its worker was lost."""
-    try:
-        reply = reply_of()
-    except WorkerLost as exc:
-        return Outcome(exc.outcome), str(exc), {**exc.details, **({"call": exc.call} if exc.call else {})}, 0.0
-    except WorkerRefused as exc:
-        return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
-    return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
-
-
 def _check_writable(folder: Path) -> None:
     """Refuses, before any check runs, a report folder whose report could not be written at the end."""
     if folder.exists() and not folder.is_dir():

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
+from conformance.attribution import outcome_of
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
 from conformance.pool import EpUnderTest, WorkerPool
 
@@ -44,17 +45,15 @@ class Scheduler:
         self.plan_position: dict[tuple[Worker, str], int] = {}
 
     def run_case(self, item: "ContractItem") -> "tuple[Outcome, str, dict, float]":
-        from conformance.plugin import _outcome_of  # moving to conformance.attribution
-
         if item.contract.own_process:
             worker = self.pool.own(item.ep)
             try:
-                return _outcome_of(lambda: worker.request(self._request(worker, item.planned()), what=item.planned().what)["result"])
+                return outcome_of(lambda: worker.request(self._request(worker, item.planned()), what=item.planned().what)["result"])
             finally:
                 worker.close()
         if not self.runs_in_worker(item):
-            return _outcome_of(lambda: item.ep.runner.run(item.contract.id, item.device["index"], item.params))
-        return _outcome_of(lambda: self._collect(self.worker_for(item), item.planned())["result"])
+            return outcome_of(lambda: item.ep.runner.run(item.contract.id, item.device["index"], item.params))
+        return outcome_of(lambda: self._collect(self.worker_for(item), item.planned())["result"])
 
     def worker_for(self, item: "ContractItem") -> Worker:
         if not item.contract.isolated or (self.lookahead and item.ep.worker):

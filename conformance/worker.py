@@ -119,10 +119,23 @@ def main() -> None:
     # with a traceback in its log.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.argv[1:2] == ["--fork-server"]:
-        from conformance import forkserver
+        from conformance import forkhost
 
-        forkserver.start_beside(int(sys.argv[2]))
+        forkhost.start_beside(int(sys.argv[2]), preload, run)
     run()
+
+
+def preload() -> None:
+    """What a worker imports before onnxruntime, made once in the fork server's host so that the
+    workers it forks have it (see conformance.forkserver): numpy and the kit's modules, the
+    checks too. Not PyYAML: a worker of a pytest run is handed the catalogue already read
+    (isolation.handover)."""
+    import numpy  # noqa: F401
+
+    from conformance import capabilities, runner  # noqa: F401
+    from conformance.checks import load_all
+
+    load_all()
 
 
 def run() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from types import SimpleNamespace
 
@@ -126,3 +128,11 @@ def test_bandwidth_bound_sizes_are_timed_in_two_trials_and_smaller_ones_in_three
     monkeypatch.setattr(bandwidth, "host_memcpy", lambda nbytes, **kw: timed(-nbytes, **kw)["gbps"])
     capability_matrix(ctx, [4096, 1 << 20, 64 << 20])
     assert trials == {4096: 3, 1 << 20: 3, 64 << 20: 2, -4096: 3, -(1 << 20): 3, -(64 << 20): 2}
+
+
+def test_the_matrix_is_computed_without_the_parents_driver():
+    """capabilities runs inside a worker; asking workers for it is conformance.probing's."""
+    code = "import sys, conformance.capabilities; print(' '.join(m for m in sys.modules if m.startswith('conformance.')))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout.split())
+    assert "conformance.capabilities" in loaded
+    assert not {"conformance.isolation", "conformance.probing", "conformance.forkserver"} & loaded

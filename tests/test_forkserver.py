@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from conformance.forkserver import ForkedProcess, ForkServer, why_not_fork_safe
+from conformance.forkhost import why_not_fork_safe
+from conformance.forkserver import ForkedProcess, ForkServer
 from conformance.isolation import Worker, WorkerLost
 from worker_requests import CPU_INIT, SESSION_INPUTS
 
@@ -130,19 +133,19 @@ def test_a_host_with_another_thread_forks_no_server_and_says_why(server):
 
 def test_a_process_standing_by_replaces_a_lost_worker_at_once(host):
     host.stand_by()
-    standby = host._standby
+    standby = host._launcher._standby
     assert isinstance(standby, ForkedProcess) and standby.poll() is None
     host.process.kill()
     host.process.wait()
     assert host.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
-    assert host.process is standby and host.restarts == 1 and host._standby is None
+    assert host.process is standby and host.restarts == 1 and host._launcher._standby is None
 
 
 def test_a_process_standing_by_unused_is_killed_at_close(host):
     host.stand_by()
-    standby = host._standby
+    standby = host._launcher._standby
     host.stand_by()  # one at most
-    assert host._standby is standby
+    assert host._launcher._standby is standby
     host.close()
     assert standby.returncode == -signal.SIGKILL
 
@@ -150,7 +153,7 @@ def test_a_process_standing_by_unused_is_killed_at_close(host):
 def test_without_a_fork_server_nothing_stands_by():
     worker = Worker(CPU_INIT, timeout=60)
     worker.stand_by()  # a spawned spare would cost a whole interpreter start
-    assert worker._standby is None
+    assert worker._launcher._standby is None
 
 
 def test_a_forked_worker_whose_server_is_gone_is_lost_without_a_made_up_status(host, server):
@@ -162,3 +165,16 @@ def test_a_forked_worker_whose_server_is_gone_is_lost_without_a_made_up_status(h
     assert not server.ready()
     assert host.request(SESSION_INPUTS)["result"]["outcome"] == "pass"  # its replacement is spawned
     assert not isinstance(host.process, ForkedProcess)
+
+
+def loaded_after(statement: str) -> set[str]:
+    """The kit's modules a fresh interpreter has loaded after `statement`."""
+    code = f"import sys\n{statement}\nprint(' '.join(m for m in sys.modules if m.startswith('conformance.')))"
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    return set(completed.stdout.split())
+
+
+def test_the_parent_never_loads_the_servers_half_nor_the_server_the_parents():
+    assert "conformance.forkhost" not in loaded_after("import conformance.plugin, conformance.probing, conformance.isolation")
+    assert loaded_after("import conformance.forkhost") == {"conformance.forkhost"}
+    assert not {"conformance.forkserver", "conformance.isolation"} & loaded_after("import conformance.worker; conformance.worker.preload()")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import fcntl
 import io
 import json
@@ -15,7 +16,10 @@ import pytest
 
 from conformance import worker as worker_process
 from conformance.data import read_recipes
-from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover, signal_name
+from conformance.attribution import details_of, message_of, outcome_of
+from conformance.calls import Call
+from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
+from conformance.launcher import Launcher, signal_name
 from conformance.spec import load_catalogue
 from test_spec import CONTRACT_FILE
 from worker_requests import CPU_INIT, SESSION_INPUTS
@@ -154,8 +158,8 @@ def test_replies_written_together_are_taken_one_by_one_and_a_split_one_whole():
     w = fake_worker(code)
     try:
         deadline = time.monotonic() + 5
-        assert [w._read_line(deadline) for _ in range(4)] == [b'{"n": 1}', b'{"n": 2}', b'{"n": 3}', b'{"n": 4}']
-        assert w._read_line(time.monotonic() + 0.05) is None  # nothing more within the deadline
+        assert [w._launcher.channel.read_line(deadline) for _ in range(4)] == [b'{"n": 1}', b'{"n": 2}', b'{"n": 3}', b'{"n": 4}']
+        assert w._launcher.channel.read_line(time.monotonic() + 0.05) is None  # nothing more within the deadline
     finally:
         w._kill()
 
@@ -221,8 +225,8 @@ def test_a_worker_whose_init_failed_does_not_warm_up():
 def test_only_the_first_process_of_a_worker_warms_up(monkeypatch):
     """A replacement has requests waiting: it answers them at once."""
     sent = []
-    monkeypatch.setattr(Worker, "_new_process", lambda self, fork_only=False: object())
-    monkeypatch.setattr(Worker, "_write", staticmethod(lambda process, message: sent.append(message)))
+    monkeypatch.setattr(Launcher, "_new_process", lambda self, fork_only=False: object())
+    monkeypatch.setattr(Launcher, "_write", staticmethod(lambda process, message: sent.append(message)))
     warm = Worker(CPU_INIT, timeout=5, warm_up=True)
     warm.launch()
     warm.launch()
@@ -275,8 +279,8 @@ def test_every_process_of_a_worker_is_handed_the_catalogue_after_its_init(monkey
         def poll(self):
             return None
 
-    monkeypatch.setattr(Worker, "_new_process", lambda self, fork_only=False: Running())
-    monkeypatch.setattr(Worker, "_write", staticmethod(lambda process, message: sent.append(message["op"])))
+    monkeypatch.setattr(Launcher, "_new_process", lambda self, fork_only=False: Running())
+    monkeypatch.setattr(Launcher, "_write", staticmethod(lambda process, message: sent.append(message["op"])))
     worker = Worker(dict(CPU_INIT, handover=True), timeout=5)
     worker.launch()
     worker.hand_over({"op": "handover"})
@@ -289,7 +293,7 @@ def test_every_process_of_a_worker_is_handed_the_catalogue_after_its_init(monkey
 def test_asking_a_worker_to_exit_kills_its_spare():
     killed = []
     worker = Worker(CPU_INIT, timeout=5)
-    worker._standby = type("Spare", (), {"poll": lambda self: None, "kill": lambda self: killed.append(True)})()
+    worker._launcher._standby = type("Spare", (), {"poll": lambda self: None, "kill": lambda self: killed.append(True)})()
     worker.ask_to_exit()
     assert killed == [True]
 
@@ -297,7 +301,7 @@ def test_asking_a_worker_to_exit_kills_its_spare():
 @pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ") or int(Path("/proc/sys/fs/pipe-max-size").read_text()) < 1 << 20,
                     reason="pipes cannot be grown to 1 MiB here")
 def test_the_pipe_to_a_worker_holds_a_whole_batch_while_the_worker_is_busy():
-    process = Worker(CPU_INIT, timeout=60)._new_process()
+    process = Worker(CPU_INIT, timeout=60)._launcher._new_process()
     try:
         assert fcntl.fcntl(process.stdin.fileno(), fcntl.F_GETPIPE_SZ) == 1 << 20
     finally:
@@ -417,10 +421,14 @@ def test_a_crash_in_a_batch_carries_the_step_and_reproducer_its_check_sent_ahead
     w = fake_worker(NOTES_THEN_ABORT)
     batch_of_three(w)
     assert w.collect("a") == {"ok": True, "n": 1}
-    with pytest.raises(WorkerLost, match="^the process running check b was killed by SIGABRT while running again") as lost:
+    with pytest.raises(WorkerLost, match="^the process running check b was killed by SIGABRT$") as lost:
         w.collect("b")
-    assert lost.value.details["step"] == "running again"
-    (violation,) = lost.value.details["violations"]
+    assert lost.value.note == {"step": "running again", "reproducer": "b.bind_input(...); s.run_with_iobinding(b)"}
+    # The caller, not the worker, says what the loss costs (conformance.attribution).
+    assert message_of(lost.value) == "the process running check b was killed by SIGABRT while running again"
+    details = details_of(lost.value)
+    assert details["step"] == "running again"
+    (violation,) = details["violations"]
     assert violation["reproducer"] == "b.bind_input(...); s.run_with_iobinding(b)"
     assert violation["actual"] == "killed by SIGABRT" and violation["expected"]
 
@@ -430,8 +438,9 @@ def test_a_lost_case_that_announced_nothing_is_reproduced_through_the_kit():
     w.init = dict(CPU_INIT, op="init")
     with pytest.raises(WorkerLost) as lost:
         w._exchange(SESSION_INPUTS, 0.5, "the check")
-    (violation,) = lost.value.details["violations"]
-    assert "step" not in lost.value.details and violation["actual"] == "no answer after 0.5 s"
+    details = details_of(lost.value)
+    (violation,) = details["violations"]
+    assert "step" not in details and violation["actual"] == "no answer after 0.5 s"
     assert violation["reproducer"].splitlines()[-1] == (
         "print(Runner('cpu').run('memory-info.session-inputs', 0, {'recipe': 'identity', 'dtype': 'float32'}))")
 
@@ -465,7 +474,7 @@ def test_close_kills_a_worker_still_busy_with_a_batch():
 ANNOUNCE_THEN = """\
 import json, os, sys, time
 sys.stdin.readline()
-sys.stdout.write(json.dumps({{"id": None, "progress": {{"call": "copy_tensors cpu>default"}}}}) + "\\n")
+sys.stdout.write(json.dumps({{"id": None, "progress": {{"call": {{"kind": "copy_tensors", "direction": "cpu>default", "note": ""}}}}}}) + "\\n")
 sys.stdout.flush()
 {then}
 """
@@ -475,7 +484,7 @@ def test_a_crash_names_the_call_the_worker_announced_last():
     w = fake_worker(ANNOUNCE_THEN.format(then="os.abort()"))
     with pytest.raises(WorkerLost, match="^the process running the check was killed by SIGABRT during copy_tensors cpu>default") as lost:
         w._exchange({"op": "run"}, 10, "the check")
-    assert lost.value.call == "copy_tensors cpu>default"
+    assert lost.value.call == Call("copy_tensors", "cpu>default")
 
 
 def test_a_crash_after_the_call_returned_is_not_blamed_on_it():
@@ -487,13 +496,44 @@ def test_a_crash_after_the_call_returned_is_not_blamed_on_it():
 
 
 def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_the_timeout():
-    hang = "for _ in range(100):\n    sys.stdout.write(json.dumps({'id': None, 'progress': {'call': 'copy_tensors cpu>default'}}) + '\\n'); sys.stdout.flush(); time.sleep(0.05)\ntime.sleep(60)"
+    hang = "for _ in range(100):\n    sys.stdout.write(json.dumps({'id': None, 'progress': {'call': {'kind': 'copy_tensors', 'direction': 'cpu>default'}}}) + '\\n'); sys.stdout.flush(); time.sleep(0.05)\ntime.sleep(60)"
     w = fake_worker(ANNOUNCE_THEN.format(then=hang))
     started = time.monotonic()
     with pytest.raises(WorkerLost, match=r"within 0\.5 s \(stuck in copy_tensors cpu>default\)") as lost:
         w._exchange({"op": "run"}, 0.5, "the check")
-    assert lost.value.outcome == "timeout" and lost.value.call == "copy_tensors cpu>default"
+    assert lost.value.outcome == "timeout" and lost.value.call == Call("copy_tensors", "cpu>default")
     assert time.monotonic() - started < 3
+
+
+def test_a_lost_checks_result_carries_the_call_in_flight_as_its_wire_dict():
+    w = fake_worker(ANNOUNCE_THEN.format(then="os.abort()"))
+    outcome, message, details, _ = outcome_of(lambda: w._exchange({"op": "run"}, 10, "the check"))
+    assert outcome.value == "crash" and message == "the process running the check was killed by SIGABRT during copy_tensors cpu>default"
+    assert details["call"] == {"kind": "copy_tensors", "direction": "cpu>default", "note": ""}
+    assert str(Call.from_wire(details["call"])) == "copy_tensors cpu>default"
+
+
+def test_a_lost_checks_message_names_its_step_before_the_last_output_of_its_process(tmp_path):
+    log = tmp_path / "worker.log"
+    code = ("import json, os, sys; sys.stdin.readline()\n"
+            "sys.stdout.write(json.dumps({'id': None, 'progress': {'step': 'copying', 'reproducer': 'ort.copy(...)'}}) + '\\n')\n"
+            "sys.stdout.flush(); sys.stderr.write('EP: device lost\\n'); sys.stderr.flush(); os.abort()")
+    with open(log, "wb") as stderr:
+        w = fake_worker(code, stderr=stderr)
+    w.log = log
+    outcome, message, details, _ = outcome_of(lambda: w._exchange({"op": "run"}, 10, "the check"))
+    assert message == "the process running the check was killed by SIGABRT while copying; its last output: EP: device lost"
+    (violation,) = details["violations"]
+    assert violation["message"] == "the process running the check was killed by SIGABRT while copying"
+    assert violation["reproducer"] == "ort.copy(...)" and "call" not in details
+
+
+def test_a_worker_lost_while_starting_is_blamed_on_no_request():
+    w = fake_worker("import os; os.abort()")
+    with pytest.raises(WorkerLost) as lost:
+        w.ready()
+    assert lost.value.request is None and details_of(lost.value) == {}
+    assert message_of(lost.value) == str(lost.value) == "the process running starting the worker was killed by SIGABRT"
 
 
 def test_an_announcement_is_not_taken_for_the_reply(worker):
@@ -519,3 +559,16 @@ def test_a_probe_reaching_a_quarantined_call_is_refused_with_the_reason(worker):
     with pytest.raises(WorkerRefused, match="^stopped before copy_tensors cpu>cpu: it hung") as refused:
         worker.request({"op": "probe", "device": 0, "sizes": [], "quarantined": {"copy_tensors cpu>cpu": "it hung"}})
     assert refused.value.kind == "CallQuarantined"
+
+
+# --- the process side's shape ---------------------------------------------------------------------
+
+PROCESS_SIDE = ("isolation", "launcher", "lines", "ledger", "attribution", "forkserver", "forkhost", "worker",
+                "capabilities", "probing", "bandwidth", "runner")
+
+
+@pytest.mark.parametrize("module", PROCESS_SIDE)
+def test_no_class_of_the_process_side_is_over_150_lines(module):
+    tree = ast.parse((Path(worker_process.__file__).parent / f"{module}.py").read_text(encoding="utf-8"))
+    sizes = {node.name: node.end_lineno - node.lineno + 1 for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    assert {name: size for name, size in sizes.items() if size > 150} == {}

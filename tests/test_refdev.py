@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import build_failure_reason, conformance_run
 
+from conformance.calls import Call
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # fault mode -> (verdict, contracts that must be broken, outcome they must end in)
@@ -117,13 +119,14 @@ def test_a_crashing_call_is_quarantined_alone(refdev_library, tmp_path, fault):
     report = refdev_run(refdev_library, tmp_path, fault)
     outcome = FAULTS[fault][2]
     lost = [r for r in report["results"] if r["outcome"] == outcome]
-    # One loss per call, each naming the call it was in.
-    assert sorted(r["details"]["call"] for r in lost) == ["InferenceSession.run, inputs in cpu", "copy_tensors cpu>default"]
-    assert all(r["details"]["call"] in r["message"] for r in lost)
+    # One loss per call, each naming the call it was in (its details carry the call's wire dict).
+    calls = [str(Call.from_wire(r["details"]["call"])) for r in lost]
+    assert sorted(calls) == ["InferenceSession.run, inputs in cpu", "copy_tensors cpu>default"]
+    assert all(call in r["message"] for call, r in zip(calls, lost))
     outcomes = {(r["contract"], tuple(r["params"].values())): r["outcome"] for r in report["results"]}
     assert {case: outcomes[case] for case in NO_DEVICE_COPY} == {case: "pass" for case in NO_DEVICE_COPY}
     # A check reaching a lost call stops there, naming the call and the check that lost it.
-    first_copy = next(r for r in lost if r["details"]["call"] == "copy_tensors cpu>default")
+    first_copy = next(r for call, r in zip(calls, lost) if call == "copy_tensors cpu>default")
     stopped = [r for r in report["results"] if r["details"].get("quarantined_call") == "copy_tensors cpu>default"]
     assert len(stopped) > 100 and all(r["outcome"] == "not_run" for r in stopped)
     assert all(f"stopped before copy_tensors cpu>default: that call ended in {outcome} in the earlier check "

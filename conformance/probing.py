@@ -1,0 +1,56 @@
+"""The copy-capability matrix of EPs, asked of workers: the driver behind `conformance.probe()`
+and `ort-conformance probe`.
+
+The matrix itself is computed inside a worker (conformance.capabilities); this module, in the
+caller's process, starts a worker per EP, asks it for every device's matrix, and records a
+device whose worker was lost instead of failing the whole probe. The caller's process never
+imports onnxruntime: the EPs present are listed by a child process too.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conformance.attribution import message_of
+from conformance.isolation import Worker, WorkerLost, WorkerRefused
+
+def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, str] | None = None, timeout: float = 60.0,
+              log: Path | None = None) -> dict[str, Any]:
+    """The matrix of every device of `ep` (all EPs present when None), computed in workers."""
+    names = [ep] if ep else _present_eps()
+    results = []
+    for name in names:
+        worker = Worker({"ep": name, "library": library, "options": options or {}}, timeout=timeout, log=log)
+        try:
+            facts = worker.start()
+            devices = []
+            for device in facts["devices"]:
+                try:
+                    devices.append(worker.request({"op": "probe", "device": device["index"]}, what="the copy probe")["capabilities"])
+                except WorkerLost as lost:
+                    error = f"{lost.outcome}: {message_of(lost)}"
+                    devices.append({"ep": facts["provider"], "device": device["label"], "error": error, "pairs": []})
+            # ep_device False: get_ep_devices() does not list the EP, so it advertised no memory
+            # infos; its one "device" stands for sessions made with providers=[...].
+            results.append({"ep": facts["provider"], "label": facts["label"], "onnxruntime": facts["onnxruntime"]["version"],
+                            "ep_device": facts["ep_device"], "unusable": facts.get("unusable"), "devices": devices})
+        finally:
+            worker.close()
+    return {"eps": results}
+
+
+def _present_eps() -> list[str]:
+    """Every EP get_ep_devices() lists, asked in a child process (this one never imports
+    onnxruntime); WorkerRefused with the kit's message when onnxruntime cannot be imported."""
+    code = ("import json, sys\n"
+            "from conformance.eps import EpUnavailable, import_onnxruntime\n"
+            "try:\n    ort = import_onnxruntime()\nexcept EpUnavailable as exc:\n    sys.exit(str(exc))\n"
+            "print(json.dumps(sorted({d.ep_name for d in ort.get_ep_devices()})))")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise WorkerRefused(completed.stderr.strip() or f"listing the EPs present failed (exit status {completed.returncode})")
+    return json.loads(completed.stdout)
