@@ -63,7 +63,7 @@ class Runner:
             eps.import_onnxruntime()
             self.catalogue, raw_recipes = handed()
             recipes = recipes_from(raw_recipes)
-            errors = unknown_checks(self.catalogue.contracts, set(CHECKS))  # the one check the pytest process cannot make
+            errors = unknown_checks(self.catalogue.contracts, CHECKS)  # the one check the pytest process cannot make
             if errors:
                 raise SpecErrors(errors)
         self.target = eps.resolve(ep, self.catalogue, library=library, options=options)
@@ -89,7 +89,7 @@ class Runner:
         ctx = self.context(device)
         ctx.begin(progress, quarantined)
         started = time.perf_counter()
-        outcome, message, details = self._run(CHECKS[contract.check], ctx, params)
+        outcome, message, details = self._run(CHECKS[contract.check].function, ctx, params)
         if outcome is Outcome.FAIL:
             _complete(details["violations"], ctx.reproducer or kit_snippet(self.init, contract_id, device, params))
         return {"outcome": outcome.value, "message": message, "details": details, "duration": time.perf_counter() - started}

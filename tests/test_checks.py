@@ -7,6 +7,7 @@ the set-up, that makes it fail.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -15,8 +16,8 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from conformance.checks import NotRun, Violation
-from conformance.context import CallQuarantined, SessionInfo
+from conformance.context import SessionInfo
+from conformance.findings import CallQuarantined, NotRun, Violation
 from conformance.outcomes import Outcome
 from conformance.runner import Runner, raised_by_onnxruntime_python
 
@@ -318,7 +319,7 @@ def test_a_failure_whose_check_announced_nothing_is_reproduced_through_the_kit(r
     def silent_check(ctx, **params):
         yield Violation("wrong")
 
-    monkeypatch.setitem(CHECKS, "session.nodes-on-ep", silent_check)
+    monkeypatch.setitem(CHECKS, "session.nodes-on-ep", dataclasses.replace(CHECKS["session.nodes-on-ep"], function=silent_check))
     result = runner.run("session.nodes-on-ep", 0, {"recipe": "add", "dtype": "float32"})
     (violation,) = result["details"]["violations"]
     assert violation["reproducer"].endswith("print(Runner('cpu').run('session.nodes-on-ep', 0, {'recipe': 'add', 'dtype': 'float32'}))")

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from conformance import tensors
-from conformance.checks import NotApplicable, Violation, check
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, Violation
 
 DESTINATION_SENTINEL = 0x5A
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from conformance import tensors
-from conformance.checks import NotApplicable, NotRun, Violation, check, message_line
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.checks.session import reference, small_integers
 from conformance.eps import memory_device_type
 

@@ -11,7 +11,8 @@ import gc
 from typing import Any, Callable, Iterator
 
 from conformance import tensors
-from conformance.checks import NotApplicable, NotRun, Violation, check
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.checks.session import reference, small_integers
 from conformance.context import SessionInfo
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from conformance import tensors
-from conformance.checks import NotApplicable, Violation, check
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, Violation
 from conformance.checks.session import SESSION_SHAPE  # the session checks' shape: their sessions serve these too
 from conformance.eps import memory_facts, memory_label
 

@@ -7,7 +7,8 @@ from typing import Iterator
 import numpy as np
 
 from conformance import tensors
-from conformance.checks import ClaimedButUnrunnable, NotApplicable, NotRun, Violation, check
+from conformance.checks.registry import check
+from conformance.findings import ClaimedButUnrunnable, NotApplicable, NotRun, Violation
 
 SESSION_SHAPE = (3, 5)
 

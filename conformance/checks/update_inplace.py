@@ -7,7 +7,8 @@ from typing import Iterator
 import numpy as np
 
 from conformance import tensors
-from conformance.checks import NotApplicable, NotRun, Violation, check
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, NotRun, Violation
 
 DESTINATION_SENTINEL = 0x5A
 
