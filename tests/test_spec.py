@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 from pathlib import Path
@@ -210,6 +211,55 @@ def test_unknown_check_id_suggests_the_closest_registered_check(in_tmp):
     assert (error.path, error.line, error.column) == ("c.yaml", 11, 12)  # the value of `check:`
     assert error.key == "contracts[0].check"
     assert error.message == "unknown check 'update-inplace.from-numpi' (did you mean 'update-inplace.from-numpy'?)"
+
+
+def test_a_param_its_check_does_not_take_is_one_error_at_the_key(in_tmp):
+    """`layout` is a parameter the schema knows (other checks take it), not one this check takes."""
+    error = only_error([write(in_tmp, "c.yaml", CONTRACT_FILE + "      layout: [strided]\n")])
+    assert (error.path, error.line, error.column, error.key) == ("c.yaml", 16, 7, "contracts[0].params.layout")
+    assert error.message == "check 'update-inplace.from-numpy' takes no parameter 'layout'; it takes: dtype, shape, memory"
+
+
+def test_a_misspelt_param_is_suggested_and_not_also_reported_missing():
+    """The schema knows every parameter name, so a misspelling reaches this check only from a
+    registry of checks whose names the schema does not list yet: one error, with the name."""
+    from conformance.checks.registry import signature_of
+
+    def vendor_check(ctx, dtype: str, shape: str, memory: str = "default"):
+        yield from ()
+
+    contract = load_catalogue().contract("update-inplace.from-numpy")
+    contract = dataclasses.replace(contract, params={"dtype": ("float32",), "shap": ("3",)})
+    (error,) = spec.unknown_checks([contract], {contract.check: signature_of(contract.check, vendor_check)})
+    assert error.message == ("check 'update-inplace.from-numpy' takes no parameter 'shap' (did you mean 'shape'?); "
+                             "it takes: dtype, shape, memory")
+
+
+def test_a_required_param_the_yaml_does_not_give_is_one_error_at_the_check(in_tmp):
+    text = CONTRACT_FILE.replace("      shape: [\"3\"]\n", "")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.path, error.line, error.column, error.key) == ("c.yaml", 11, 12, "contracts[0].check")
+    assert error.message == "check 'update-inplace.from-numpy' needs 'shape' in the contract's params; it takes: dtype, shape, memory"
+
+
+def test_a_handed_catalogue_whose_params_do_not_fit_is_refused_by_the_runner_not_failed_per_case(in_tmp):
+    """The pytest process loads the catalogue without the registry; the worker's Runner checks
+    the params it was handed against its checks' signatures: one spec error, not a TypeError
+    in every case of the contract."""
+    from conformance.runner import Runner
+
+    catalogue = load_catalogue([*shipped(), write(in_tmp, "c.yaml", CONTRACT_FILE + "      layout: [strided]\n")])  # no registry
+    with pytest.raises(SpecErrors) as info:
+        Runner("cpu", handed=lambda: (catalogue, data.read_recipes()))
+    assert [str(e) for e in info.value.errors] == [
+        "c.yaml:16:7: contracts[0].params.layout: check 'update-inplace.from-numpy' takes no parameter 'layout'; it takes: dtype, shape, memory"]
+
+
+def test_every_registered_check_records_its_params_and_the_shipped_contracts_fit_them():
+    checks = known_checks()
+    assert checks["update-inplace.from-numpy"].params == ("dtype", "shape", "memory")
+    assert checks["update-inplace.from-numpy"].required == {"dtype", "shape"}
+    assert spec.unknown_checks(load_catalogue().contracts, checks) == []
 
 
 def test_check_ids_are_not_cross_checked_without_a_registry(in_tmp):
