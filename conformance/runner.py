@@ -80,11 +80,12 @@ class Runner:
             self._contexts[device] = CheckContext(self.target, device, self.models)
         return self._contexts[device]
 
-    def run(self, contract_id: str, device: int, params: dict[str, Any], progress: Callable[[dict[str, str]], None] | None = None,
-            quarantined: dict[str, str] | None = None) -> dict[str, Any]:
-        """One case; `progress` hears each step the check announces before taking it.
-        `quarantined`: calls (as CheckContext.calling names them) that crashed or hung
-        in earlier checks on this device, with why; the check stops before making one."""
+    def run(self, contract_id: str, device: int, params: dict[str, Any], progress: Callable[[dict[str, Any]], None] | None = None,
+            quarantined: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """One case; `progress` hears each step the check announces before taking it, and each
+        call it makes (as the call's wire dict). `quarantined`: the request's list of calls that
+        crashed or hung in earlier checks on this device, `[{"call": <Call wire dict>, "reason":
+        ...}]`; the check stops before making one."""
         contract = self.catalogue.contract(contract_id)
         ctx = self.context(device)
         ctx.begin(progress, quarantined)

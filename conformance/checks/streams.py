@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from conformance import tensors
+from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotRun, Violation
 
@@ -15,7 +16,7 @@ def sync_stream(ctx) -> Iterator[Violation]:
         raise NotRun("the EP is not listed by get_ep_devices(); streams belong to EP devices")
     snippet = f"{ctx.preamble()}\nstream = dev.create_sync_stream()"
     try:
-        with ctx.calling("create_sync_stream"):
+        with ctx.calling(Call("create_sync_stream")):
             stream = ctx.device.create_sync_stream()
     except Exception as exc:
         if not ctx.is_cpu_memory("default"):
