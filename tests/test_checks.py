@@ -214,7 +214,7 @@ class CheckingCopy:
     """copy_tensors as onnxruntime should do it, on CPU values: refuses mismatched or mixed
     requests before writing anything, copies the bytes otherwise."""
 
-    def __call__(self, sources, destinations, direction="", stream=None):
+    def __call__(self, sources, destinations, direction="", stream=None, note=""):
         if not sources or len(sources) != len(destinations):
             raise RuntimeError("Invalid arguments provided to CopyTensors.")
         for source, destination in zip(sources, destinations):
@@ -242,7 +242,7 @@ def test_copy_that_accepts_a_bad_request_fails(runner, ctx, monkeypatch, request
     monkeypatch.setattr(ctx, "copy", CheckingCopy())
     assert run(runner, "copy.bad-requests", request=request_kind, direction="cpu>default")[0] is Outcome.PASS
 
-    def accepting_copy(sources, destinations, direction=""):
+    def accepting_copy(sources, destinations, direction="", note=""):
         for source, destination in zip(sources, destinations):
             destination.numpy().reshape(-1).view(np.uint8)[:4] = 0  # writes part of the destination
 
@@ -255,7 +255,7 @@ def test_copy_that_accepts_a_bad_request_fails(runner, ctx, monkeypatch, request
 def test_bad_copy_request_refused_but_written_fails(runner, ctx, monkeypatch):
     checking = CheckingCopy()
 
-    def writes_then_refuses(sources, destinations, direction=""):
+    def writes_then_refuses(sources, destinations, direction="", note=""):
         if len(sources) == 1 and sources[0].data_type() == destinations[0].data_type() and sources[0].shape() == destinations[0].shape():
             return checking(sources, destinations)
         destinations[0].numpy().reshape(-1).view(np.uint8)[:4] = 0

@@ -260,6 +260,16 @@ def test_every_registered_check_records_its_params_and_the_shipped_contracts_fit
     assert checks["update-inplace.from-numpy"].params == ("dtype", "shape", "memory")
     assert checks["update-inplace.from-numpy"].required == {"dtype", "shape"}
     assert spec.unknown_checks(load_catalogue().contracts, checks) == []
+    # What a check needs of onnxruntime, each shipped contract naming it requires (so that it is
+    # not_run before the check, from the facts, where the build lacks it).
+    assert [(c.id, api) for c in load_catalogue().contracts for api in checks[c.check].apis if api not in c.requires_api] == []
+
+
+def test_a_check_needing_an_api_the_table_does_not_list_cannot_register():
+    from conformance.checks.registry import check
+
+    with pytest.raises(ValueError, match="needs APIs that conformance/apis.py does not list: copy_tensor$"):
+        check("vendor.never-registered", apis=("copy_tensor",))(lambda ctx: iter(()))
 
 
 def test_check_ids_are_not_cross_checked_without_a_registry(in_tmp):

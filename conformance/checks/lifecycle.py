@@ -67,7 +67,7 @@ def _release(ctx, held: dict[str, Any]) -> None:
         gc.collect()
 
 
-@check("lifecycle.plugin-library")
+@check("lifecycle.plugin-library", apis=("plugin_libraries",))
 def plugin_library(ctx) -> Iterator[Violation]:
     target = ctx.target
     if not (target.registration and target.library):

@@ -11,6 +11,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from conformance import apis as api_table
 from conformance.findings import Violation
 
 CheckFunction = Callable[..., Iterator[Violation]]
@@ -44,6 +45,9 @@ def check(check_id: str, *, apis: tuple[str, ...] = ()) -> Callable[[CheckFuncti
 
 def signature_of(check_id: str, function: CheckFunction, apis: tuple[str, ...] = ()) -> Check:
     """`function`'s registration: its parameters after the first (the context)."""
+    unknown = [name for name in apis if name not in api_table.BY_NAME]
+    if unknown:
+        raise ValueError(f"check '{check_id}' needs APIs that conformance/apis.py does not list: {', '.join(unknown)}")
     parameters = list(inspect.signature(function).parameters.values())[1:]
     if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in parameters):
         raise TypeError(f"check '{check_id}': a check takes its parameters by name, each named (no *args, **kwargs or /)")

@@ -10,7 +10,7 @@ from conformance.checks.registry import check
 from conformance.findings import NotRun, Violation
 
 
-@check("streams.sync-stream")
+@check("streams.sync-stream", apis=("sync_stream", "copy_tensors",))
 def sync_stream(ctx) -> Iterator[Violation]:
     if ctx.device is None:
         raise NotRun("the EP is not listed by get_ep_devices(); streams belong to EP devices")

@@ -86,7 +86,7 @@ def non_contiguous(ctx, dtype: str, shape: str, layout: str, memory: str = "defa
     yield from _from_numpy(ctx, dtype, shape, memory, layout)
 
 
-@check("update-inplace.from-ortvalue")
+@check("update-inplace.from-ortvalue", apis=("update_inplace_ortvalue",))
 def from_ortvalue(ctx, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
     source_kind, destination_kind = direction.split(">")
     for kind in (source_kind, destination_kind):
@@ -159,7 +159,7 @@ STAGING_SLACK_SECONDS = 50e-6  # timer and call overhead, which dominate tiny co
 STAGING_TRIALS = 7
 
 
-@check("update-inplace.no-host-staging")
+@check("update-inplace.no-host-staging", apis=("update_inplace_ortvalue", "copy_tensors",))
 def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     from conformance.bandwidth import best_seconds, gbps
 

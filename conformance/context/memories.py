@@ -67,10 +67,11 @@ class Memories:
         with self.guard.calling(Call("allocate", kind)):
             return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type, memory_info=info)
 
-    def copy(self, sources: list, destinations: list, direction: str = "", stream=None) -> None:
-        """copy_tensors; `direction` ('cpu>default', ...) names the call in flight precisely."""
+    def copy(self, sources: list, destinations: list, direction: str = "", stream=None, *, note: str = "") -> None:
+        """copy_tensors; `direction` ('cpu>default', ...) and `note` ('bad request size-mismatch')
+        name the call in flight precisely."""
         self.under_test.require_api("copy_tensors", "has no copy_tensors")
-        with self.guard.calling(Call("copy_tensors", direction)):
+        with self.guard.calling(Call("copy_tensors", direction, note)):
             self.under_test.ort.copy_tensors(sources, destinations, stream)
 
     def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes:
