@@ -165,6 +165,7 @@ def _constructed(text: str) -> Any:
 
 CONTRACTS_SCHEMA = "contracts.schema.json"
 EP_SCHEMA = "ep.schema.json"
+KNOWN_ISSUES_SCHEMA = "known-issues.schema.json"
 
 
 def schema_text(name: str) -> str:
@@ -181,7 +182,7 @@ def _validators() -> dict[str, jsonschema.protocols.Validator]:
     import jsonschema
     import referencing
 
-    schemas = {name: load_schema(name) for name in (CONTRACTS_SCHEMA, EP_SCHEMA)}
+    schemas = {name: load_schema(name) for name in (CONTRACTS_SCHEMA, EP_SCHEMA, KNOWN_ISSUES_SCHEMA)}
     registry = referencing.Registry().with_resources(
         (schema["$id"], referencing.Resource.from_contents(schema)) for schema in schemas.values()
     )
@@ -319,6 +320,22 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *,
     if errors:
         raise SpecErrors(errors)
     return Catalogue(tuple(contracts), tuple(eps), tuple(str(f) for f in files), digest.hexdigest())
+
+
+def load_known_issues(path: str | Path) -> tuple[KnownIssue, ...]:
+    """The kit's table of upstream defects (conformance/known_issues.yaml), validated against
+    its schema; raise `SpecErrors` with every error at file:line:column."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecErrors([SpecError(str(file), 1, 1, "", f"cannot read: {reason_of(exc)}")]) from None
+    doc, errors = parse_yaml(text, str(file))
+    if doc is not None and not errors:
+        errors = schema_errors(doc, KNOWN_ISSUES_SCHEMA)
+    if errors:
+        raise SpecErrors(errors)
+    return KnownIssue.all_from(doc.data)
 
 
 def _override_shipped(eps: list[EpSpec], shipped: set[int], where: Where) -> list[EpSpec]:

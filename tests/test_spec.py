@@ -399,7 +399,7 @@ def test_shipped_catalogue_loads_with_the_registered_checks():
 
 def test_every_shipped_schema_is_a_valid_draft_2020_12_schema():
     schemas = sorted(data.schemas_dir().glob("*.json"))
-    assert {p.name for p in schemas} >= {spec.CONTRACTS_SCHEMA, spec.EP_SCHEMA}
+    assert {p.name for p in schemas} >= {spec.CONTRACTS_SCHEMA, spec.EP_SCHEMA, spec.KNOWN_ISSUES_SCHEMA}
     for path in schemas:
         jsonschema.Draft202012Validator.check_schema(json.loads(path.read_text(encoding="utf-8")))
 
@@ -452,3 +452,28 @@ def test_parse_yaml_records_key_and_value_positions():
     assert doc.location(("a", "b", 1)).column == 10
     assert doc.location(("a", "b"), key=True).column == 3
     assert doc.location(("a", "nope")).line == 2  # falls back to the nearest known parent
+
+
+# --- the kit's table of known onnxruntime issues ---------------------------------------------
+
+
+def test_the_shipped_known_issues_table_is_valid():
+    from conformance.found import RUNTIME_ISSUES
+
+    issues = spec.load_known_issues(RUNTIME_ISSUES)
+    assert issues and all(issue.url.startswith("https://") for issue in issues)
+
+
+def test_a_malformed_known_issues_file_is_an_error_at_its_line(in_tmp):
+    text = ("known_issues:\n"
+            "  - contract: copy.roundtrip\n"
+            "    url: https://github.com/microsoft/onnxruntime/issues/1\n"
+            "    title: a defect\n"
+            "  - contract: copy.roundtrip\n"
+            "    url: http://example.com/not-https\n"
+            "    titel: misspelt\n")
+    with pytest.raises(SpecErrors) as info:
+        spec.load_known_issues(write(in_tmp, "known_issues.yaml", text))
+    assert sorted((e.path, e.line, e.key) for e in info.value.errors) == [
+        ("known_issues.yaml", 5, "known_issues[1]"), ("known_issues.yaml", 6, "known_issues[1].url"), ("known_issues.yaml", 7, "known_issues[1].titel")]
+    assert all(str(e).startswith(f"known_issues.yaml:{e.line}:") for e in info.value.errors)
