@@ -285,3 +285,14 @@ def test_a_contract_needing_an_api_the_build_lacks_is_not_run_with_the_version_f
     monkeypatch.setattr(apis, "BY_NAME", dict(apis.BY_NAME, copy_tensors=dataclasses.replace(apis.BY_NAME["copy_tensors"], since="9.9")))
     skip = applicability.decide(needs_copy, run_facts(api={"copy_tensors": False}), device(), None)
     assert skip.outcome is Outcome.NOT_RUN and "(onnxruntime >= 9.9)" in skip.reason
+
+
+def test_the_readmes_outcome_table_lists_exactly_the_outcomes():
+    """Every outcome the README documents is one the kit produces, and none is left out."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### Outcomes and verdict", 1)[1].split("\n\n")[1]
+    documented = {name for row in table.splitlines()[2:] for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
+    assert documented == {outcome.value for outcome in Outcome}
