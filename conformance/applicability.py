@@ -9,19 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from conformance import apis
 from conformance.contracts import Contract, EpSpec
 from conformance.outcomes import Outcome
-
-API_VERSIONS = {
-    "ep_devices": "1.22",
-    "copy_tensors": "1.23",
-    "memory_info_alloc": "1.30",
-    "update_inplace_ortvalue": "1.26",
-    "graph_assignment_info": "1.24",
-    "session_memory_infos": "1.23",
-    "sync_stream": "1.23",
-    "plugin_libraries": "1.22",
-}
 
 
 @dataclass(frozen=True)
@@ -55,7 +45,7 @@ def decide(contract: Contract, run: dict[str, Any], device: dict[str, Any], spec
     for api in contract.requires_api:
         if not run["api"].get(api, False):
             version = run["onnxruntime"]["version"]
-            return Skip(Outcome.NOT_RUN, f"needs {api} (onnxruntime >= {API_VERSIONS[api]}); onnxruntime {version} lacks it")
+            return Skip(Outcome.NOT_RUN, f"needs {api} (onnxruntime >= {apis.since(api)}); onnxruntime {version} lacks it")
     return None
 
 

@@ -33,7 +33,7 @@ SCHEMA = "ort-ep-conformance/bundle/1"
 MANIFEST = "manifest.json"
 REQUIRED_FILES = ("report.json", "report.md", "report.html", "junit.xml")
 REPORT_KEYS = ("schema", "kit_version", "onnxruntime", "ep", "devices", "verdict", "summary", "results", "capabilities")
-NEEDS_A_REASON = (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE, Outcome.WAIVED, Outcome.KNOWN_ISSUE)
+NEEDS_A_REASON = (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE, Outcome.WAIVED)
 
 # The parts of report.json and manifest.json that verify() and diff read, with their types: a
 # file altered by hand is then a list of problems, never a crash of the verifier.

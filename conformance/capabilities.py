@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from conformance import bandwidth, tensors
+from conformance.calls import Call
 from conformance.findings import message_line
 from conformance.eps import memory_facts
 
@@ -92,7 +93,7 @@ def _value(ctx, endpoint: Endpoint, storage: np.ndarray):
     dtype = tensors.DTYPES["uint8"]
     if endpoint.info is None:
         return ctx.wrap_cpu(storage, dtype)
-    with ctx.calling(f"allocate {endpoint.name}"):
+    with ctx.calling(Call("allocate", endpoint.name)):
         return ctx.ort.OrtValue.ortvalue_from_shape_and_type(list(storage.shape), np.uint8, memory_info=endpoint.info)
 
 
@@ -182,7 +183,7 @@ def _time_copies(ctx, infos: dict[str, Any], pairs: list[dict[str, Any]], sizes:
                 if time.monotonic() + expected > deadline:
                     figures[label] = None
                     continue
-                with ctx.calling(f"{method}{' ortvalue' if method == 'update_inplace' else ''} {pair['source']}>{pair['destination']}"):
+                with ctx.calling(Call(f"{method} ortvalue" if method == "update_inplace" else method, f"{pair['source']}>{pair['destination']}")):
                     measured = bandwidth.throughput(ctx, infos[pair["source"]], infos[pair["destination"]], method, nbytes,
                                                     trials=trials, budget=max(0.0, min(0.2, deadline - time.monotonic())), host=host)
                 if "error" in measured:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import AbstractSet, Any, Mapping, Protocol
 
 SEVERITIES = ("required", "recommended", "informational")
 SUBJECTS = ("ep", "runtime")
@@ -58,6 +58,8 @@ class Contract:
     own_process: bool = False
     file: str = ""  # the absolute path of the file that defines it
     check_location: Location | None = None  # where its `check` is written, for an unknown check found later
+    # where each key of `params` is written, for a parameter its check turns out not to take
+    param_locations: Mapping[str, Location] = field(default_factory=dict)
 
     def cases(self) -> list[dict[str, Any]]:
         """Every combination of the parameter matrix, in the order the YAML lists them."""
@@ -65,6 +67,17 @@ class Contract:
             return [{}]
         keys = list(self.params)
         return [dict(zip(keys, values)) for values in itertools.product(*self.params.values())]
+
+
+class CheckSignature(Protocol):
+    """What a contract must agree with in the check it names (the registry's `Check` is one):
+    the parameters the check takes after its context, and those of them without a default."""
+
+    @property
+    def params(self) -> tuple[str, ...]: ...
+
+    @property
+    def required(self) -> AbstractSet[str]: ...
 
 
 @dataclass(frozen=True)

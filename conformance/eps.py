@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from conformance import apis
 from conformance.findings import message_line
 from conformance.contracts import Catalogue, EpSpec
 from conformance.options import reason_of
@@ -327,7 +328,7 @@ def describe(target: EpTarget) -> dict[str, Any]:
         "options": target.options,
         "devices": devices,
         "onnxruntime": {"version": ort.__version__, "package": package_name(ort), "build": ort.get_build_info()},
-        "api": api_support(ort),
+        "api": apis.support(ort),
     }
 
 
@@ -342,24 +343,3 @@ def package_name(ort) -> str:
         if dist in installed:
             return dist
     return getattr(ort, "package_name", "onnxruntime")
-
-
-def api_support(ort) -> dict[str, bool]:
-    """Which public Python APIs this onnxruntime build has; checks that need a missing one are not_run."""
-    import inspect
-
-    # update_inplace takes an OrtValue where its code tests for one. Not its docstring, which
-    # names OrtValue in every version, nor its source, whose reading tokenizes the whole module
-    # (2 ms of every worker's start).
-    update_names = getattr(getattr(getattr(ort.OrtValue, "update_inplace", None), "__code__", None), "co_names", ())
-    shape_params = inspect.signature(ort.OrtValue.ortvalue_from_shape_and_type).parameters
-    return {
-        "ep_devices": hasattr(ort, "get_ep_devices"),
-        "copy_tensors": hasattr(ort, "copy_tensors"),
-        "memory_info_alloc": "memory_info" in shape_params,
-        "update_inplace_ortvalue": "OrtValue" in update_names,
-        "graph_assignment_info": hasattr(ort.InferenceSession, "get_provider_graph_assignment_info"),
-        "session_memory_infos": hasattr(ort.InferenceSession, "get_input_memory_infos"),
-        "sync_stream": hasattr(ort, "OrtEpDevice") and hasattr(ort.OrtEpDevice, "create_sync_stream"),
-        "plugin_libraries": hasattr(ort, "register_execution_provider_library"),
-    }

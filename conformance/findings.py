@@ -42,7 +42,7 @@ class CallQuarantined(BaseException):
     runner records the check as not_run. A BaseException, so that a check catching the EP's
     errors (Exception) cannot take it for the EP refusing the call."""
 
-    def __init__(self, call: str, reason: str):
+    def __init__(self, call: object, reason: str):  # call: a conformance.calls.Call
         super().__init__(f"{call}: {reason}")
         self.call = call
 

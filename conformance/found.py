@@ -15,14 +15,13 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.options import reason_of
 from conformance.outcomes import BROKEN_OR_ERROR
 from conformance.report import advertised_memory, unlisted_note
 from conformance.report.markdown import cell, pairs_table, spec_claims as claims_table, throughput_table
+from conformance.spec import load_known_issues
 
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
 # The keys of report.json that render() reads.
@@ -53,8 +52,7 @@ def load_reports(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def runtime_issues() -> tuple[KnownIssue, ...]:
-    raw = yaml.safe_load(RUNTIME_ISSUES.read_text(encoding="utf-8")) or {}
-    return KnownIssue.all_from(raw)
+    return load_known_issues(RUNTIME_ISSUES)
 
 
 def _params(params: dict[str, Any]) -> str:

@@ -83,9 +83,6 @@ def call_from(wire: Any) -> Call | None:
     """The Call a note names (its wire dict, see conformance.calls); None for none."""
     if wire is None:
         return None
-    if isinstance(wire, str):
-        # A worker whose checks still announce calls as text: the text is the call's kind.
-        return Call(wire)
     try:
         return Call.from_wire(wire)
     except ValueError:

@@ -72,7 +72,5 @@ class Quarantine:
 
 
 def announced(value: Any) -> Call:
-    """The call a lost result's details name: its wire dict. A worker that still names the call
-    by its text (before the process side sent `Call.to_wire()`) gives a string, kept whole as
-    the call's kind, so that its rendering stays the same text."""
-    return Call(value) if isinstance(value, str) else Call.from_wire(value)
+    """The call a lost result's details name, from its wire dict."""
+    return Call.from_wire(value)

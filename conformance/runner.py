@@ -63,7 +63,7 @@ class Runner:
             eps.import_onnxruntime()
             self.catalogue, raw_recipes = handed()
             recipes = recipes_from(raw_recipes)
-            errors = unknown_checks(self.catalogue.contracts, set(CHECKS))  # the one check the pytest process cannot make
+            errors = unknown_checks(self.catalogue.contracts, CHECKS)  # the one check the pytest process cannot make
             if errors:
                 raise SpecErrors(errors)
         self.target = eps.resolve(ep, self.catalogue, library=library, options=options)
@@ -80,16 +80,17 @@ class Runner:
             self._contexts[device] = CheckContext(self.target, device, self.models)
         return self._contexts[device]
 
-    def run(self, contract_id: str, device: int, params: dict[str, Any], progress: Callable[[dict[str, str]], None] | None = None,
-            quarantined: dict[str, str] | None = None) -> dict[str, Any]:
-        """One case; `progress` hears each step the check announces before taking it.
-        `quarantined`: calls (as CheckContext.calling names them) that crashed or hung
-        in earlier checks on this device, with why; the check stops before making one."""
+    def run(self, contract_id: str, device: int, params: dict[str, Any], progress: Callable[[dict[str, Any]], None] | None = None,
+            quarantined: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """One case; `progress` hears each step the check announces before taking it, and each
+        call it makes (as the call's wire dict). `quarantined`: the request's list of calls that
+        crashed or hung in earlier checks on this device, `[{"call": <Call wire dict>, "reason":
+        ...}]`; the check stops before making one."""
         contract = self.catalogue.contract(contract_id)
         ctx = self.context(device)
         ctx.begin(progress, quarantined)
         started = time.perf_counter()
-        outcome, message, details = self._run(CHECKS[contract.check], ctx, params)
+        outcome, message, details = self._run(CHECKS[contract.check].function, ctx, params)
         if outcome is Outcome.FAIL:
             _complete(details["violations"], ctx.reproducer or kit_snippet(self.init, contract_id, device, params))
         return {"outcome": outcome.value, "message": message, "details": details, "duration": time.perf_counter() - started}
@@ -102,7 +103,7 @@ class Runner:
                 violations.append(violation)
         except CallQuarantined as stop:
             if not violations:
-                return Outcome.NOT_RUN, f"stopped before {stop}", {"quarantined_call": stop.call}
+                return Outcome.NOT_RUN, f"stopped before {stop}", {"quarantined_call": str(stop.call)}
             violations.append(Violation(f"the check stopped after that, before {stop}"))
         except (NotApplicable, NotRun) as exc:
             if not violations:

@@ -16,11 +16,12 @@ import json
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from conformance import data
 from conformance.contracts import (
     Catalogue,
+    CheckSignature,
     Contract,
     EpSpec,
     KnownIssue,
@@ -83,9 +84,10 @@ class Document:
         where = self.location(json_path, key=key)
         return SpecError(where.path, where.line, where.column, _dotted(json_path), message)
 
-    def keyed_location(self, json_path: JsonPath) -> Location:
-        """Where the value at `json_path` is written, carrying that path (for errors found later)."""
-        return dataclasses.replace(self.location(json_path), key=_dotted(json_path))
+    def keyed_location(self, json_path: JsonPath, *, key: bool = False) -> Location:
+        """Where the value (or, with `key`, the key) at `json_path` is written, carrying that
+        path (for errors found later)."""
+        return dataclasses.replace(self.location(json_path, key=key), key=_dotted(json_path))
 
 
 def _dotted(json_path: JsonPath) -> str:
@@ -163,6 +165,7 @@ def _constructed(text: str) -> Any:
 
 CONTRACTS_SCHEMA = "contracts.schema.json"
 EP_SCHEMA = "ep.schema.json"
+KNOWN_ISSUES_SCHEMA = "known-issues.schema.json"
 
 
 def schema_text(name: str) -> str:
@@ -179,7 +182,7 @@ def _validators() -> dict[str, jsonschema.protocols.Validator]:
     import jsonschema
     import referencing
 
-    schemas = {name: load_schema(name) for name in (CONTRACTS_SCHEMA, EP_SCHEMA)}
+    schemas = {name: load_schema(name) for name in (CONTRACTS_SCHEMA, EP_SCHEMA, KNOWN_ISSUES_SCHEMA)}
     registry = referencing.Registry().with_resources(
         (schema["$id"], referencing.Resource.from_contents(schema)) for schema in schemas.values()
     )
@@ -266,8 +269,10 @@ def spec_files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: Iterable[str] = ()) -> Catalogue:
-    """Load, validate and cross-check spec files; raise `SpecErrors` with every error found."""
+def load_catalogue(paths: Iterable[str | Path] | None = None, *,
+                   known_checks: Iterable[str] | Mapping[str, CheckSignature] = ()) -> Catalogue:
+    """Load, validate and cross-check spec files; raise `SpecErrors` with every error found.
+    `known_checks`: the check ids, or the registry (ids to signatures, see `unknown_checks`)."""
     # A shipped file named again (e.g. on the command line) is read once.
     files = list(dict.fromkeys(f.resolve() for f in spec_files(shipped_spec_dirs() if paths is None else paths)))
     shipped_dirs = {folder.resolve(): folder.name for folder in shipped_spec_dirs()}  # resolved once, for every file
@@ -311,10 +316,26 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
                 shipped.add(id(eps[-1]))
     eps = _override_shipped(eps, shipped, where)
     errors.extend(_cross_check(contracts, eps, where))
-    errors.extend(unknown_checks(contracts, set(known_checks)))
+    errors.extend(unknown_checks(contracts, known_checks))
     if errors:
         raise SpecErrors(errors)
     return Catalogue(tuple(contracts), tuple(eps), tuple(str(f) for f in files), digest.hexdigest())
+
+
+def load_known_issues(path: str | Path) -> tuple[KnownIssue, ...]:
+    """The kit's table of upstream defects (conformance/known_issues.yaml), validated against
+    its schema; raise `SpecErrors` with every error at file:line:column."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecErrors([SpecError(str(file), 1, 1, "", f"cannot read: {reason_of(exc)}")]) from None
+    doc, errors = parse_yaml(text, str(file))
+    if doc is not None and not errors:
+        errors = schema_errors(doc, KNOWN_ISSUES_SCHEMA)
+    if errors:
+        raise SpecErrors(errors)
+    return KnownIssue.all_from(doc.data)
 
 
 def _override_shipped(eps: list[EpSpec], shipped: set[int], where: Where) -> list[EpSpec]:
@@ -382,6 +403,7 @@ def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[tu
             params={k: tuple(v) for k, v in raw.get("params", {}).items()},
             location=doc.location(("contracts", index)),
             check_location=doc.keyed_location(("contracts", index, "check")),
+            param_locations={k: doc.keyed_location(("contracts", index, "params", k), key=True) for k in raw.get("params", {})},
             family=family,
             requires_api=tuple(raw.get("requires_api", ())),
             isolated=bool(raw.get("isolated", False)),
@@ -467,18 +489,47 @@ def _cross_check(contracts: list[Contract], eps: list[EpSpec], where: Where) -> 
                 yield at(ep, path, f"unknown contract '{contract_id}'{suggestion}", key=is_key)
 
 
-def unknown_checks(contracts: Iterable[Contract], known_checks: set[str]) -> list[SpecError]:
-    """A contract naming a check that is not registered (none are checked without a registry).
-    Needs only the contracts: a worker handed a catalogue loaded without its registry checks
-    this against its own (the pytest process never imports the checks)."""
+def unknown_checks(contracts: Iterable[Contract], known_checks: Iterable[str] | Mapping[str, CheckSignature]) -> list[SpecError]:
+    """A contract naming a check that is not registered, or whose `params` do not fit the
+    check's parameters: a key the check does not take, or a parameter without a default that
+    the YAML does not give (none are checked without a registry; parameters only where
+    `known_checks` maps ids to signatures). Needs only the contracts: a worker handed a
+    catalogue loaded without its registry checks this against its own (the pytest process
+    never imports the checks)."""
+    signatures = known_checks if isinstance(known_checks, Mapping) else {}
+    known = set(known_checks)
     errors = []
     for contract in contracts:
-        if known_checks and contract.check not in known_checks:
-            hint = _closest(contract.check, sorted(known_checks))
+        if known and contract.check not in known:
+            hint = _closest(contract.check, sorted(known))
             suggestion = f" (did you mean '{hint}'?)" if hint else ""
-            where = contract.check_location or contract.location
-            errors.append(SpecError(where.path, where.line, where.column, where.key, f"unknown check '{contract.check}'{suggestion}"))
+            errors.append(_at(contract.check_location or contract.location, f"unknown check '{contract.check}'{suggestion}"))
+        elif contract.check in signatures:
+            errors.extend(_params_mismatch(contract, signatures[contract.check]))
     return errors
+
+
+def _params_mismatch(contract: Contract, signature: CheckSignature) -> Iterator[SpecError]:
+    """The contract's `params` against its check's parameters: one error per key the check
+    does not take (at the key, with the closest parameter it does take), and one for the
+    required parameters missing (at `check:`), less those a misspelt key was suggested for."""
+    taken = ", ".join(signature.params) or "none"
+    suggested = set()
+    for name in contract.params:
+        if name not in signature.params:
+            hint = _closest(name, [p for p in signature.params if p not in contract.params and p not in suggested])
+            suggested.add(hint)
+            suggestion = f" (did you mean '{hint}'?)" if hint else ""
+            where = contract.param_locations.get(name) or contract.location
+            yield _at(where, f"check '{contract.check}' takes no parameter '{name}'{suggestion}; it takes: {taken}")
+    missing = [p for p in signature.params if p in signature.required and p not in contract.params and p not in suggested]
+    if missing:
+        where = contract.check_location or contract.location
+        yield _at(where, f"check '{contract.check}' needs {', '.join(repr(m) for m in missing)} in the contract's params; it takes: {taken}")
+
+
+def _at(where: Location, message: str) -> SpecError:
+    return SpecError(where.path, where.line, where.column, where.key, message)
 
 
 def _closest(word: str, choices: list[str], cutoff: float = 0.6) -> str | None:

@@ -7,6 +7,7 @@ the set-up, that makes it fail.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -15,8 +16,9 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from conformance.checks import NotRun, Violation
-from conformance.context import CallQuarantined, SessionInfo
+from conformance.calls import Call
+from conformance.context import SessionInfo
+from conformance.findings import CallQuarantined, NotRun, Violation
 from conformance.outcomes import Outcome
 from conformance.runner import Runner, raised_by_onnxruntime_python
 
@@ -30,7 +32,7 @@ def runner(tmp_path_factory):
 def ctx(runner, monkeypatch):
     context = runner.context(0)
     # Each test gets the shared context back unchanged: monkeypatch undoes its stand-ins.
-    monkeypatch.setattr(context, "_sessions", {})
+    monkeypatch.setattr(context.sessions, "_sessions", {})
     return context
 
 
@@ -212,7 +214,7 @@ class CheckingCopy:
     """copy_tensors as onnxruntime should do it, on CPU values: refuses mismatched or mixed
     requests before writing anything, copies the bytes otherwise."""
 
-    def __call__(self, sources, destinations, direction="", stream=None):
+    def __call__(self, sources, destinations, direction="", stream=None, note=""):
         if not sources or len(sources) != len(destinations):
             raise RuntimeError("Invalid arguments provided to CopyTensors.")
         for source, destination in zip(sources, destinations):
@@ -240,7 +242,7 @@ def test_copy_that_accepts_a_bad_request_fails(runner, ctx, monkeypatch, request
     monkeypatch.setattr(ctx, "copy", CheckingCopy())
     assert run(runner, "copy.bad-requests", request=request_kind, direction="cpu>default")[0] is Outcome.PASS
 
-    def accepting_copy(sources, destinations, direction=""):
+    def accepting_copy(sources, destinations, direction="", note=""):
         for source, destination in zip(sources, destinations):
             destination.numpy().reshape(-1).view(np.uint8)[:4] = 0  # writes part of the destination
 
@@ -253,7 +255,7 @@ def test_copy_that_accepts_a_bad_request_fails(runner, ctx, monkeypatch, request
 def test_bad_copy_request_refused_but_written_fails(runner, ctx, monkeypatch):
     checking = CheckingCopy()
 
-    def writes_then_refuses(sources, destinations, direction=""):
+    def writes_then_refuses(sources, destinations, direction="", note=""):
         if len(sources) == 1 and sources[0].data_type() == destinations[0].data_type() and sources[0].shape() == destinations[0].shape():
             return checking(sources, destinations)
         destinations[0].numpy().reshape(-1).view(np.uint8)[:4] = 0
@@ -318,7 +320,7 @@ def test_a_failure_whose_check_announced_nothing_is_reproduced_through_the_kit(r
     def silent_check(ctx, **params):
         yield Violation("wrong")
 
-    monkeypatch.setitem(CHECKS, "session.nodes-on-ep", silent_check)
+    monkeypatch.setitem(CHECKS, "session.nodes-on-ep", dataclasses.replace(CHECKS["session.nodes-on-ep"], function=silent_check))
     result = runner.run("session.nodes-on-ep", 0, {"recipe": "add", "dtype": "float32"})
     (violation,) = result["details"]["violations"]
     assert violation["reproducer"].endswith("print(Runner('cpu').run('session.nodes-on-ep', 0, {'recipe': 'add', 'dtype': 'float32'}))")
@@ -334,7 +336,7 @@ def claim_then_fail_sessions(monkeypatch, ctx):
         raise OrtNotImplemented("[ONNXRuntimeError] : 9 : NOT_IMPLEMENTED : unsupported: tensor element type 5")
 
     monkeypatch.setattr(ctx, "create_session", create)
-    monkeypatch.setattr(ctx, "_sessions", {})
+    monkeypatch.setattr(ctx.sessions, "_sessions", {})
 
 
 def test_an_ep_that_claims_nodes_it_cannot_run_fails_its_own_contract(runner, ctx, monkeypatch):
@@ -578,22 +580,27 @@ def test_cpu_default_copy_may_be_refused_but_not_wrong(runner, ctx, monkeypatch)
 def test_a_call_in_flight_is_passed_on_when_it_starts_and_when_it_returns(ctx):
     heard = []
     ctx.begin(heard.append)
-    with ctx.calling("IOBinding rebind input"):
+    with ctx.calling(Call("IOBinding rebind input")):
         for _ in range(3):
-            with ctx.calling("copy_tensors default>cpu"):  # part of the outer call: nothing passed on
+            with ctx.calling(Call("copy_tensors", "default>cpu")):  # part of the outer call: nothing passed on
                 pass
-    with pytest.raises(RuntimeError), ctx.calling("copy_tensors cpu>default"):
+    with pytest.raises(RuntimeError), ctx.calling(Call("copy_tensors", "cpu>default")):
         raise RuntimeError("refused")  # a call that raised has returned too
-    assert heard == [{"call": "IOBinding rebind input"}, {"call": None}, {"call": "copy_tensors cpu>default"}, {"call": None}]
+    assert heard == [{"call": {"kind": "IOBinding rebind input", "direction": "", "note": ""}}, {"call": None},
+                     {"call": {"kind": "copy_tensors", "direction": "cpu>default", "note": ""}}, {"call": None}]
 
 
 def test_a_quarantined_call_is_not_made(ctx):
-    ctx.begin()
-    ctx.quarantined_calls = {"copy_tensors cpu>default": "it crashed in check x"}
+    """The request carries the quarantine as the agreed wire list; the guard compares calls as
+    values, so another direction or note of the same kind is still made."""
+    ctx.begin(quarantined=[{"call": Call("copy_tensors", "cpu>default").to_wire(), "reason": "it crashed in check x"}])
     made = []
-    with pytest.raises(CallQuarantined, match="^copy_tensors cpu>default: it crashed in check x"), ctx.calling("copy_tensors cpu>default"):
+    with pytest.raises(CallQuarantined, match="^copy_tensors cpu>default: it crashed in check x"), ctx.calling(Call("copy_tensors", "cpu>default")):
         made.append(True)
-    with pytest.raises(CallQuarantined), ctx.calling("run_with_iobinding default"), ctx.calling("copy_tensors cpu>default"):
+    with pytest.raises(CallQuarantined), ctx.calling(Call("run_with_iobinding", "default")), ctx.calling(Call("copy_tensors", "cpu>default")):
         made.append(True)  # not within another call either
     assert not made
-    ctx.quarantined_calls = {}
+    with ctx.calling(Call("copy_tensors", "default>cpu")), ctx.calling(Call("copy_tensors", "cpu>default", "timed")):
+        made.append(True)
+    assert made == [True]
+    ctx.begin()

@@ -6,7 +6,8 @@ import types
 
 import onnxruntime
 
-from conformance.eps import api_support, package_name
+from conformance.apis import support as api_support
+from conformance.eps import package_name
 
 
 def fake_onnxruntime(site, *dist_infos: str) -> types.ModuleType:

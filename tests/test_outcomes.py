@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conformance import applicability, waivers
+from conformance import apis, applicability, waivers
 from conformance.contracts import Contract, EpSpec, Location, MemoryDeclaration, Waiver
 from conformance.outcomes import Outcome, Result, Verdict, counts, verdict
 
@@ -43,7 +43,7 @@ DEVICE_MEMORY = {"name": "Dev", "device_type": "gpu", "vendor_id": 1, "device_id
 
 
 def run_facts(*, api=None, version="1.32.0", ep_device=True, library=None, plugin_module=None, declared=True) -> dict:
-    every_api = {name: True for name in applicability.API_VERSIONS}
+    every_api = {name: True for name in apis.BY_NAME}
     return {"api": dict(every_api, **(api or {})), "onnxruntime": {"version": version}, "ep_device": ep_device,
             "library": library, "plugin_module": plugin_module, "declared": declared}
 
@@ -272,8 +272,27 @@ def test_plugin_library_predicate_holds_for_a_library_or_plugin_module():
     assert applicability.decide(about_plugins, run_facts(plugin_module="ep_pkg"), device(), None) is None
 
 
-def test_every_api_a_contract_may_need_has_a_version():
+def test_the_schemas_api_enum_is_the_table_of_apis():
     from conformance import spec
 
     schema = spec.load_schema(spec.CONTRACTS_SCHEMA)
-    assert set(schema["$defs"]["api"]["enum"]) == set(applicability.API_VERSIONS)
+    assert schema["$defs"]["api"]["enum"] == [api.name for api in apis.APIS]
+    assert all(api.since.count(".") == 1 for api in apis.APIS)
+
+
+def test_a_contract_needing_an_api_the_build_lacks_is_not_run_with_the_version_from_the_table(monkeypatch):
+    needs_copy = contract(requires_api=("copy_tensors",))
+    monkeypatch.setattr(apis, "BY_NAME", dict(apis.BY_NAME, copy_tensors=dataclasses.replace(apis.BY_NAME["copy_tensors"], since="9.9")))
+    skip = applicability.decide(needs_copy, run_facts(api={"copy_tensors": False}), device(), None)
+    assert skip.outcome is Outcome.NOT_RUN and "(onnxruntime >= 9.9)" in skip.reason
+
+
+def test_the_readmes_outcome_table_lists_exactly_the_outcomes():
+    """Every outcome the README documents is one the kit produces, and none is left out."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = readme.split("### Outcomes and verdict", 1)[1].split("\n\n")[1]
+    documented = {name for row in table.splitlines()[2:] for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
+    assert documented == {outcome.value for outcome in Outcome}

@@ -33,13 +33,6 @@ def test_a_lost_call_is_kept_as_the_call_its_wire_dict_names():
                                   "reason": quarantine.calls[COPY]}]
 
 
-def test_a_call_named_by_its_text_keeps_its_text():
-    quarantine = Quarantine(0)
-    quarantine.record(lost(call="copy_tensors cpu>default"), "copy_roundtrip", None, "x")
-    (call,) = quarantine.calls
-    assert str(call) == "copy_tensors cpu>default"
-
-
 def test_a_loss_with_no_call_quarantines_the_checks_pattern_on_its_device():
     quarantine = Quarantine(1)
     quarantine.record(lost(), "copy_roundtrip", "cpu>default", "copy.roundtrip-exact[refdev-1-float32]")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import textwrap
 from pathlib import Path
@@ -212,6 +213,65 @@ def test_unknown_check_id_suggests_the_closest_registered_check(in_tmp):
     assert error.message == "unknown check 'update-inplace.from-numpi' (did you mean 'update-inplace.from-numpy'?)"
 
 
+def test_a_param_its_check_does_not_take_is_one_error_at_the_key(in_tmp):
+    """`layout` is a parameter the schema knows (other checks take it), not one this check takes."""
+    error = only_error([write(in_tmp, "c.yaml", CONTRACT_FILE + "      layout: [strided]\n")])
+    assert (error.path, error.line, error.column, error.key) == ("c.yaml", 16, 7, "contracts[0].params.layout")
+    assert error.message == "check 'update-inplace.from-numpy' takes no parameter 'layout'; it takes: dtype, shape, memory"
+
+
+def test_a_misspelt_param_is_suggested_and_not_also_reported_missing():
+    """The schema knows every parameter name, so a misspelling reaches this check only from a
+    registry of checks whose names the schema does not list yet: one error, with the name."""
+    from conformance.checks.registry import signature_of
+
+    def vendor_check(ctx, dtype: str, shape: str, memory: str = "default"):
+        yield from ()
+
+    contract = load_catalogue().contract("update-inplace.from-numpy")
+    contract = dataclasses.replace(contract, params={"dtype": ("float32",), "shap": ("3",)})
+    (error,) = spec.unknown_checks([contract], {contract.check: signature_of(contract.check, vendor_check)})
+    assert error.message == ("check 'update-inplace.from-numpy' takes no parameter 'shap' (did you mean 'shape'?); "
+                             "it takes: dtype, shape, memory")
+
+
+def test_a_required_param_the_yaml_does_not_give_is_one_error_at_the_check(in_tmp):
+    text = CONTRACT_FILE.replace("      shape: [\"3\"]\n", "")
+    error = only_error([write(in_tmp, "c.yaml", text)])
+    assert (error.path, error.line, error.column, error.key) == ("c.yaml", 11, 12, "contracts[0].check")
+    assert error.message == "check 'update-inplace.from-numpy' needs 'shape' in the contract's params; it takes: dtype, shape, memory"
+
+
+def test_a_handed_catalogue_whose_params_do_not_fit_is_refused_by_the_runner_not_failed_per_case(in_tmp):
+    """The pytest process loads the catalogue without the registry; the worker's Runner checks
+    the params it was handed against its checks' signatures: one spec error, not a TypeError
+    in every case of the contract."""
+    from conformance.runner import Runner
+
+    catalogue = load_catalogue([*shipped(), write(in_tmp, "c.yaml", CONTRACT_FILE + "      layout: [strided]\n")])  # no registry
+    with pytest.raises(SpecErrors) as info:
+        Runner("cpu", handed=lambda: (catalogue, data.read_recipes()))
+    assert [str(e) for e in info.value.errors] == [
+        "c.yaml:16:7: contracts[0].params.layout: check 'update-inplace.from-numpy' takes no parameter 'layout'; it takes: dtype, shape, memory"]
+
+
+def test_every_registered_check_records_its_params_and_the_shipped_contracts_fit_them():
+    checks = known_checks()
+    assert checks["update-inplace.from-numpy"].params == ("dtype", "shape", "memory")
+    assert checks["update-inplace.from-numpy"].required == {"dtype", "shape"}
+    assert spec.unknown_checks(load_catalogue().contracts, checks) == []
+    # What a check needs of onnxruntime, each shipped contract naming it requires (so that it is
+    # not_run before the check, from the facts, where the build lacks it).
+    assert [(c.id, api) for c in load_catalogue().contracts for api in checks[c.check].apis if api not in c.requires_api] == []
+
+
+def test_a_check_needing_an_api_the_table_does_not_list_cannot_register():
+    from conformance.checks.registry import check
+
+    with pytest.raises(ValueError, match="needs APIs that conformance/apis.py does not list: copy_tensor$"):
+        check("vendor.never-registered", apis=("copy_tensor",))(lambda ctx: iter(()))
+
+
 def test_check_ids_are_not_cross_checked_without_a_registry(in_tmp):
     text = CONTRACT_FILE.replace("check: update-inplace.from-numpy", "check: nowhere.at-all")
     catalogue = load_catalogue([write(in_tmp, "c.yaml", text)], known_checks=())
@@ -339,7 +399,7 @@ def test_shipped_catalogue_loads_with_the_registered_checks():
 
 def test_every_shipped_schema_is_a_valid_draft_2020_12_schema():
     schemas = sorted(data.schemas_dir().glob("*.json"))
-    assert {p.name for p in schemas} >= {spec.CONTRACTS_SCHEMA, spec.EP_SCHEMA}
+    assert {p.name for p in schemas} >= {spec.CONTRACTS_SCHEMA, spec.EP_SCHEMA, spec.KNOWN_ISSUES_SCHEMA}
     for path in schemas:
         jsonschema.Draft202012Validator.check_schema(json.loads(path.read_text(encoding="utf-8")))
 
@@ -392,3 +452,28 @@ def test_parse_yaml_records_key_and_value_positions():
     assert doc.location(("a", "b", 1)).column == 10
     assert doc.location(("a", "b"), key=True).column == 3
     assert doc.location(("a", "nope")).line == 2  # falls back to the nearest known parent
+
+
+# --- the kit's table of known onnxruntime issues ---------------------------------------------
+
+
+def test_the_shipped_known_issues_table_is_valid():
+    from conformance.found import RUNTIME_ISSUES
+
+    issues = spec.load_known_issues(RUNTIME_ISSUES)
+    assert issues and all(issue.url.startswith("https://") for issue in issues)
+
+
+def test_a_malformed_known_issues_file_is_an_error_at_its_line(in_tmp):
+    text = ("known_issues:\n"
+            "  - contract: copy.roundtrip\n"
+            "    url: https://github.com/microsoft/onnxruntime/issues/1\n"
+            "    title: a defect\n"
+            "  - contract: copy.roundtrip\n"
+            "    url: http://example.com/not-https\n"
+            "    titel: misspelt\n")
+    with pytest.raises(SpecErrors) as info:
+        spec.load_known_issues(write(in_tmp, "known_issues.yaml", text))
+    assert sorted((e.path, e.line, e.key) for e in info.value.errors) == [
+        ("known_issues.yaml", 5, "known_issues[1]"), ("known_issues.yaml", 6, "known_issues[1].url"), ("known_issues.yaml", 7, "known_issues[1].titel")]
+    assert all(str(e).startswith(f"known_issues.yaml:{e.line}:") for e in info.value.errors)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from conformance import tensors
-from conformance.checks import NotApplicable, Violation, check
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, Violation
 
 DESTINATION_SENTINEL = 0x5A
 
@@ -42,19 +43,19 @@ def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = Fal
                         expected="byte-identical destination", actual=diff.describe(), memory=memory, reproducer=snippet)
 
 
-@check("copy.direction")
+@check("copy.direction", apis=("copy_tensors",))
 def direction(ctx, direction: str, dtype: str = "float32", shape: str = "3x5") -> Iterator[Violation]:
     yield from _copy(ctx, direction, dtype, shape)
 
 
-@check("copy.optional-direction")
+@check("copy.optional-direction", apis=("copy_tensors",))
 def optional_direction(ctx, direction: str, dtype: str = "float32", shape: str = "3x5") -> Iterator[Violation]:
     """A copy the EP need not offer: a refusal passes (the copy matrix records it as
     not_required); a copy that is done must deliver the bytes."""
     yield from _copy(ctx, direction, dtype, shape, may_refuse=True)
 
 
-@check("copy.roundtrip")
+@check("copy.roundtrip", apis=("copy_tensors",))
 def roundtrip(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     """CPU → DEFAULT → CPU: `place` copies in, `read` copies out into a sentinel-filled buffer."""
     dt = tensors.DTYPES[dtype]
@@ -126,7 +127,7 @@ def _valid_copy(ctx, source_kind: str, destination_kind: str) -> None:
         ctx.copy([source], [destination], f"{source_kind}>{destination_kind}")
 
 
-@check("copy.bad-requests")
+@check("copy.bad-requests", apis=("copy_tensors",))
 def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
     """Tries one bad request for real, after showing the same direction works when asked
     right; the destinations are sentinel-filled, so a partial copy shows."""
@@ -144,7 +145,7 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
                "ort.copy_tensors(srcs, dsts, None)  # expected: an error")
     ctx.attempt(f"copy_tensors with a bad request ({request})", snippet)
     try:
-        ctx.copy(src_values, dst_values, f"{direction}, bad request {request}")
+        ctx.copy(src_values, dst_values, direction, note=f"bad request {request}")
     except Exception as exc:
         if not str(exc).strip():
             yield Violation(f"copy_tensors refused a bad request ({request}) without saying why", expected="an error message",

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from conformance import tensors
-from conformance.checks import NotApplicable, NotRun, Violation, check, message_line
+from conformance.calls import Call
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.checks.session import reference, small_integers
 from conformance.eps import memory_device_type
 
@@ -35,7 +37,7 @@ def in_place(ctx, recipe: str, dtype: str, shape: str, memory: str = "default") 
     (input_name,), (output_name,) = [i.name for i in info.session.get_inputs()], [o.name for o in info.session.get_outputs()]
     binding.bind_ortvalue_input(input_name, source)
     binding.bind_ortvalue_output(output_name, output)
-    with ctx.calling(f"run_with_iobinding {memory}"):
+    with ctx.calling(Call("run_with_iobinding", memory)):
         info.session.run_with_iobinding(binding)
     produced = binding.get_outputs()[0]
     if produced.data_ptr() != output.data_ptr():
@@ -68,7 +70,7 @@ def host_accessible_in_place(ctx, binding: str, recipe: str = "relu", dtype: str
     bindings = info.session.io_binding()
     bindings.bind_ortvalue_input(info.session.get_inputs()[0].name, source)
     bindings.bind_ortvalue_output(info.session.get_outputs()[0].name, output)
-    with ctx.calling(f"run_with_iobinding host_accessible {binding}"):
+    with ctx.calling(Call("run_with_iobinding", "host_accessible", binding)):
         info.session.run_with_iobinding(bindings)
     ha = ctx.memory_expr("host_accessible")
     snippet = (f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\nb = s.io_binding()\n"
@@ -141,9 +143,9 @@ def _valid_output(ctx, setup: BindingSetup):
 
 def _run_valid(ctx, setup: BindingSetup, binding, output, after: str = "") -> str:
     """Runs `binding` with `output` bound and returns what is wrong with the result ('' when
-    right); `after` names what happened to the binding before (part of the call's name)."""
+    right); `after` names what happened to the binding before (the call's note)."""
     binding.bind_ortvalue_output(setup.output_name, output)
-    with ctx.calling(f"run_with_iobinding {setup.memory}{after}"):
+    with ctx.calling(Call("run_with_iobinding", setup.memory, after)):
         setup.info.session.run_with_iobinding(binding)
     diff = tensors.compare(setup.expected, ctx.read(output, setup.memory, setup.dt, BINDING_SHAPE))
     return diff.describe() if diff else ""
@@ -195,7 +197,7 @@ def _bad_value_type(setup: BindingSetup, request: str) -> tuple[tensors.DType, t
 def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> BadBinding:
     """Binds something wrong to the input or output."""
     name = setup.input_name if which == "input" else setup.output_name
-    call = f"IOBinding bind {which}, bad request {request}"
+    call = Call(f"IOBinding bind {which}", note=f"bad request {request}")
     bad = _bad_value_type(setup, request)
     if bad:
         dt, shape = bad
@@ -254,7 +256,7 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
     try:  # onnxruntime may refuse when binding or when running
         ctx.attempt(f"binding the output to {request} and running", snippet)
         bad = _bind_bad(ctx, setup, binding, "output", request)
-        with ctx.calling(f"run_with_iobinding {memory}, bad output {request}"):
+        with ctx.calling(Call("run_with_iobinding", memory, f"bad output {request}")):
             setup.info.session.run_with_iobinding(binding)
     except (NotApplicable, NotRun):
         raise
@@ -297,7 +299,7 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
     try:  # onnxruntime may refuse when binding or when running
         ctx.attempt(f"binding the {binding} to {request} and running", snippet)
         bound = _bind_bad(ctx, setup, io, binding, request).bound
-        with ctx.calling(f"run_with_iobinding {memory}, bad {binding} {request}"):
+        with ctx.calling(Call("run_with_iobinding", memory, f"bad {binding} {request}")):
             setup.info.session.run_with_iobinding(io)
     except (NotApplicable, NotRun):
         raise
@@ -308,10 +310,10 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
     output = _valid_output(ctx, setup)
     ctx.attempt(f"binding the {binding} again with a valid value and running, after the bad binding was {refusal.split(':')[0]}")
     try:
-        with ctx.calling(f"IOBinding rebind {binding} after a bad {request}"):
+        with ctx.calling(Call(f"IOBinding rebind {binding}", note=f"after a bad {request}")):
             if binding == "input":
                 io.bind_ortvalue_input(setup.input_name, setup.source)
-            wrong = _run_valid(ctx, setup, io, output, after=f", rebound after a bad {binding} {request}")
+            wrong = _run_valid(ctx, setup, io, output, after=f"rebound after a bad {binding} {request}")
     except Exception as exc:
         yield Violation(f"after a bad {binding} binding ({bound}; {refusal}), binding it again with a valid value did not work: {type(exc).__name__}: {exc}",
                         expected="the run with the valid binding succeeds", actual=str(exc), reproducer=snippet)

@@ -11,7 +11,9 @@ import gc
 from typing import Any, Callable, Iterator
 
 from conformance import tensors
-from conformance.checks import NotApplicable, NotRun, Violation, check
+from conformance.calls import Call
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.checks.session import reference, small_integers
 from conformance.context import SessionInfo
 
@@ -35,11 +37,11 @@ def _use(ctx, model: bytes, held: dict[str, Any]) -> str:
     (values,) = small_integers(("x",), dt, SHAPE).values()
     held["input"] = ort.OrtValue.ortvalue_from_numpy(values)
     if info is not None:
-        with ctx.calling("allocate default"):
+        with ctx.calling(Call("allocate", "default")):
             held["device_input"] = ort.OrtValue.ortvalue_from_shape_and_type(list(SHAPE), values.dtype, memory_info=info)
-        with ctx.calling("copy_tensors cpu>default"):
+        with ctx.calling(Call("copy_tensors", "cpu>default")):
             ort.copy_tensors([held["input"]], [held["device_input"]], None)
-    with ctx.calling("InferenceSession creation"):
+    with ctx.calling(Call("InferenceSession creation")):
         held["session"] = ctx.create_session(model, device)
     # The library is used only where its EP runs the node: otherwise nothing here involves it.
     ctx.require_nodes_on_ep(SessionInfo(held["session"], None, RECIPE, ctx.assignment_of(held["session"])))
@@ -47,7 +49,7 @@ def _use(ctx, model: bytes, held: dict[str, Any]) -> str:
     binding.bind_ortvalue_input(held["session"].get_inputs()[0].name, held.get("device_input", held["input"]))
     binding.bind_output(held["session"].get_outputs()[0].name, "cpu")
     held["binding"] = binding
-    with ctx.calling(f"run_with_iobinding {'default' if info is not None else 'cpu'}"):
+    with ctx.calling(Call("run_with_iobinding", "default" if info is not None else "cpu")):
         held["session"].run_with_iobinding(binding)
     (output,) = binding.copy_outputs_to_cpu()
     diff = tensors.compare(tensors.payload(reference(RECIPE, {"x": values}).astype(dt.storage), dt), tensors.payload(output, dt))
@@ -55,17 +57,17 @@ def _use(ctx, model: bytes, held: dict[str, Any]) -> str:
 
 
 def _unregister(ctx) -> None:
-    with ctx.calling("unregister_execution_provider_library"):
+    with ctx.calling(Call("unregister_execution_provider_library")):
         ctx.ort.unregister_execution_provider_library(ctx.target.registration)
 
 
 def _release(ctx, held: dict[str, Any]) -> None:
-    with ctx.calling("releasing the EP's values and session"):  # their destructors call into the library
+    with ctx.calling(Call("releasing the EP's values and session")):  # their destructors call into the library
         held.clear()
         gc.collect()
 
 
-@check("lifecycle.plugin-library")
+@check("lifecycle.plugin-library", apis=("plugin_libraries",))
 def plugin_library(ctx) -> Iterator[Violation]:
     target = ctx.target
     if not (target.registration and target.library):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from conformance import tensors
-from conformance.checks import NotApplicable, Violation, check
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, Violation
 from conformance.checks.session import SESSION_SHAPE  # the session checks' shape: their sessions serve these too
 from conformance.eps import memory_facts, memory_label
 
@@ -28,7 +29,7 @@ def _snippet(ctx, info, which: str) -> str:
     return f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])"
 
 
-@check("memory-info.session-inputs")
+@check("memory-info.session-inputs", apis=("session_memory_infos",))
 def session_inputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     info, inputs = _session_memory(ctx, recipe, dtype, "input")
     default = ctx.memory_facts("default")
@@ -43,7 +44,7 @@ def session_inputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
             )
 
 
-@check("memory-info.session-outputs")
+@check("memory-info.session-outputs", apis=("session_memory_infos",))
 def session_outputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     info, outputs = _session_memory(ctx, recipe, dtype, "output")
     allowed = [ctx.memory_facts("default"), ctx.memory_facts("host_accessible")]
@@ -59,7 +60,7 @@ def session_outputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
             )
 
 
-@check("memory-info.cpu-default-io")
+@check("memory-info.cpu-default-io", apis=("session_memory_infos",))
 def cpu_default_io(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     for which in ("input", "output"):
         info, values = _session_memory(ctx, recipe, dtype, which)

@@ -7,7 +7,9 @@ from typing import Iterator
 import numpy as np
 
 from conformance import tensors
-from conformance.checks import ClaimedButUnrunnable, NotApplicable, NotRun, Violation, check
+from conformance.calls import Call
+from conformance.checks.registry import check
+from conformance.findings import ClaimedButUnrunnable, NotApplicable, NotRun, Violation
 
 SESSION_SHAPE = (3, 5)
 
@@ -44,7 +46,7 @@ def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
                f"feeds = {{n: np.arange(1, 16).reshape(3, 5).astype(np.{dt.storage.name}) for n in {list(recipe_inputs)!r}}}\n"
                "print(s.run(None, feeds))")
     ctx.attempt(f"running model '{recipe}' ({dt.name}) with inputs in CPU memory", snippet)
-    with ctx.calling("InferenceSession.run, inputs in cpu"):
+    with ctx.calling(Call("InferenceSession.run", note="inputs in cpu")):
         (output,) = info.session.run(None, feeds)
     expected = reference(recipe, feeds)
     diff = tensors.compare(tensors.payload(expected.astype(dt.storage), dt), tensors.payload(np.asarray(output), dt))

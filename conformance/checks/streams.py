@@ -5,16 +5,18 @@ from __future__ import annotations
 from typing import Iterator
 
 from conformance import tensors
-from conformance.checks import NotRun, Violation, check
+from conformance.calls import Call
+from conformance.checks.registry import check
+from conformance.findings import NotRun, Violation
 
 
-@check("streams.sync-stream")
+@check("streams.sync-stream", apis=("sync_stream", "copy_tensors",))
 def sync_stream(ctx) -> Iterator[Violation]:
     if ctx.device is None:
         raise NotRun("the EP is not listed by get_ep_devices(); streams belong to EP devices")
     snippet = f"{ctx.preamble()}\nstream = dev.create_sync_stream()"
     try:
-        with ctx.calling("create_sync_stream"):
+        with ctx.calling(Call("create_sync_stream")):
             stream = ctx.device.create_sync_stream()
     except Exception as exc:
         if not ctx.is_cpu_memory("default"):

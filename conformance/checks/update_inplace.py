@@ -7,7 +7,9 @@ from typing import Iterator
 import numpy as np
 
 from conformance import tensors
-from conformance.checks import NotApplicable, NotRun, Violation, check
+from conformance.calls import Call
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, NotRun, Violation
 
 DESTINATION_SENTINEL = 0x5A
 
@@ -62,7 +64,7 @@ def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterat
                + ("" if layout == "contiguous" else f"  # laid out {layout}") + "\nv.update_inplace(src); assert v.data_ptr() == p; print(v.numpy())")
     before = destination.data_ptr()
     ctx.attempt(f"update_inplace of a {layout} numpy array into {memory} memory", snippet)
-    with ctx.calling(f"update_inplace numpy>{memory}"):
+    with ctx.calling(Call("update_inplace", f"numpy>{memory}")):
         destination.update_inplace(source)
     yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
     yield from _diff_violation(ctx, f"{layout} numpy source", tensors.payload(values, dt), ctx.read(destination, memory, dt, shp), memory, snippet)
@@ -84,13 +86,12 @@ def non_contiguous(ctx, dtype: str, shape: str, layout: str, memory: str = "defa
     yield from _from_numpy(ctx, dtype, shape, memory, layout)
 
 
-@check("update-inplace.from-ortvalue")
+@check("update-inplace.from-ortvalue", apis=("update_inplace_ortvalue",))
 def from_ortvalue(ctx, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
     source_kind, destination_kind = direction.split(">")
     for kind in (source_kind, destination_kind):
         ctx.require_memory(kind)
-    if not ctx.target.facts["api"]["update_inplace_ortvalue"]:
-        raise NotRun(f"onnxruntime {ctx.ort.__version__} has no update_inplace(OrtValue) (added by PR #28256, onnxruntime >= 1.26)")
+    ctx.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue), added by PR #28256")
     dt = tensors.DTYPES[dtype]
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=2)
@@ -101,7 +102,7 @@ def from_ortvalue(ctx, direction: str, dtype: str, shape: str) -> Iterator[Viola
                "p = dst.data_ptr(); dst.update_inplace(src); assert dst.data_ptr() == p")
     before = destination.data_ptr()
     ctx.attempt(f"update_inplace(OrtValue) {direction}", snippet)
-    with ctx.calling(f"update_inplace ortvalue {direction}"):
+    with ctx.calling(Call("update_inplace ortvalue", direction)):
         destination.update_inplace(source)
     yield from _address_violation(ctx, before, destination.data_ptr(), destination_kind, snippet)
     yield from _diff_violation(ctx, direction, tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp), destination_kind, snippet)
@@ -118,8 +119,8 @@ MISMATCHES = {
 @check("update-inplace.rejects-mismatch")
 def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") -> Iterator[Violation]:
     ctx.require_memory(memory)
-    if source == "ortvalue" and not ctx.target.facts["api"]["update_inplace_ortvalue"]:
-        raise NotRun(f"onnxruntime {ctx.ort.__version__} has no update_inplace(OrtValue)")
+    if source == "ortvalue":
+        ctx.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue)")
     float32 = tensors.DTYPES["float32"]
     src_dtype_name, src_shape = MISMATCHES[request]
     src_dtype = tensors.DTYPES[src_dtype_name]
@@ -133,7 +134,7 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
                + "\ndst.update_inplace(src)  # expected: an error")
     ctx.attempt(f"update_inplace({source}) with a mismatched source ({request})", snippet)
     try:
-        with ctx.calling(f"update_inplace {source}>{memory}, bad request {request}"):
+        with ctx.calling(Call("update_inplace", f"{source}>{memory}", f"bad request {request}")):
             destination.update_inplace(payload)
     except Exception:
         refused = True
@@ -158,12 +159,11 @@ STAGING_SLACK_SECONDS = 50e-6  # timer and call overhead, which dominate tiny co
 STAGING_TRIALS = 7
 
 
-@check("update-inplace.no-host-staging")
+@check("update-inplace.no-host-staging", apis=("update_inplace_ortvalue", "copy_tensors",))
 def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     from conformance.bandwidth import best_seconds, gbps
 
-    if not ctx.target.facts["api"]["update_inplace_ortvalue"]:
-        raise NotRun(f"onnxruntime {ctx.ort.__version__} has no update_inplace(OrtValue) (added by PR #28256, onnxruntime >= 1.26)")
+    ctx.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue), added by PR #28256")
     dt = tensors.DTYPES[dtype]
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=4)
@@ -172,7 +172,7 @@ def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
         destination = ctx.allocate("default", dt, shp)
         staging = ctx.allocate("cpu", dt, shp)
         ctx.copy([source], [staging])
-        with ctx.calling("update_inplace ortvalue default>default"):
+        with ctx.calling(Call("update_inplace ortvalue", "default>default")):
             destination.update_inplace(source)
         marker, marker_on_cpu = ctx.allocate("default", dt, (1,)), ctx.allocate("cpu", dt, (1,))
     snippet = _staging_snippet(ctx, dt, shp)
@@ -198,9 +198,9 @@ def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     ctx.attempt("timing update_inplace device to device against a copy_tensors round trip through the CPU", snippet)
     # One name for the calls of each timing, around the timed loops (the copies within are
     # part of it, and pass nothing on to the parent: see CheckContext.calling).
-    with ctx.calling("update_inplace ortvalue default>default, timed"):
+    with ctx.calling(Call("update_inplace ortvalue", "default>default", "timed")):
         direct = best_seconds(device_to_device, trials=STAGING_TRIALS, budget=2.0, finish=wait_for_the_device)
-    with ctx.calling("update_inplace ortvalue default>cpu>default, timed"):
+    with ctx.calling(Call("update_inplace ortvalue", "default>cpu>default", "timed")):
         staged = best_seconds(round_trip, trials=STAGING_TRIALS, budget=2.0, finish=wait_for_the_device)
     if direct > staged * STAGING_MARGIN + STAGING_SLACK_SECONDS:
         nbytes = dt.nbytes(tensors.element_count(shp))

@@ -1,0 +1,97 @@
+"""The EP device's memories and values on them, as a check places, copies and reads them.
+
+Memory kinds are named as the contracts name them: `cpu` (plain CPU memory), `default` (the EP
+device's DEFAULT memory; plain CPU memory when it advertises none) and `host_accessible`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+
+from conformance import tensors
+from conformance.calls import Call
+from conformance.context.device import DeviceUnderTest
+from conformance.context.progress import CallGuard
+from conformance.eps import memory_label
+from conformance.findings import NotApplicable, NotRun
+
+
+class Memories:
+    def __init__(self, under_test: DeviceUnderTest, guard: CallGuard):
+        self.under_test, self.guard = under_test, guard
+
+    # --- what the memories are -------------------------------------------------------------
+
+    def memory_info(self, kind: str):
+        """The OrtMemoryInfo of a memory kind; None means plain CPU memory."""
+        return self.under_test.memory_info(kind)
+
+    def memory_facts(self, kind: str) -> dict[str, Any] | None:
+        return None if kind == "cpu" else self.under_test.facts["memory"][kind]
+
+    def is_cpu_memory(self, kind: str) -> bool:
+        facts = self.memory_facts(kind)
+        return facts is None or facts["device_type"] == "cpu"
+
+    def require_memory(self, kind: str) -> None:
+        if kind == "host_accessible" and self.memory_facts(kind) is None:
+            raise NotApplicable("the EP device advertises no HOST_ACCESSIBLE memory")
+
+    def describe_memory(self, kind: str) -> str:
+        return f"{kind}: {memory_label(self.memory_facts(kind))}"
+
+    # --- values on them --------------------------------------------------------------------
+
+    def wrap_cpu(self, storage: np.ndarray, dtype: tensors.DType):
+        """A CPU OrtValue over `storage` itself (no copy): what a copy writes into it shows in numpy."""
+        ort = self.under_test.ort
+        if dtype.name == "string":
+            raise NotApplicable("onnxruntime's Python API creates no OrtValue from a string array")
+        if dtype.numpy_native:
+            value = ort.OrtValue.ortvalue_from_numpy(storage)
+        else:
+            value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(storage, dtype.onnx_type)
+        if storage.size and value.data_ptr() != storage.ctypes.data:
+            raise NotRun("onnxruntime copied the numpy array instead of wrapping it; bytes cannot be observed")
+        return value
+
+    def allocate(self, kind: str, dtype: tensors.DType, shape: tuple[int, ...]):
+        """A new value in memory `kind`, allocated by onnxruntime from the EP's allocator."""
+        ort, info = self.under_test.ort, self.memory_info(kind)
+        if info is None:
+            return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type)
+        self.under_test.require_api("memory_info_alloc", "cannot allocate from an EP memory info")
+        with self.guard.calling(Call("allocate", kind)):
+            return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type, memory_info=info)
+
+    def copy(self, sources: list, destinations: list, direction: str = "", stream=None, *, note: str = "") -> None:
+        """copy_tensors; `direction` ('cpu>default', ...) and `note` ('bad request size-mismatch')
+        name the call in flight precisely."""
+        self.under_test.require_api("copy_tensors", "has no copy_tensors")
+        with self.guard.calling(Call("copy_tensors", direction, note)):
+            self.under_test.ort.copy_tensors(sources, destinations, stream)
+
+    def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes:
+        """The bytes of `value`: CPU values directly, device values through a copy to a
+        CPU buffer pre-filled with a sentinel, so a copy that did nothing cannot look right."""
+        if self.is_cpu_memory(kind):
+            if dtype.numpy_native:
+                return tensors.payload(value.numpy(), dtype)
+            # numpy() has no bfloat16, float8 or 4-bit type: read the CPU buffer the value owns
+            # through its data_ptr(), for exactly tensor_size_in_bytes() bytes.
+            size = value.tensor_size_in_bytes()
+            return ctypes.string_at(value.data_ptr(), size) if size else b""
+        landing = tensors.sentinel(dtype, shape, 0xA5)
+        self.copy([value], [self.wrap_cpu(landing, dtype)], f"{kind}>cpu")
+        return tensors.payload(landing, dtype)
+
+    def place(self, storage: np.ndarray, kind: str, dtype: tensors.DType):
+        """A value in memory `kind` holding `storage`'s bytes (device values via copy_tensors)."""
+        if kind == "cpu" or (self.memory_info(kind) is None):
+            return self.wrap_cpu(storage, dtype)
+        value = self.allocate(kind, dtype, storage.shape)
+        self.copy([self.wrap_cpu(storage, dtype)], [value], f"cpu>{kind}")
+        return value
