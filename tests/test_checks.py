@@ -20,6 +20,7 @@ from conformance.calls import Call
 from conformance.context import SessionInfo
 from conformance.findings import CallQuarantined, NotRun, Violation
 from conformance.outcomes import Outcome
+from conformance.tensors import DTYPES
 from conformance.runner import Runner, raised_by_onnxruntime_python
 
 
@@ -604,3 +605,16 @@ def test_a_quarantined_call_is_not_made(ctx):
         made.append(True)
     assert made == [True]
     ctx.begin()
+
+
+def test_a_stand_in_set_on_the_context_is_what_its_parts_use(ctx, monkeypatch):
+    """The context forwards each name to the part that has it, setting as well as getting: a
+    check dropping its EP device, or a test's stand-in copy, reaches the part's own calls too."""
+    copies = []
+    monkeypatch.setattr(ctx, "copy", lambda sources, destinations, direction="", stream=None, note="": copies.append(direction))
+    assert ctx.memories.copy is ctx.copy
+    monkeypatch.setattr(ctx.memories, "is_cpu_memory", lambda kind: False)
+    ctx.read(ctx.wrap_cpu(np.zeros(3, np.float32), DTYPES["float32"]), "default", DTYPES["float32"], (3,))
+    assert copies == ["default>cpu"]
+    monkeypatch.setattr(ctx, "device", None)
+    assert ctx.under_test.device is None and "dev = " not in ctx.snippets.preamble()
