@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from conformance import safe_io
+from conformance.bundle import MAX_MEMBER_BYTES, REPORT_SCHEMA_PREFIX, report_problems
 from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.options import reason_of
@@ -34,18 +36,25 @@ class ReportError(Exception):
 
 
 def load_reports(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """(lane, report) for each path; the lane is the report's folder name."""
+    """(lane, report) for each path; the lane is the report's folder name. A file that is not
+    a report this kit reads is a ReportError naming it and the first JSON path at fault."""
     loaded = []
     for path in paths:
         file = Path(path)
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ReportError(f"{path}: cannot read a report: {reason_of(exc)}") from None
+            data = json.loads(safe_io.read_regular(file, MAX_MEMBER_BYTES, what="report"))
+        except safe_io.UnsafeFile as exc:
+            raise ReportError(f"{path}: cannot read a report: {exc.message}") from None
+        except (ValueError, RecursionError) as exc:
+            raise ReportError(f"{path}: cannot read a report: {reason_of(exc) if str(exc) else 'nested too deep'}") from None
         schema = data.get("schema") if isinstance(data, dict) else None
-        if not str(schema or "").startswith("ort-ep-conformance/report/"):
+        if not str(schema or "").startswith(REPORT_SCHEMA_PREFIX):
             raise ReportError(f"{path}: not an ort-ep-conformance report (schema {schema!r})")
-        missing = [key for key in READ_KEYS if key not in data]
+        problems = report_problems(data)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise ReportError(f"{path}: not a conformance report: {problems[0]}{more}")
+        missing = [key for key in READ_KEYS if key not in data] + [f"run.{key}" for key in ("started",) if key not in data.get("run", {})]
         if missing:
             raise ReportError(f"{path}: an incomplete report: no {', '.join(missing)}")
         loaded.append((file.parent.name, data))

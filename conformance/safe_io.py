@@ -22,7 +22,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import IO
+from typing import IO, BinaryIO
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink"))
@@ -51,11 +51,11 @@ def _reason(exc: OSError) -> str:
 # --- reading ---------------------------------------------------------------------------------
 
 
-def read_regular(path: Path | str, limit: int, *, what: str = "file") -> bytes:
-    """The bytes of the regular file at `path`, refused (UnsafeFile) when it is anything else
-    or longer than `limit` bytes. A FIFO, device or folder is refused from its stat, before
-    it is opened; it is opened non-blocking all the same, so that one swapped in meanwhile
-    cannot block the read, and checked again once open."""
+def open_regular(path: Path | str) -> BinaryIO:
+    """The regular file at `path` opened for reading (binary), refused (UnsafeFile) when it is
+    anything else. A FIFO, device or folder is refused from its stat, before it is opened; it
+    is opened non-blocking all the same, so that one swapped in meanwhile cannot block the
+    open, and checked again once open."""
     try:
         mode = os.stat(path).st_mode
         if not stat.S_ISREG(mode):
@@ -67,22 +67,27 @@ def read_regular(path: Path | str, limit: int, *, what: str = "file") -> bytes:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
             raise UnsafeFile(path, f"not a regular file: {kind_of(status.st_mode)}")
-        if status.st_size > limit:
-            raise UnsafeFile(path, f"too large for a {what}: {status.st_size} bytes, over the limit of {limit}")
-        chunks, total = [], 0
-        while total <= limit:  # a file that grows while it is read is still cut at limit + 1
-            chunk = os.read(descriptor, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-        if total > limit:
-            raise UnsafeFile(path, f"too large for a {what}: over the limit of {limit} bytes")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise UnsafeFile(path, f"cannot read: {_reason(exc)}") from None
-    finally:
+        os.set_blocking(descriptor, True)
+    except BaseException:
         os.close(descriptor)
+        raise
+    return os.fdopen(descriptor, "rb")
+
+
+def read_regular(path: Path | str, limit: int, *, what: str = "file") -> bytes:
+    """The bytes of the regular file at `path` (open_regular), refused (UnsafeFile) when it is
+    longer than `limit` bytes: by its size before reading, and by what was read if it grew."""
+    with open_regular(path) as file:
+        try:
+            size = os.fstat(file.fileno()).st_size
+            if size > limit:
+                raise UnsafeFile(path, f"too large for a {what}: {size} bytes, over the limit of {limit}")
+            data = file.read(limit + 1)
+        except OSError as exc:
+            raise UnsafeFile(path, f"cannot read: {_reason(exc)}") from None
+    if len(data) > limit:
+        raise UnsafeFile(path, f"too large for a {what}: over the limit of {limit} bytes")
+    return data
 
 
 # --- writing ---------------------------------------------------------------------------------
