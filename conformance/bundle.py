@@ -59,8 +59,19 @@ def shape_problems(shape: dict[str, Any], instance: Any) -> list[str]:
 
 
 def _problems(validator, instance: Any) -> list[str]:
-    errors = sorted(validator.iter_errors(instance), key=lambda e: e.json_path)
+    errors = sorted((e for error in validator.iter_errors(instance) for e in _meant(error)), key=lambda e: e.json_path)
     return [f"{e.json_path}: {e.message[:160]}" for e in errors]
+
+
+def _meant(error) -> list:
+    """For a value that matches no branch of an anyOf (null, or an object of some shape), the
+    errors inside the branch its type chose: `$.devices[0].hardware.vendor_id: '0x0' is not of
+    type 'integer'`, not the whole object "is not valid under any of the given schemas"."""
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        deeper = [e for e in error.context if len(e.absolute_path) > len(error.absolute_path)]
+        if deeper:
+            return [e for sub in deeper for e in _meant(sub)]
+    return [error]
 
 
 _REPORT_VALIDATORS: dict[str, Any] = {}

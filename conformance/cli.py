@@ -231,14 +231,19 @@ def _catalogue(args) -> int:
 
 
 def _emit(text: str, output: str | None) -> int:
-    """Writes `text` to `output` (stdout when None); a file that cannot be written is exit 2."""
+    """Writes `text` to `output` (stdout when None), whole or not at all (safe_io.write_file:
+    a symlink planted at `output`, or as its folder, is refused); one that cannot be written
+    is exit 2."""
+    from conformance import safe_io
+
     if not output:
         sys.stdout.write(text)
         return 0
+    path = Path(output)
     try:
-        Path(output).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        print(f"ort-conformance: {output}: cannot be written: {reason_of(exc)}", file=sys.stderr)
+        safe_io.write_file(path.parent, path.name, text)
+    except safe_io.UnsafeFile as exc:
+        print(f"ort-conformance: {output}: cannot be written: {exc}", file=sys.stderr)
         return 2
     return 0
 

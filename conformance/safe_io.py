@@ -39,7 +39,7 @@ class UnsafeFile(Exception):
 
 def kind_of(mode: int) -> str:
     """What a file of this st_mode is, in words ("a FIFO"), for a refusal."""
-    return next((word for test, word in _KINDS if test(mode)), "not a regular file")
+    return "a regular file" if stat.S_ISREG(mode) else next((word for test, word in _KINDS if test(mode)), "an unknown kind of file")
 
 
 def _reason(exc: OSError) -> str:
@@ -51,17 +51,25 @@ def _reason(exc: OSError) -> str:
 # --- reading ---------------------------------------------------------------------------------
 
 
-def open_regular(path: Path | str) -> BinaryIO:
+def open_regular(path: Path | str, *, follow_symlinks: bool = True) -> BinaryIO:
     """The regular file at `path` opened for reading (binary), refused (UnsafeFile) when it is
-    anything else. A FIFO, device or folder is refused from its stat, before it is opened; it
-    is opened non-blocking all the same, so that one swapped in meanwhile cannot block the
-    open, and checked again once open."""
+    anything else (with `follow_symlinks=False`, a symlink too). A FIFO, device or folder is
+    refused from its stat, before it is opened; it is opened non-blocking all the same, so that
+    one swapped in meanwhile cannot block the open, and checked again once open. A missing file
+    is FileNotFoundError, for a caller to which absent is an answer."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | (0 if follow_symlinks else os.O_NOFOLLOW)
     try:
-        mode = os.stat(path).st_mode
+        mode = (os.stat if follow_symlinks else os.lstat)(path).st_mode
+        if stat.S_ISLNK(mode):
+            raise UnsafeFile(path, "is a symlink: refusing to read through it")
         if not stat.S_ISREG(mode):
             raise UnsafeFile(path, f"not a regular file: {kind_of(mode)}")
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        descriptor = os.open(path, flags)
+    except FileNotFoundError:
+        raise
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_symlinks:
+            raise UnsafeFile(path, "is a symlink: refusing to read through it") from None
         raise UnsafeFile(path, f"cannot read: {_reason(exc)}") from None
     try:
         status = os.fstat(descriptor)
@@ -74,10 +82,15 @@ def open_regular(path: Path | str) -> BinaryIO:
     return os.fdopen(descriptor, "rb")
 
 
-def read_regular(path: Path | str, limit: int, *, what: str = "file") -> bytes:
+def read_regular(path: Path | str, limit: int, *, what: str = "file", follow_symlinks: bool = True) -> bytes:
     """The bytes of the regular file at `path` (open_regular), refused (UnsafeFile) when it is
-    longer than `limit` bytes: by its size before reading, and by what was read if it grew."""
-    with open_regular(path) as file:
+    longer than `limit` bytes: by its size before reading, and by what was read if it grew. A
+    missing file is UnsafeFile too ("cannot read: No such file or directory")."""
+    try:
+        file = open_regular(path, follow_symlinks=follow_symlinks)
+    except FileNotFoundError as exc:
+        raise UnsafeFile(path, f"cannot read: {_reason(exc)}") from None
+    with file:
         try:
             size = os.fstat(file.fileno()).st_size
             if size > limit:
@@ -88,6 +101,22 @@ def read_regular(path: Path | str, limit: int, *, what: str = "file") -> bytes:
     if len(data) > limit:
         raise UnsafeFile(path, f"too large for a {what}: over the limit of {limit} bytes")
     return data
+
+
+def read_in(folder: Path | str, name: str, limit: int, *, what: str = "file") -> bytes | None:
+    """The bytes of the file `name` in `folder`, None when there is none; refused (UnsafeFile)
+    when the folder or the file is a symlink, as `open_in` refuses them: what the run wrote
+    there it reads back from there, not from wherever a planted link points."""
+    folder = Path(folder)
+    _require_real_folder(folder, missing_ok=True)
+    path = folder / _plain_name(name)
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UnsafeFile(path, f"cannot read: {_reason(exc)}") from None
+    return read_regular(path, limit, what=what, follow_symlinks=False)
 
 
 # --- writing ---------------------------------------------------------------------------------
@@ -104,15 +133,23 @@ def ensure_folder(folder: Path | str) -> Path:
         pass  # a symlink to a folder, or a file: worded below
     except OSError as exc:
         raise UnsafeFile(folder, f"cannot be made: {_reason(exc)}") from None
+    _require_real_folder(folder)
+    return folder
+
+
+def _require_real_folder(folder: Path, *, missing_ok: bool = False) -> None:
     try:
         mode = os.lstat(folder).st_mode
+    except FileNotFoundError:
+        if missing_ok:
+            return
+        raise UnsafeFile(folder, "cannot be used: No such file or directory") from None
     except OSError as exc:
         raise UnsafeFile(folder, f"cannot be used: {_reason(exc)}") from None
     if stat.S_ISLNK(mode):
-        raise UnsafeFile(folder, "is a symlink: refusing to write through it (remove it, or name a real folder)")
+        raise UnsafeFile(folder, "is a symlink: refusing to write or read through it (remove it, or name a real folder)")
     if not stat.S_ISDIR(mode):
         raise UnsafeFile(folder, f"is not a folder but {kind_of(mode)}")
-    return folder
 
 
 def _plain_name(name: str) -> str:
@@ -132,13 +169,21 @@ def open_in(folder: Path | str, name: str, mode: str = "w", *, encoding: str | N
     flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     flags |= os.O_APPEND if mode.startswith("a") else 0
     try:
-        descriptor = os.open(path, flags, 0o666)
+        # Opened relative to the folder, itself opened without following a symlink: a folder
+        # swapped for a symlink after ensure_folder looked is refused as well (ELOOP).
+        folder_descriptor = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise UnsafeFile(folder, f"cannot be used: {_reason(exc)}") from None
+    try:
+        descriptor = os.open(name, flags, 0o666, dir_fd=folder_descriptor)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafeFile(path, "is a symlink: refusing to write through it") from None
         if exc.errno == errno.ENXIO:  # a FIFO without a reader, refused by O_NONBLOCK
             raise UnsafeFile(path, "not a regular file: a FIFO") from None
         raise UnsafeFile(path, f"cannot be written: {_reason(exc)}") from None
+    finally:
+        os.close(folder_descriptor)
     try:
         status = os.fstat(descriptor)
         if not stat.S_ISREG(status.st_mode):
@@ -158,11 +203,13 @@ def write_set(folder: Path | str, files: dict[str, bytes | str]) -> list[Path]:
     """Writes `files` (name -> contents; text is UTF-8) into `folder` as one set: each is written
     to a temporary file in the folder first, and only when all are written are they renamed into
     place. A failure while writing (a full disk) removes the temporary files and leaves the
-    previous set as it was; it is one UnsafeFile naming the folder. A symlink planted under one of
-    the names is replaced by the file, never written through (a rename does not follow it).
-    Returns the paths written, in the order given."""
+    previous set as it was; it is one UnsafeFile naming the folder. A symlink, folder or FIFO
+    under one of the names is refused before anything is written (and a rename would replace a
+    symlink planted meanwhile, never write through it). Returns the paths written, in the order given."""
     folder = ensure_folder(folder)
     names = [_plain_name(name) for name in files]
+    for name in names:
+        _require_replaceable(folder / name)
     umask = os.umask(0)
     os.umask(umask)
     written: list[tuple[str, Path]] = []
@@ -182,6 +229,21 @@ def write_set(folder: Path | str, files: dict[str, bytes | str]) -> list[Path]:
         _remove([temporary for temporary, _ in written])
         raise UnsafeFile(folder, f"cannot rename the files written into place: {_reason(exc)}") from None
     return [path for _, path in written]
+
+
+def _require_replaceable(path: Path) -> None:
+    """UnsafeFile unless `path` is absent or a regular file. A symlink there is refused rather
+    than replaced: whoever planted it meant the run to write where it points, and should hear so."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise UnsafeFile(path, f"cannot be written: {_reason(exc)}") from None
+    if stat.S_ISLNK(mode):
+        raise UnsafeFile(path, "is a symlink: refusing to write through it")
+    if not stat.S_ISREG(mode):
+        raise UnsafeFile(path, f"is {kind_of(mode)}, not a file")
 
 
 def write_file(folder: Path | str, name: str, contents: bytes | str) -> Path:

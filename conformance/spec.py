@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     import yaml
 
 JsonPath = tuple[Any, ...]
+MAX_MESSAGE = 300  # characters of an error's message
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class Document:
 
     def error(self, json_path: JsonPath, message: str, *, key: bool = False) -> SpecError:
         where = self.location(json_path, key=key)
+        if len(message) > MAX_MESSAGE:  # one that quotes a huge value: its start says enough
+            message = message[:MAX_MESSAGE - 1] + "…"
         return SpecError(where.path, where.line, where.column, _dotted(json_path), message)
 
     def keyed_location(self, json_path: JsonPath) -> Location:
