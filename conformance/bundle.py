@@ -117,6 +117,15 @@ class BundleError(Exception):
         self.message = message
 
 
+def parse_json(text: bytes | str) -> Any:
+    """json.loads, JSON nested too deep for its parser (a RecursionError) being a ValueError as
+    any other malformed JSON is: a report or manifest is data to check, whatever its bytes."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deep to read") from None
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -145,7 +154,7 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
 def _report(files: dict[str, bytes], report_dir: Path) -> dict[str, Any]:
     """report.json's data, of the shape the manifest is made from."""
     try:
-        report = json.loads(files["report.json"])
+        report = parse_json(files["report.json"])
     except ValueError as exc:
         raise BundleError(report_dir / "report.json", f"not JSON: {exc}") from None
     require_report_shape(report_dir / "report.json", report)
@@ -276,7 +285,7 @@ def _members(bundle: Path, archive: tarfile.TarFile) -> dict[str, bytes]:
 def verify(bundle: Path, files: dict[str, bytes], *, required_contracts: set[str] | None = None) -> list[Problem]:
     """What is wrong with the files of `bundle` (as `read` gives them)."""
     try:
-        data = json.loads(files[MANIFEST])
+        data = parse_json(files[MANIFEST])
     except KeyError:
         return [Problem(str(bundle), f"no {MANIFEST}")]
     except ValueError as exc:
@@ -286,7 +295,7 @@ def verify(bundle: Path, files: dict[str, bytes], *, required_contracts: set[str
         return malformed
     problems = _hashes(files, data)
     try:
-        report = json.loads(files["report.json"])
+        report = parse_json(files["report.json"])
     except (KeyError, ValueError) as exc:
         return problems + [Problem("report.json", f"missing or not JSON: {exc}")]
     malformed = [Problem("report.json", problem) for problem in report_problems(report)]
@@ -309,7 +318,7 @@ def check_library(files: dict[str, bytes] | None, library: Path) -> list[Problem
     if files is None:
         return []
     try:
-        declared = json.loads(files[MANIFEST])["ep"].get("library_sha256")
+        declared = parse_json(files[MANIFEST])["ep"].get("library_sha256")
     except (LookupError, ValueError, TypeError, AttributeError):
         return []  # verify() says what is wrong with the bundle or its manifest
     if declared is None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import safe_io
-from conformance.bundle import MAX_MEMBER_BYTES, BundleError, read, require_report_shape
+from conformance.bundle import MAX_MEMBER_BYTES, BundleError, parse_json, read, require_report_shape
 from conformance.outcomes import BROKEN_OR_ERROR
 
 # Copy statuses from better to worse; a step down from a working status is a regression.
@@ -32,15 +32,13 @@ def load(path: Path) -> dict[str, Any]:
             text = safe_io.read_regular(path, MAX_MEMBER_BYTES, what="report")
         else:
             text = read(path)["report.json"]
-        report = json.loads(text)
+        report = parse_json(text)
     except safe_io.UnsafeFile as exc:
         raise BundleError(path, exc.message) from None
     except KeyError:
         raise BundleError(path, "the bundle holds no report.json") from None
     except UnicodeDecodeError:
         raise BundleError(path, "not a report.json (not UTF-8 text)") from None
-    except RecursionError:
-        raise BundleError(path, "not a report.json: nested too deep") from None
     except ValueError as exc:
         raise BundleError(path, f"not JSON: {exc}") from None
     require_report_shape(path, report)

@@ -9,7 +9,6 @@ by hand here. Knows nothing of how checks run.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import OrderedDict
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 import yaml
 
 from conformance import safe_io
-from conformance.bundle import MAX_MEMBER_BYTES, REPORT_SCHEMA_PREFIX, report_problems
+from conformance.bundle import MAX_MEMBER_BYTES, REPORT_SCHEMA_PREFIX, parse_json, report_problems
 from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.options import reason_of
@@ -42,11 +41,11 @@ def load_reports(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
     for path in paths:
         file = Path(path)
         try:
-            data = json.loads(safe_io.read_regular(file, MAX_MEMBER_BYTES, what="report"))
+            data = parse_json(safe_io.read_regular(file, MAX_MEMBER_BYTES, what="report"))
         except safe_io.UnsafeFile as exc:
             raise ReportError(f"{path}: cannot read a report: {exc.message}") from None
-        except (ValueError, RecursionError) as exc:
-            raise ReportError(f"{path}: cannot read a report: {reason_of(exc) if str(exc) else 'nested too deep'}") from None
+        except ValueError as exc:
+            raise ReportError(f"{path}: cannot read a report: {reason_of(exc)}") from None
         schema = data.get("schema") if isinstance(data, dict) else None
         if not str(schema or "").startswith(REPORT_SCHEMA_PREFIX):
             raise ReportError(f"{path}: not an ort-ep-conformance report (schema {schema!r})")

@@ -380,3 +380,16 @@ def test_catalogue_and_found_output_refuse_a_planted_symlink(tmp_path, capsys, c
     err = capsys.readouterr().err
     assert err.strip() == f"ort-conformance: {tmp_path / 'out.md'}: cannot be written: {tmp_path / 'out.md'}: is a symlink: refusing to write through it"
     assert outside.read_text() == "precious"
+
+
+def test_json_nested_too_deep_for_the_parser_is_a_problem_not_a_recursion_error(tmp_path, capsys):
+    deep = b"[" * 100_000 + b"]" * 100_000
+    path = small_bundle(tmp_path / "deep.tar.gz", {"manifest.json": deep, "report.json": deep})
+    code, lines = verify_output(path, capsys)
+    assert code == 1 and lines[0] == "manifest.json: not JSON: nested too deep to read"
+    (tmp_path / "lane").mkdir()
+    (tmp_path / "lane" / "report.json").write_bytes(deep)
+    assert cli.main(["diff", str(tmp_path / "lane" / "report.json"), str(path)]) == 2
+    assert capsys.readouterr().err.strip() == f"ort-conformance: {tmp_path / 'lane' / 'report.json'}: not JSON: nested too deep to read"
+    assert cli.main(["found", str(tmp_path / "lane" / "report.json")]) == 1
+    assert capsys.readouterr().err.strip() == f"ort-conformance: {tmp_path / 'lane' / 'report.json'}: cannot read a report: nested too deep to read"
