@@ -11,9 +11,10 @@ raises one `SpecErrors`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
@@ -377,7 +378,7 @@ def spec_files(paths: Iterable[str | Path]) -> list[Path]:
 def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: Iterable[str] = ()) -> Catalogue:
     """Load, validate and cross-check spec files; raise `SpecErrors` with every error found."""
     # A shipped file named again (e.g. on the command line) is read once.
-    files = list(dict.fromkeys(f.resolve() for f in spec_files(shipped_spec_dirs() if paths is None else paths)))
+    files = list(dict.fromkeys(_resolved(f) for f in spec_files(shipped_spec_dirs() if paths is None else paths)))
     shipped_dirs = {folder.resolve(): folder.name for folder in shipped_spec_dirs()}  # resolved once, for every file
     errors: list[SpecError] = []
     contracts: list[Contract] = []
@@ -420,6 +421,15 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *, known_checks: I
     if errors:
         raise SpecErrors(errors)
     return Catalogue(tuple(contracts), tuple(eps), tuple(str(f) for f in files), digest.hexdigest())
+
+
+def _resolved(file: Path) -> Path:
+    """`file` resolved; a symlink loop (which Path.resolve raises for) as it is, made absolute,
+    so that reading it says what is wrong with it."""
+    try:
+        return file.resolve()
+    except (RuntimeError, OSError):
+        return Path(os.path.abspath(file))
 
 
 def _override_shipped(eps: list[EpSpec], shipped: set[int], where: Where) -> list[EpSpec]:

@@ -64,6 +64,11 @@ def test_a_device_or_a_folder_named_like_a_spec_is_refused(tmp_path):
     assert one_error(tmp_path / "specs").endswith("dir.yaml:1:1: not a regular file: a folder")
 
 
+def test_a_symlink_loop_named_like_a_spec_is_one_error(tmp_path):
+    (tmp_path / "loop.yaml").symlink_to("loop.yaml")
+    assert one_error(tmp_path / "loop.yaml") == f"{tmp_path / 'loop.yaml'}:1:1: cannot read: Too many levels of symbolic links"
+
+
 def test_a_spec_file_over_the_size_cap_is_refused_unread(tmp_path, monkeypatch):
     path = tmp_path / "big.yaml"
     with open(path, "wb") as out:
