@@ -94,7 +94,8 @@ def report_problems(report: Any) -> list[str]:
     lines (none when it is one). The schema is the one its `schema` field names; a report of
     another version is that one problem, and anything else is checked against version 1."""
     version = report.get("schema") if isinstance(report, dict) else None
-    if isinstance(version, str) and version.startswith(REPORT_SCHEMA_PREFIX) and version not in REPORT_SCHEMAS:
+    version = version if isinstance(version, str) else ""
+    if version.startswith(REPORT_SCHEMA_PREFIX) and version not in REPORT_SCHEMAS:
         return [f"$.schema: {version!r} is a report version this kit does not read (it reads {', '.join(REPORT_SCHEMAS)})"]
     return _problems(report_validator(version if version in REPORT_SCHEMAS else next(iter(REPORT_SCHEMAS))), report)
 
