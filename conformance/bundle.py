@@ -25,24 +25,21 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conformance import junit, safe_io
+from conformance import junit, report_schema, safe_io
 from conformance.eps import sha256_of
 from conformance.findings import message_line
 from conformance.junit import Problem  # its path: a file of the bundle, or the bundle itself
 from conformance.options import reason_of
 from conformance.outcomes import Outcome, Result, counts, verdict
+from conformance.report_schema import parse_json, report_problems
 
 SCHEMA = "ort-ep-conformance/bundle/1"
 MANIFEST = "manifest.json"
 REQUIRED_FILES = ("report.json", "report.md", "report.html", "junit.xml")
 NEEDS_A_REASON = (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE, Outcome.WAIVED, Outcome.KNOWN_ISSUE)
 
-# report.json's published schema by the version its `schema` field names (validator_for in
-# jsonschema's way): the one file conformance/schemas/report.schema.json describes version 1.
-# verify, diff and found check a report against it before reading it, so that a file altered
-# by hand is a list of problems with their JSON paths, never a crash of the reader.
-REPORT_SCHEMA_PREFIX = "ort-ep-conformance/report/"
-REPORT_SCHEMAS = {"ort-ep-conformance/report/1": "report.schema.json"}
+# The parts of manifest.json that verify() reads, with their types (report.json has its own
+# published schema, report_schema.py): a manifest altered by hand is a list of problems.
 _DEVICES = {"type": "array", "items": {"type": "object", "required": ["label"]}}
 MANIFEST_SHAPE = {
     "type": "object",
@@ -55,49 +52,7 @@ def shape_problems(shape: dict[str, Any], instance: Any) -> list[str]:
     """Where `instance` is not of `shape` (a JSON Schema), as 'json path: message' lines."""
     from jsonschema import Draft202012Validator  # imported here: most commands never need it
 
-    return _problems(Draft202012Validator(shape), instance)
-
-
-def _problems(validator, instance: Any) -> list[str]:
-    errors = sorted((e for error in validator.iter_errors(instance) for e in _meant(error)), key=lambda e: e.json_path)
-    return [f"{e.json_path}: {e.message[:160]}" for e in errors]
-
-
-def _meant(error) -> list:
-    """For a value that matches no branch of an anyOf (null, or an object of some shape), the
-    errors inside the branch its type chose: `$.devices[0].hardware.vendor_id: '0x0' is not of
-    type 'integer'`, not the whole object "is not valid under any of the given schemas"."""
-    if error.validator in ("anyOf", "oneOf") and error.context:
-        deeper = [e for e in error.context if len(e.absolute_path) > len(error.absolute_path)]
-        if deeper:
-            return [e for sub in deeper for e in _meant(sub)]
-    return [error]
-
-
-_REPORT_VALIDATORS: dict[str, Any] = {}
-
-
-def report_validator(version: str):
-    """The validator of report.json schema `version` (a key of REPORT_SCHEMAS), made once."""
-    if version not in _REPORT_VALIDATORS:
-        from jsonschema import Draft202012Validator
-
-        from conformance.data import schemas_dir
-
-        schema = json.loads((schemas_dir() / REPORT_SCHEMAS[version]).read_text(encoding="utf-8"))
-        _REPORT_VALIDATORS[version] = Draft202012Validator(schema)
-    return _REPORT_VALIDATORS[version]
-
-
-def report_problems(report: Any) -> list[str]:
-    """Where `report` is not a report.json of a schema this kit reads, as 'json path: message'
-    lines (none when it is one). The schema is the one its `schema` field names; a report of
-    another version is that one problem, and anything else is checked against version 1."""
-    version = report.get("schema") if isinstance(report, dict) else None
-    version = version if isinstance(version, str) else ""
-    if version.startswith(REPORT_SCHEMA_PREFIX) and version not in REPORT_SCHEMAS:
-        return [f"$.schema: {version!r} is a report version this kit does not read (it reads {', '.join(REPORT_SCHEMAS)})"]
-    return _problems(report_validator(version if version in REPORT_SCHEMAS else next(iter(REPORT_SCHEMAS))), report)
+    return report_schema.problems(Draft202012Validator(shape), instance)
 
 
 def require_report_shape(path: Path, report: Any) -> None:
@@ -116,15 +71,6 @@ class BundleError(Exception):
         super().__init__(f"{path}: {message}")
         self.path = str(path)
         self.message = message
-
-
-def parse_json(text: bytes | str) -> Any:
-    """json.loads, JSON nested too deep for its parser (a RecursionError) being a ValueError as
-    any other malformed JSON is: a report or manifest is data to check, whatever its bytes."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ValueError("nested too deep to read") from None
 
 
 def sha256(data: bytes) -> str:

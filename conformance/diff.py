@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance import safe_io
-from conformance.bundle import MAX_MEMBER_BYTES, BundleError, parse_json, read, require_report_shape
+from conformance.bundle import MAX_MEMBER_BYTES, BundleError, read, require_report_shape
 from conformance.outcomes import BROKEN_OR_ERROR
+from conformance.report_schema import parse_json
 
 # Copy statuses from better to worse; a step down from a working status is a regression.
 MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "unverified": 1, "required_but_missing": 2, "broken": 2}
@@ -24,7 +25,7 @@ MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "unverified"
 
 def load(path: Path) -> dict[str, Any]:
     """report.json's data from a report file, a folder holding one, or a bundle; BundleError
-    when there is none, or when it is not a report this kit reads (bundle.report_problems)."""
+    when there is none, or when it is not a report this kit reads (report_schema.report_problems)."""
     if path.is_dir():
         path = path / "report.json"
     try:

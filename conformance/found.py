@@ -17,13 +17,14 @@ from typing import Any
 import yaml
 
 from conformance import safe_io
-from conformance.bundle import MAX_MEMBER_BYTES, REPORT_SCHEMA_PREFIX, parse_json, report_problems
+from conformance.bundle import MAX_MEMBER_BYTES
 from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.options import reason_of
 from conformance.outcomes import BROKEN_OR_ERROR
 from conformance.report import advertised_memory, unlisted_note
 from conformance.report.markdown import cell, pairs_table, spec_claims as claims_table, throughput_table
+from conformance.report_schema import REPORT_SCHEMA_PREFIX, parse_json, report_problems
 
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
 # The keys of report.json that render() reads.

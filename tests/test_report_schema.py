@@ -1,6 +1,7 @@
-"""report.json's published schema (conformance/schemas/report.schema.json): the kit's own report
-validates against it, and `found`, `diff` and `verify` check a report against it before reading
-it, so that a malformed field is one problem naming the file and the JSON path."""
+"""report.json's published schema (conformance/schemas/report.schema.json, read by
+conformance/report_schema.py): the kit's own report validates against it, and `found`, `diff`
+and `verify` check a report against it before reading it, so that a malformed field is one
+problem naming the file and the JSON path."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conformance import bundle, cli
+from conformance import bundle, cli, report_schema
 from conformance.data import schemas_dir
 from conformance.report import SCHEMA
 
@@ -26,7 +27,7 @@ def test_the_published_schema_is_a_valid_schema_of_the_version_reports_carry():
     schema = published()
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["properties"]["schema"] == {"const": SCHEMA}
-    assert bundle.REPORT_SCHEMAS[SCHEMA] == "report.schema.json"
+    assert report_schema.REPORT_SCHEMAS[SCHEMA] == "report.schema.json"
     assert schema["required"] == DESIGN_KEYS
     assert {"contract", "ep", "device", "params", "outcome", "message", "spec"} <= set(schema["$defs"]["result"]["required"])
 
@@ -35,7 +36,7 @@ def test_the_report_of_a_cpu_run_validates_against_the_published_schema(cpu_repo
     report = json.loads((cpu_reports / "report.json").read_text(encoding="utf-8"))
     errors = [f"{e.json_path}: {e.message}" for e in jsonschema.Draft202012Validator(published()).iter_errors(report)]
     assert errors == []
-    assert bundle.report_problems(report) == []
+    assert report_schema.report_problems(report) == []
     assert set(report) <= set(published()["properties"]), "a key the kit writes is missing from the published schema"
 
 
@@ -130,7 +131,7 @@ def test_reports_altered_at_random_are_problems_or_read_whole_never_a_crash(cpu_
             except (KeyError, IndexError, TypeError):
                 continue  # a value above it was replaced already
         assert isinstance(bundle.verify(output, {**files, "report.json": json.dumps(report).encode()}), list)
-        if not bundle.report_problems(report):
+        if not report_schema.report_problems(report):
             diff.render(diff.compare(report, original))
             (tmp_path / "lane" / "report.json").write_text(json.dumps(report))
             try:
