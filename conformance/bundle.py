@@ -12,7 +12,6 @@ results give. It checks consistency, not authorship: the bundle is not signed.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import hashlib
 import io
@@ -91,10 +90,16 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
     sources.update((f"logs/{path.name}", path) for path in sorted(report_dir.glob("worker-*.log")))
     files = {}
     for name, path in sources.items():
+        # The run's own files are read without following a symlink: one planted in the report
+        # folder would put whatever it points at (a key, a password file) into a bundle that
+        # is sent away. Only the folder and a JUnit file named by the user may be links.
         try:
-            files[name] = path.read_bytes()
-        except OSError as exc:
-            raise BundleError(path, f"cannot be read: {reason_of(exc)}") from None
+            if name.startswith(("models/", "logs/")):
+                files[name] = safe_io.read_in(path.parent, path.name, MAX_MEMBER_BYTES, what="bundle member")
+            else:
+                files[name] = safe_io.read_regular(path, MAX_MEMBER_BYTES, what="bundle member")
+        except safe_io.UnsafeFile as exc:
+            raise BundleError(path, exc.message) from None
     return files
 
 
@@ -138,19 +143,16 @@ def write(report_dir: Path, output: Path | None = None, *, junit_file: Path | No
     files[MANIFEST] = (json.dumps(data, indent=2) + "\n").encode()
     if output.is_dir():
         raise BundleError(output, "is a folder: give the archive's file name")
-    temporary = output.with_name(f".{output.name}.partial")
+    archive_bytes = io.BytesIO()  # a bundle is megabytes at most: made in memory, then written whole
+    with tarfile.open(fileobj=archive_bytes, mode="w:gz") as archive:
+        for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
+            archive.addfile(info, io.BytesIO(files[name]))
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(temporary, "w:gz") as archive:
-            for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
-                info = tarfile.TarInfo(name)
-                info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
-                archive.addfile(info, io.BytesIO(files[name]))
-        temporary.replace(output)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise BundleError(output, f"cannot be written: {reason_of(exc)}") from None
+        safe_io.write_file(output.parent, output.name, archive_bytes.getvalue())
+    except safe_io.UnsafeFile as exc:
+        raise BundleError(output, f"cannot be written: {exc}") from None
     return output, data
 
 
