@@ -2,14 +2,16 @@
 
 What the kit reads (a spec file, a report.json, a bundle) is named by someone else and may be
 anything: a FIFO called `x.yaml` that blocks a read forever, `/dev/zero`, a file of gigabytes.
-`read_regular` reads a regular file only, and at most a stated number of bytes.
+`read_regular` reads a regular file only, and at most a stated number of bytes; `read_in` reads
+back a file the run wrote into a folder, refusing a symlink planted as the folder or the file.
 
 What the kit writes goes into a folder (the report folder, its models/, a document named with
 `-o`) that someone else may have prepared: a symlink planted as `reports/models` or as
-`report.json` would have the run write wherever it points. `open_in` and `write_set` refuse a
-folder that is a symlink and a file that is one (O_NOFOLLOW), and `write_set` writes a set of
-files aside in their folder before renaming them into place, so that a full disk leaves the
-previous set whole rather than half of each.
+`report.json` would have the run write wherever it points. `open_in` (a log, appended to) and
+`write_set` (the report's files, or one with `write_file`) refuse a folder that is a symlink
+(`ensure_folder`) and a file that is one (O_NOFOLLOW), and `write_set` writes its files aside
+in their folder before renaming them into place, so that a full disk leaves the previous set
+whole rather than half of each.
 
 Every refusal is one `UnsafeFile` naming the file or folder at fault and what is wrong, in
 words a user can act on. Knows nothing of specs, reports or bundles.
