@@ -184,6 +184,13 @@ def test_probe_refuses_a_timeout_of_1e9_seconds_as_a_usage_error(capsys):
     assert "argument --timeout: expects a number of seconds up to 86400 (a day), got '1e9'" in capsys.readouterr().err
 
 
+def test_a_conformance_run_refuses_a_timeout_of_1e9_seconds_as_a_usage_error(tmp_path):
+    completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep=cpu", "--conformance-timeout", "1e9",
+                                "--conformance-report", str(tmp_path / "reports")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 4 and "Traceback" not in completed.stderr
+    assert "argument --conformance-timeout: expects a number of seconds up to 86400 (a day), got '1e9'" in completed.stderr
+
+
 # --- bundles and reports -----------------------------------------------------------------------
 
 
