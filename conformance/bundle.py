@@ -12,46 +12,34 @@ results give. It checks consistency, not authorship: the bundle is not signed.
 
 from __future__ import annotations
 
-import contextlib
+import gzip
 import hashlib
 import io
 import json
 import tarfile
 import time
+import zlib
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conformance import junit
+from conformance import junit, report_schema, safe_io
 from conformance.eps import sha256_of
+from conformance.findings import message_line
 from conformance.junit import Problem  # its path: a file of the bundle, or the bundle itself
 from conformance.options import reason_of
 from conformance.outcomes import Outcome, Result, counts, verdict
+from conformance.report_schema import parse_json, report_problems
 
 SCHEMA = "ort-ep-conformance/bundle/1"
 MANIFEST = "manifest.json"
 REQUIRED_FILES = ("report.json", "report.md", "report.html", "junit.xml")
-REPORT_KEYS = ("schema", "kit_version", "onnxruntime", "ep", "devices", "verdict", "summary", "results", "capabilities")
 NEEDS_A_REASON = (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE, Outcome.WAIVED)
 
-# The parts of report.json and manifest.json that verify() and diff read, with their types: a
-# file altered by hand is then a list of problems, never a crash of the verifier.
+# The parts of manifest.json that verify() reads, with their types (report.json has its own
+# published schema, report_schema.py): a manifest altered by hand is a list of problems.
 _DEVICES = {"type": "array", "items": {"type": "object", "required": ["label"]}}
-REPORT_SHAPE = {
-    "type": "object",
-    "required": list(REPORT_KEYS),
-    "properties": {
-        "onnxruntime": {"type": "object"}, "ep": {"type": "object"}, "devices": _DEVICES, "verdict": {"type": "string"},
-        "summary": {"type": "object"}, "run": {"type": "object", "required": ["platform", "python"]}, "contracts": {"type": "object", "additionalProperties": {"type": "object"}},
-        "results": {"type": "array", "items": {
-            "type": "object", "required": ["contract", "ep", "device", "params", "outcome", "message", "subject"],
-            "properties": {"params": {"type": "object"}, "outcome": {"type": "string"}, "message": {"type": "string"}}}},
-        "capabilities": {"type": "array", "items": {
-            "type": "object", "required": ["ep", "device"],
-            "properties": {"pairs": {"type": "array", "items": {"type": "object", "required": ["source", "destination", "status"]}}}}},
-    },
-}
 MANIFEST_SHAPE = {
     "type": "object",
     "properties": {"files": {"type": "object", "additionalProperties": {"type": "string"}}, "devices": _DEVICES,
@@ -63,13 +51,13 @@ def shape_problems(shape: dict[str, Any], instance: Any) -> list[str]:
     """Where `instance` is not of `shape` (a JSON Schema), as 'json path: message' lines."""
     from jsonschema import Draft202012Validator  # imported here: most commands never need it
 
-    errors = sorted(Draft202012Validator(shape).iter_errors(instance), key=lambda e: e.json_path)
-    return [f"{e.json_path}: {e.message[:160]}" for e in errors]
+    return report_schema.problems(Draft202012Validator(shape), instance)
 
 
 def require_report_shape(path: Path, report: Any) -> None:
-    """BundleError naming `path` and the first problem when `report` is not of REPORT_SHAPE."""
-    problems = shape_problems(REPORT_SHAPE, report)
+    """BundleError naming `path` and the first problem when `report` is not a report.json this
+    kit reads (report_problems)."""
+    problems = report_problems(report)
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BundleError(path, f"not a conformance report: {problems[0]}{more}")
@@ -102,17 +90,23 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
     sources.update((f"logs/{path.name}", path) for path in sorted(report_dir.glob("worker-*.log")))
     files = {}
     for name, path in sources.items():
+        # The run's own files are read without following a symlink: one planted in the report
+        # folder would put whatever it points at (a key, a password file) into a bundle that
+        # is sent away. Only the folder and a JUnit file named by the user may be links.
         try:
-            files[name] = path.read_bytes()
-        except OSError as exc:
-            raise BundleError(path, f"cannot be read: {reason_of(exc)}") from None
+            if name.startswith(("models/", "logs/")):
+                files[name] = safe_io.read_in(path.parent, path.name, MAX_MEMBER_BYTES, what="bundle member")
+            else:
+                files[name] = safe_io.read_regular(path, MAX_MEMBER_BYTES, what="bundle member")
+        except safe_io.UnsafeFile as exc:
+            raise BundleError(path, exc.message) from None
     return files
 
 
 def _report(files: dict[str, bytes], report_dir: Path) -> dict[str, Any]:
     """report.json's data, of the shape the manifest is made from."""
     try:
-        report = json.loads(files["report.json"])
+        report = parse_json(files["report.json"])
     except ValueError as exc:
         raise BundleError(report_dir / "report.json", f"not JSON: {exc}") from None
     require_report_shape(report_dir / "report.json", report)
@@ -149,44 +143,98 @@ def write(report_dir: Path, output: Path | None = None, *, junit_file: Path | No
     files[MANIFEST] = (json.dumps(data, indent=2) + "\n").encode()
     if output.is_dir():
         raise BundleError(output, "is a folder: give the archive's file name")
-    temporary = output.with_name(f".{output.name}.partial")
+    archive_bytes = io.BytesIO()  # a bundle is megabytes at most: made in memory, then written whole
+    with tarfile.open(fileobj=archive_bytes, mode="w:gz") as archive:
+        for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
+            archive.addfile(info, io.BytesIO(files[name]))
     try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(temporary, "w:gz") as archive:
-            for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
-                info = tarfile.TarInfo(name)
-                info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
-                archive.addfile(info, io.BytesIO(files[name]))
-        temporary.replace(output)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise BundleError(output, f"cannot be written: {reason_of(exc)}") from None
+        safe_io.write_file(output.parent, output.name, archive_bytes.getvalue())
+    except safe_io.UnsafeFile as exc:
+        raise BundleError(output, f"cannot be written: {exc}") from None
     return output, data
 
 
 # --- verify ----------------------------------------------------------------------------------
 
 
+# What a bundle may hold. A CPU run's bundle is a few hundred kilobytes; a member is refused
+# from the size its header states, before a byte of it is read, so a small archive holding a
+# huge (sparse, or highly compressed) member costs neither the memory nor the time to inflate it.
+MAX_MEMBER_BYTES = 256 << 20
+MAX_BUNDLE_BYTES = 1 << 30  # all members together
+MAX_MEMBERS = 10_000
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def read(bundle: Path) -> dict[str, bytes]:
-    """The bundle's files by name; raises BundleError when it is not a readable bundle."""
+    """The bundle's files by name; raises BundleError, one line, when it is not a readable
+    bundle: not a regular file (a FIFO is refused before it is opened), not gzip-compressed (a
+    plain .tar included: tarfile would read one as gladly), truncated, corrupt (a CRC that does
+    not match), or holding a member over MAX_MEMBER_BYTES."""
     try:
-        with tarfile.open(bundle, "r:*") as archive:
-            members = [m for m in archive.getmembers() if m.isfile()]
-            unsafe = [m.name for m in members if m.name.startswith("/") or ".." in Path(m.name).parts]
-            if unsafe:
-                raise BundleError(bundle, f"unsafe member names {unsafe}")
-            return {m.name: archive.extractfile(m).read() for m in members}
-    except tarfile.TarError:
-        raise BundleError(bundle, "not a bundle (a .tar.gz archive written by `ort-conformance bundle`)") from None
+        with safe_io.open_regular(bundle) as file:
+            if file.read(len(GZIP_MAGIC)) != GZIP_MAGIC:
+                raise BundleError(bundle, "not a bundle: not gzip-compressed (a bundle is the .tar.gz `ort-conformance bundle` writes)")
+            file.seek(0)
+            with tarfile.open(fileobj=file, mode="r:gz") as archive:
+                files = _members(bundle, archive)
+                _to_the_end(bundle, archive.fileobj)
+                return files
+    except safe_io.UnsafeFile as exc:
+        raise BundleError(bundle, exc.message) from None
+    except EOFError:
+        raise BundleError(bundle, "truncated: the archive ends early (an interrupted copy or download?)") from None
+    except (zlib.error, gzip.BadGzipFile) as exc:
+        raise BundleError(bundle, f"corrupt: {message_line(exc)}") from None
+    except tarfile.TarError as exc:
+        raise BundleError(bundle, f"not a bundle (a .tar.gz archive written by `ort-conformance bundle`): {message_line(exc)}") from None
     except OSError as exc:
         raise BundleError(bundle, f"cannot be read: {reason_of(exc)}") from None
+
+
+MAX_TRAILING_BYTES = 1 << 20  # after the tar's end: its padding to a 10 KiB record, and little more
+
+
+def _to_the_end(bundle: Path, stream) -> None:
+    """Reads the gzip stream past the tar's end to its own, where gzip checks its CRC and length:
+    tarfile stops at the end-of-archive blocks, and a flipped CRC would otherwise go unseen."""
+    trailing = 0
+    while chunk := stream.read(64 << 10):
+        trailing += len(chunk)
+        if trailing > MAX_TRAILING_BYTES:
+            raise BundleError(bundle, f"holds more than {MAX_TRAILING_BYTES} bytes after the end of its archive")
+
+
+def _members(bundle: Path, archive: tarfile.TarFile) -> dict[str, bytes]:
+    """The regular files of `archive`, read one header at a time, each refused by the size its
+    header states before it is read."""
+    files: dict[str, bytes] = {}
+    total = 0
+    for count, member in enumerate(archive, 1):
+        if count > MAX_MEMBERS:
+            raise BundleError(bundle, f"holds more than {MAX_MEMBERS} members, more than a bundle has")
+        if not member.isfile():
+            continue
+        if member.name.startswith("/") or ".." in Path(member.name).parts:
+            raise BundleError(bundle, f"unsafe member name {member.name!r}")
+        if member.size > MAX_MEMBER_BYTES:
+            raise BundleError(bundle, f"member {member.name} is {member.size} bytes, over the limit of {MAX_MEMBER_BYTES} for a bundle member")
+        total += member.size
+        if total > MAX_BUNDLE_BYTES:
+            raise BundleError(bundle, f"its members hold more than {MAX_BUNDLE_BYTES} bytes, over the limit for a bundle")
+        data = archive.extractfile(member).read(member.size + 1)
+        if len(data) != member.size:
+            raise BundleError(bundle, f"member {member.name}: {len(data)} bytes where its header says {member.size}")
+        files[member.name] = data
+    return files
 
 
 def verify(bundle: Path, files: dict[str, bytes], *, required_contracts: set[str] | None = None) -> list[Problem]:
     """What is wrong with the files of `bundle` (as `read` gives them)."""
     try:
-        data = json.loads(files[MANIFEST])
+        data = parse_json(files[MANIFEST])
     except KeyError:
         return [Problem(str(bundle), f"no {MANIFEST}")]
     except ValueError as exc:
@@ -196,10 +244,10 @@ def verify(bundle: Path, files: dict[str, bytes], *, required_contracts: set[str
         return malformed
     problems = _hashes(files, data)
     try:
-        report = json.loads(files["report.json"])
+        report = parse_json(files["report.json"])
     except (KeyError, ValueError) as exc:
         return problems + [Problem("report.json", f"missing or not JSON: {exc}")]
-    malformed = [Problem("report.json", problem) for problem in shape_problems(REPORT_SHAPE, report)]
+    malformed = [Problem("report.json", problem) for problem in report_problems(report)]
     if malformed:
         return problems + malformed
     problems += _versions(data, report)
@@ -219,7 +267,7 @@ def check_library(files: dict[str, bytes] | None, library: Path) -> list[Problem
     if files is None:
         return []
     try:
-        declared = json.loads(files[MANIFEST])["ep"].get("library_sha256")
+        declared = parse_json(files[MANIFEST])["ep"].get("library_sha256")
     except (LookupError, ValueError, TypeError, AttributeError):
         return []  # verify() says what is wrong with the bundle or its manifest
     if declared is None:

@@ -231,14 +231,19 @@ def _catalogue(args) -> int:
 
 
 def _emit(text: str, output: str | None) -> int:
-    """Writes `text` to `output` (stdout when None); a file that cannot be written is exit 2."""
+    """Writes `text` to `output` (stdout when None), whole or not at all (safe_io.write_file:
+    a symlink planted at `output`, or as its folder, is refused); one that cannot be written
+    is exit 2."""
+    from conformance import safe_io
+
     if not output:
         sys.stdout.write(text)
         return 0
+    path = Path(output)
     try:
-        Path(output).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        print(f"ort-conformance: {output}: cannot be written: {reason_of(exc)}", file=sys.stderr)
+        safe_io.write_file(path.parent, path.name, text)
+    except safe_io.UnsafeFile as exc:
+        print(f"ort-conformance: {output}: cannot be written: {exc}", file=sys.stderr)
         return 2
     return 0
 
@@ -281,10 +286,11 @@ def _shipped_required_contracts(files: dict[str, bytes]) -> set[str]:
     """The required contracts of this kit's catalogue, when the bundle (its `files`) was made
     with this kit version: a bundle may add contracts, never drop shipped ones."""
     from conformance.checks import known_checks
+    from conformance.report_schema import parse_json
     from conformance.spec import SpecErrors, load_catalogue
 
     try:
-        report = json.loads(files["report.json"])
+        report = parse_json(files["report.json"])
     except (KeyError, ValueError):
         return set()
     if not isinstance(report, dict) or report.get("kit_version") != __version__:

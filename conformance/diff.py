@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from conformance.bundle import BundleError, read, require_report_shape
-from conformance.options import reason_of
+from conformance import safe_io
+from conformance.bundle import MAX_MEMBER_BYTES, BundleError, read, require_report_shape
 from conformance.outcomes import BROKEN_OR_ERROR
+from conformance.report_schema import parse_json
 
 # Copy statuses from better to worse; a step down from a working status is a regression.
 MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "unverified": 1, "required_but_missing": 2, "broken": 2}
@@ -24,22 +25,23 @@ MATRIX_RANK = {"supported": 0, "not_required": 0, "unsupported": 1, "unverified"
 
 def load(path: Path) -> dict[str, Any]:
     """report.json's data from a report file, a folder holding one, or a bundle; BundleError
-    when there is none, or when it lacks what compare() reads."""
+    when there is none, or when it is not a report this kit reads (report_schema.report_problems)."""
     if path.is_dir():
         path = path / "report.json"
     try:
         if path.suffix == ".json":
-            report = json.loads(path.read_text(encoding="utf-8"))
+            text = safe_io.read_regular(path, MAX_MEMBER_BYTES, what="report")
         else:
-            report = json.loads(read(path)["report.json"])
+            text = read(path)["report.json"]
+        report = parse_json(text)
+    except safe_io.UnsafeFile as exc:
+        raise BundleError(path, exc.message) from None
     except KeyError:
         raise BundleError(path, "the bundle holds no report.json") from None
     except UnicodeDecodeError:
         raise BundleError(path, "not a report.json (not UTF-8 text)") from None
     except ValueError as exc:
         raise BundleError(path, f"not JSON: {exc}") from None
-    except OSError as exc:
-        raise BundleError(path, f"cannot be read: {reason_of(exc)}") from None
     require_report_shape(path, report)
     return report
 

@@ -9,18 +9,20 @@ by hand here. Knows nothing of how checks run.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from conformance import safe_io
+from conformance.bundle import MAX_MEMBER_BYTES
 from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.options import reason_of
 from conformance.outcomes import BROKEN_OR_ERROR
 from conformance.report import advertised_memory, unlisted_note
 from conformance.report.markdown import cell, pairs_table, spec_claims as claims_table, throughput_table
+from conformance.report_schema import REPORT_SCHEMA_PREFIX, parse_json, report_problems
 from conformance.spec import load_known_issues
 
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
@@ -33,18 +35,25 @@ class ReportError(Exception):
 
 
 def load_reports(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    """(lane, report) for each path; the lane is the report's folder name."""
+    """(lane, report) for each path; the lane is the report's folder name. A file that is not
+    a report this kit reads is a ReportError naming it and the first JSON path at fault."""
     loaded = []
     for path in paths:
         file = Path(path)
         try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+            data = parse_json(safe_io.read_regular(file, MAX_MEMBER_BYTES, what="report"))
+        except safe_io.UnsafeFile as exc:
+            raise ReportError(f"{path}: cannot read a report: {exc.message}") from None
+        except ValueError as exc:
             raise ReportError(f"{path}: cannot read a report: {reason_of(exc)}") from None
         schema = data.get("schema") if isinstance(data, dict) else None
-        if not str(schema or "").startswith("ort-ep-conformance/report/"):
+        if not str(schema or "").startswith(REPORT_SCHEMA_PREFIX):
             raise ReportError(f"{path}: not an ort-ep-conformance report (schema {schema!r})")
-        missing = [key for key in READ_KEYS if key not in data]
+        problems = report_problems(data)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise ReportError(f"{path}: not a conformance report: {problems[0]}{more}")
+        missing = [key for key in READ_KEYS if key not in data] + [f"run.{key}" for key in ("started",) if key not in data.get("run", {})]
         if missing:
             raise ReportError(f"{path}: an incomplete report: no {', '.join(missing)}")
         loaded.append((file.parent.name, data))

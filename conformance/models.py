@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from conformance import data, tensors
+from conformance import data, safe_io, tensors
 
 OPSET = 21
 IR_VERSION = 10  # the IR version that goes with opset 21; onnxruntime >= 1.20 reads it
 INITIALIZER_SEED = 7
+MAX_MODEL_BYTES = 1 << 30  # a model file read back from the models folder; the kit's are kilobytes
 
 
 @dataclass(frozen=True)
@@ -137,17 +136,16 @@ class ModelCache:
             path = None
             if self.directory is not None:
                 path = self.directory / f"{name}-{dtype.name}-{tensors.shape_label(shape)}-{digest}.onnx"
-                if path.exists():
-                    self._built[key] = (path.read_bytes(), path)
+                # Read and written with safe_io: a symlink planted as the models folder or as a
+                # model file is refused (UnsafeFile), never read or written through.
+                cached = safe_io.read_in(self.directory, path.name, MAX_MODEL_BYTES, what="model")
+                if cached is not None:
+                    self._built[key] = (cached, path)
                     return self._built[key]
             data = build(recipe, dtype, shape).SerializeToString()
             if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # A temporary file of its own: writers sharing a models folder (pytest -n 2)
-                # must not rename each other's half-written file.
-                handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-                with os.fdopen(handle, "wb") as out:
-                    out.write(data)
-                os.replace(tmp, path)
+                # Written aside and renamed: writers sharing a models folder (pytest -n 2) never
+                # see each other's half-written file.
+                safe_io.write_file(self.directory, path.name, data)
             self._built[key] = (data, path)
         return self._built[key]

@@ -28,12 +28,20 @@ def reason_of(exc: Exception) -> str:
     return getattr(exc, "strerror", None) or str(exc)
 
 
+# The longest timeout taken: a check or probe that may hang for longer than a day is a typo
+# (`1e9`) rather than a plan, and a far larger value overflows the waits it is handed to.
+MAX_SECONDS = 86400.0
+
+
 def seconds(text: str) -> float:
-    """A timeout: a finite number of seconds above zero."""
+    """A timeout (`--conformance-timeout`, `probe --timeout`): a finite number of seconds above
+    zero and at most a day (MAX_SECONDS)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expects a number of seconds, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expects a number of seconds above 0, got {text!r}")
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"expects a number of seconds up to {MAX_SECONDS:.0f} (a day), got {text!r}")
     return value

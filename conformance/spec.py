@@ -11,14 +11,15 @@ raises one `SpecErrors`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
-from conformance import data
+from conformance import data, safe_io
 from conformance.contracts import (
     Catalogue,
     CheckSignature,
@@ -32,13 +33,13 @@ from conformance.contracts import (
     Waiver,
 )
 from conformance.data import shipped_spec_dirs
-from conformance.options import reason_of
 
 if TYPE_CHECKING:
     import jsonschema
     import yaml
 
 JsonPath = tuple[Any, ...]
+MAX_MESSAGE = 300  # characters of an error's message
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ class Document:
 
     def error(self, json_path: JsonPath, message: str, *, key: bool = False) -> SpecError:
         where = self.location(json_path, key=key)
+        if len(message) > MAX_MESSAGE:  # one that quotes a huge value: its start says enough
+            message = message[:MAX_MESSAGE - 1] + "…"
         return SpecError(where.path, where.line, where.column, _dotted(json_path), message)
 
     def keyed_location(self, json_path: JsonPath, *, key: bool = False) -> Location:
@@ -110,15 +113,47 @@ def _compose(loader_class, text: str):
         loader.dispose()
 
 
-def parse_yaml(text: str, path: str) -> tuple[Document | None, list[SpecError]]:
+# What a spec file read from a user may hold. The shipped specs are a few kilobytes each and
+# nest under ten levels; these limits are far beyond any real spec and keep a hostile one (a
+# FIFO, /dev/zero, a 400-byte "billion laughs", `[[[...]]]` a million deep) to a clear error
+# in milliseconds: past them PyYAML's C composer would recurse without bound, and the walk
+# of the nodes and the schema validation would expand every alias.
+MAX_SPEC_BYTES = 1 << 20
+MAX_DEPTH = 64  # collections within collections, aliases followed
+MAX_NODES = 100_000  # values of the document once its aliases are expanded
+
+
+def read_spec(path: Path, display: str) -> tuple[str | None, SpecError | None]:
+    """The text of the spec file `path` (shown as `display`), or the error that says why it is
+    not one: not a regular file (refused before it is opened for a blocking read), larger than
+    MAX_SPEC_BYTES, unreadable, or not UTF-8."""
+    try:
+        raw = safe_io.read_regular(path, MAX_SPEC_BYTES, what="spec file")
+    except safe_io.UnsafeFile as exc:
+        return None, SpecError(display, 1, 1, "", exc.message)
+    try:
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, SpecError(display, 1, 1, "", f"not a YAML file: not UTF-8 text (byte {exc.start})")
+
+
+def parse_yaml(text: str, path: str, *, bounded: bool = True) -> tuple[Document | None, list[SpecError]]:
+    """The document in `text` with the position of every node, or the errors that say why there
+    is none, each at its `path:line:column`; never an exception, whatever the text. `bounded`:
+    refuse a document nested deeper than MAX_DEPTH or whose aliases expand past MAX_NODES
+    before composing it (False for the kit's own specs, read at every run)."""
     # Imported here: a worker handed the catalogue by the pytest process reads no YAML.
     import yaml
 
+    if bounded:
+        refused = _beyond_bounds(text, path)
+        if refused is not None:
+            return None, [refused]
     try:
         # libyaml's parser when PyYAML has it (same nodes and line marks, about 5 times faster:
         # the catalogue is parsed at the start of every run, in pytest and in each worker) ...
         node, data = _compose(getattr(yaml, "CSafeLoader", yaml.SafeLoader), text)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, *_CONSTRUCTION_ERRORS):
         node, data = None, None  # ... and PyYAML's own parser to word a problem
     try:
         if node is None:
@@ -130,11 +165,85 @@ def parse_yaml(text: str, path: str) -> tuple[Document | None, list[SpecError]]:
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         return None, [SpecError(path, line, column, "", f"not valid YAML: {exc.problem}")]
     except yaml.YAMLError as exc:
-        return None, [SpecError(path, 1, 1, "", f"not valid YAML: {exc}")]
+        return None, [_unmarked(path, exc)]
+    except _CONSTRUCTION_ERRORS as exc:
+        # A value PyYAML parses but cannot build, such as the date `2024-02-30`; it says not where.
+        return None, [SpecError(path, 1, 1, "", f"not valid YAML: a value cannot be read: {exc}")]
     document = Document(path, data, {}, {})
     errors: list[SpecError] = []
     _record_marks(node, (), document, errors)
     return document, errors
+
+
+# What PyYAML's safe constructors raise besides YAMLError for a value they cannot build: a
+# ValueError for the date `2024-02-30`, an AttributeError for `!!timestamp x`, others for other
+# tags. Whatever the bytes, a spec file is an error to show, never a traceback.
+_CONSTRUCTION_ERRORS = (Exception,)
+
+
+def _unmarked(path: str, exc: Exception) -> SpecError:
+    """A YAML error without a mark; the reader's (a control character) carries a position."""
+    position = getattr(exc, "position", None)
+    if isinstance(position, int) and isinstance(getattr(exc, "name", None), str):
+        return SpecError(path, 1, 1, "", f"not valid YAML: {getattr(exc, 'reason', exc)} (character {position})")
+    return SpecError(path, 1, 1, "", f"not valid YAML: {exc}")
+
+
+def _beyond_bounds(text: str, path: str) -> SpecError | None:
+    """The first place where `text` nests deeper than MAX_DEPTH or its aliases expand it past
+    MAX_NODES, found from libyaml's event stream (its parser keeps its own stack, it does not
+    recurse) before any node is composed. None when within bounds, or when the text is not
+    valid YAML (parse_yaml then words that)."""
+    import yaml
+
+    def at(event, message: str) -> SpecError:
+        return SpecError(path, event.start_mark.line + 1, event.start_mark.column + 1, "", message)
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    # Per open collection: its anchor, the values in it so far, and how deep it goes below itself.
+    frames: list[list[Any]] = [[None, 0, 0]]
+    closed: dict[str, tuple[int, int]] = {}  # anchor -> (values, depth) of what it names
+    expanded = 0
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.CollectionStartEvent):
+                if len(frames) > MAX_DEPTH:
+                    return at(event, f"nested more than {MAX_DEPTH} levels deep")
+                frames.append([event.anchor, 1, 0])
+            elif isinstance(event, yaml.CollectionEndEvent):
+                anchor, values, below = frames.pop()
+                if anchor is not None:
+                    closed[anchor] = (values, below + 1)
+                frames[-1][1] += values
+                frames[-1][2] = max(frames[-1][2], below + 1)
+            elif isinstance(event, yaml.ScalarEvent):
+                frames[-1][1] += 1
+                if event.anchor is not None:
+                    closed[event.anchor] = (1, 0)
+            elif isinstance(event, yaml.AliasEvent):
+                if any(frame[0] == event.anchor for frame in frames):
+                    return at(event, f"the alias *{event.anchor} is inside what it names (a recursive alias)")
+                values, below = closed.get(event.anchor, (1, 0))  # an unknown anchor: the composer says so
+                expanded += values
+                if expanded > MAX_NODES:
+                    return at(event, f"the aliases expand this document past {MAX_NODES} values (an alias bomb?)")
+                if len(frames) - 1 + below > MAX_DEPTH:
+                    return at(event, f"nested more than {MAX_DEPTH} levels deep once the alias *{event.anchor} is expanded")
+                frames[-1][1] += values
+                frames[-1][2] = max(frames[-1][2], below)
+    except yaml.MarkedYAMLError as exc:
+        # libyaml refuses a flow collection 1000 deep as it scans, before any event: said here,
+        # as PyYAML's own parser, which words the other problems, would compose it recursively.
+        if "nesting depth" in str(exc.problem) and exc.problem_mark is not None:
+            mark = exc.problem_mark
+            return SpecError(path, mark.line + 1, mark.column + 1, "", f"nested more than {MAX_DEPTH} levels deep")
+        return None
+    except yaml.YAMLError:
+        return None
+    finally:
+        loader.dispose()
+    return None
 
 
 def _record_marks(node: yaml.Node, json_path: JsonPath, doc: Document, errors: list[SpecError]) -> None:
@@ -274,7 +383,7 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *,
     """Load, validate and cross-check spec files; raise `SpecErrors` with every error found.
     `known_checks`: the check ids, or the registry (ids to signatures, see `unknown_checks`)."""
     # A shipped file named again (e.g. on the command line) is read once.
-    files = list(dict.fromkeys(f.resolve() for f in spec_files(shipped_spec_dirs() if paths is None else paths)))
+    files = list(dict.fromkeys(_resolved(f) for f in spec_files(shipped_spec_dirs() if paths is None else paths)))
     shipped_dirs = {folder.resolve(): folder.name for folder in shipped_spec_dirs()}  # resolved once, for every file
     errors: list[SpecError] = []
     contracts: list[Contract] = []
@@ -284,16 +393,13 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *,
     digest = hashlib.sha256()
     for file in files:
         display = _display_path(file, shipped_dirs)
-        try:
-            text = file.read_text(encoding="utf-8")
-        except OSError as exc:
-            errors.append(SpecError(display, 1, 1, "", f"cannot read: {reason_of(exc)}"))
-            continue
-        except UnicodeDecodeError as exc:
-            errors.append(SpecError(display, 1, 1, "", f"not a YAML file: not UTF-8 text (byte {exc.start})"))
+        text, unreadable = read_spec(file, display)
+        if text is None:
+            errors.append(unreadable)
             continue
         digest.update(file.name.encode() + b"\0" + text.encode() + b"\0")
-        doc, parse_errors = parse_yaml(text, display)
+        # The kit's own specs are trusted to be within the bounds; checking costs a third of a parse.
+        doc, parse_errors = parse_yaml(text, display, bounded=file.parent not in shipped_dirs)
         errors.extend(parse_errors)
         if doc is None:
             continue
@@ -326,16 +432,24 @@ def load_known_issues(path: str | Path) -> tuple[KnownIssue, ...]:
     """The kit's table of upstream defects (conformance/known_issues.yaml), validated against
     its schema; raise `SpecErrors` with every error at file:line:column."""
     file = Path(path)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecErrors([SpecError(str(file), 1, 1, "", f"cannot read: {reason_of(exc)}")]) from None
+    text, unreadable = read_spec(file, str(file))
+    if text is None:
+        raise SpecErrors([unreadable] if unreadable else [])
     doc, errors = parse_yaml(text, str(file))
     if doc is not None and not errors:
         errors = schema_errors(doc, KNOWN_ISSUES_SCHEMA)
     if errors:
         raise SpecErrors(errors)
     return KnownIssue.all_from(doc.data)
+
+
+def _resolved(file: Path) -> Path:
+    """`file` resolved; a symlink loop (which Path.resolve raises for) as it is, made absolute,
+    so that reading it says what is wrong with it."""
+    try:
+        return file.resolve()
+    except (RuntimeError, OSError):
+        return Path(os.path.abspath(file))
 
 
 def _override_shipped(eps: list[EpSpec], shipped: set[int], where: Where) -> list[EpSpec]:

@@ -187,3 +187,21 @@ def test_verify_of_a_bundle_altered_by_hand_lists_problems_and_never_crashes(cpu
     if "$.devices" in problem:
         assert "report.json: $.ep: [] is not of type 'object'" in output  # every problem, not the first alone
     assert cli.main(["diff", str(altered), str(cpu_bundle)]) == (0 if problem.startswith("manifest") else 2)
+
+
+def test_bundle_refuses_a_symlink_planted_among_the_runs_files_or_as_the_archive(cpu_reports, tmp_path, capsys):
+    import shutil
+
+    secret = tmp_path / "secret"
+    secret.write_text("a private key")
+    run = tmp_path / "run"
+    shutil.copytree(cpu_reports, run)
+    (run / "models" / "planted.onnx").symlink_to(secret)
+    assert cli.main(["bundle", "--report-dir", str(run), "-o", str(tmp_path / "b.tar.gz")]) == 2
+    assert f"{run / 'models' / 'planted.onnx'}: is a symlink: refusing to read through it" in capsys.readouterr().err
+    assert not (tmp_path / "b.tar.gz").exists()
+    (run / "models" / "planted.onnx").unlink()
+    (tmp_path / "b.tar.gz").symlink_to(secret)
+    assert cli.main(["bundle", "--report-dir", str(run), "-o", str(tmp_path / "b.tar.gz")]) == 2
+    assert "b.tar.gz: is a symlink: refusing to write through it" in capsys.readouterr().err
+    assert secret.read_text() == "a private key"

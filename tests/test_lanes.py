@@ -151,19 +151,20 @@ def test_every_check_of_a_non_functional_ep_is_not_run_and_the_verdict_says_why(
 
 def report(label="openvino", provider="OpenVINOExecutionProvider", results=(), verdict_="conformant"):
     return {
-        "schema": "ort-ep-conformance/report/1", "onnxruntime": {"version": "1.24.1", "package": "onnxruntime-openvino"},
+        "schema": "ort-ep-conformance/report/1", "kit_version": "0.1.0", "onnxruntime": {"version": "1.24.1", "package": "onnxruntime-openvino"},
         "ep": {"name": provider, "label": label, "declared": True, "ep_device": False, "version": None},
         "devices": [{"label": label, "hardware": None, "memory": {"default": None, "host_accessible": None}}],
         "verdict": verdict_, "verdict_reasons": [], "summary": {"pass": 1, "fail": len(results)},
         "findings": [r for r in results if r["subject"] == "runtime"], "results": list(results),
         "capabilities": [{"ep": provider, "device": label, "pairs": [
             {"source": "cpu", "destination": "cpu", "status": "not_required", "required": False, "detail": "no data transfer"}]}],
-        "run": {"started": "2026-11-29T00:00:00Z", "platform": "Linux"},
+        "run": {"started": "2026-11-29T00:00:00Z", "platform": "Linux", "python": "3.11"},
     }
 
 
 def failure(contract, message, subject="runtime", params=None):
-    return {"contract": contract, "outcome": "fail", "message": message, "subject": subject, "params": params or {"dtype": "float32"}}
+    return {"contract": contract, "ep": "OpenVINOExecutionProvider", "device": "openvino", "outcome": "fail", "message": message,
+            "spec": f"specs/contracts/{contract.split('.')[0]}.yaml:1", "subject": subject, "params": params or {"dtype": "float32"}}
 
 
 def write_report(folder: Path, lane: str, data: dict) -> str:

@@ -39,7 +39,7 @@ pre { background: #f6f8fa; border: 1px solid #d0d7de; padding: 8px; overflow-x: 
 .cap-supported { background: #aceebb; } .cap-broken { background: #ff8182; } .cap-required_but_missing { background: #ffb3b8; }
 .cap-not_required { background: #eaeef2; } .cap-unverified { background: #ddf4ff; } .cap-unsupported { background: #fff1b8; }
 .out-pass { color: #1a7f37; } .out-fail, .out-crash, .out-timeout { color: #cf222e; font-weight: bold; }
-.out-error { color: #9a6700; font-weight: bold; } .out-not_run, .out-waived, .out-known_issue { color: #9a6700; }
+.out-error { color: #9a6700; font-weight: bold; } .out-not_run, .out-waived { color: #9a6700; }
 .out-not_applicable { color: #57606a; }
 h5 { margin: 1em 0 .3em; font-size: 1em; }
 .failure { border-left: 5px solid #cf222e; padding: .2em 1em; margin: 1em 0; background: #fff8f8; }
