@@ -1,0 +1,167 @@
+"""The import family (conformance/interop/, conformance/checks/interop.py, specs/contracts/import.yaml):
+the C API slot table and the Vulkan constants against their headers, the C path on the wheel's
+library, the family's not_applicable / not_run without an importer or a producer, and refdev's
+import fault modes caught on the software GPU (lanes/softgpu), with DEFAULT and with
+HOST_ACCESSIBLE imports.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import build_failure_reason, conformance_run
+
+from conformance.interop import headers, slots, vulkan
+
+ROOT = Path(__file__).resolve().parents[1]
+IMPORTING = ROOT / "refdev" / "build" / "api27" / "libort_refdev_ep.so"
+SOFTGPU = ROOT / "lanes" / "softgpu"
+
+SMALL_HEADER = """
+#define ORT_API_VERSION 25
+struct OrtApi {
+  /** \\brief first */
+  ORT_API2_STATUS(CreateStatus, int code);
+  ORT_CLASS_RELEASE(Env);
+  const char*(ORT_API_CALL* GetBuildInfoString)(void);
+  /** \\since Version 1.24. */
+  ORT_API_T(void, ReleaseThing, _In_ OrtThing* t);
+  ORT_API2_STATUS(GetInteropApi, void);
+};
+struct OrtInteropApi {
+  /** \\since Version 1.25. */
+  ORT_API2_STATUS(CanImportMemory, int t, _Out_ bool* out);
+};
+"""
+
+
+def test_slot_reader_reads_every_declaration_form_in_order():
+    assert headers.slots(SMALL_HEADER, "OrtApi") == [("CreateStatus", 0), ("ReleaseEnv", 0), ("GetBuildInfoString", 0),
+                                                     ("ReleaseThing", 24), ("GetInteropApi", 24)]
+    assert headers.slots(SMALL_HEADER, "OrtInteropApi") == [("CanImportMemory", 25)]
+    assert headers.api_version(SMALL_HEADER) == 25
+    with pytest.raises(headers.HeaderError, match="cannot read a function name"):
+        headers.slots("struct OrtApi {\n  int x;\n};\n", "OrtApi")
+
+
+def _header_dir(name: str) -> Path | None:
+    found = sorted(ROOT.glob(f"refdev/build/**/include/onnxruntime/{name}"))
+    newest = [path for path in found if "API_VERSION 2" in path.read_text() and headers.api_version(path.read_text()) >= 24]
+    return newest[-1].parent if newest else None
+
+
+def test_shipped_slot_table_is_the_headers():
+    include = _header_dir("onnxruntime_c_api.h")
+    if include is None:
+        pytest.skip("no onnxruntime_c_api.h >= 1.24 here (make -C refdev ORT_SUITE=experimental BUILD=build/api27 fetches it)")
+    text = (include / "onnxruntime_c_api.h").read_text()
+    generated = {}
+    exec(headers.render(text), generated)
+    # the shipped table may come from a newer header: every slot it shares with this one agrees
+    for table in ("ORT_API", "ORT_INTEROP_API"):
+        shared = set(generated[table]) & set(getattr(slots, table))
+        assert shared and {name: getattr(slots, table)[name] for name in shared} == {name: generated[table][name] for name in shared}
+
+
+def test_vulkan_constants_are_the_headers():
+    found = sorted(ROOT.glob(".lanes/softgpu/root/usr/include/vulkan/vulkan_core.h")) + sorted(Path("/usr/include/vulkan").glob("vulkan_core.h"))
+    if not found:
+        pytest.skip("no vulkan_core.h here (lanes/softgpu/setup unpacks libvulkan-dev)")
+    text = found[0].read_text()
+    for name in [n for n in dir(vulkan) if n.startswith("VK_STRUCTURE_TYPE_") or n.startswith("VK_EXTERNAL_MEMORY_HANDLE") or n.startswith("VK_MEMORY_PROPERTY")]:
+        match = re.search(rf"\b{name} = (0x[0-9A-Fa-f]+|\d+)", text)
+        assert match, name
+        assert int(match.group(1), 0) == getattr(vulkan, name), name
+
+
+def test_c_path_loads_the_wheels_library_and_the_cpu_ep_gives_no_importer():
+    ort = pytest.importorskip("onnxruntime")
+    import ctypes
+
+    from conformance.interop import capi
+    try:
+        api = capi.CApi.load(ort)
+    except capi.Unavailable as exc:
+        pytest.skip(str(exc))
+    assert api.version == ort.__version__
+    env = capi.Environment(api)
+    devices = env.devices("CPUExecutionProvider")
+    importer = ctypes.c_void_p()
+    api.interop("CreateExternalResourceImporterForDevice", ctypes.c_void_p(devices[0]), ctypes.byref(importer))
+    assert importer.value is None
+    env.close()
+
+
+def test_import_family_is_not_applicable_without_an_importer(tmp_path):
+    report = conformance_run(tmp_path, "--ep=cpu", "-k", "import").report
+    results = [r for r in report["results"] if r["contract"].startswith("import.")]
+    outcomes = {(r["contract"], r["outcome"]) for r in results}
+    assert {contract for contract, _ in outcomes} == {"import.capability", "import.host-accessible", "import.default-copy", "import.offsets",
+                                                     "import.session-io", "import.rejects-bad", "import.lifetime"}
+    assert {outcome for _, outcome in outcomes} == {"not_applicable"}
+    assert all("no external resource importer" in r["message"] for r in results)
+
+
+@pytest.fixture(scope="session")
+def importing_library() -> Path:
+    if not IMPORTING.exists():
+        build = subprocess.run(["make", "-C", str(ROOT / "refdev"), "ORT_SUITE=experimental", "BUILD=build/api27"], capture_output=True, text=True)
+        if build.returncode != 0:
+            pytest.skip(f"the importing reference EP could not be built here: {build_failure_reason(build.stderr)}")
+    return IMPORTING
+
+
+def test_import_family_is_not_run_without_a_producer(importing_library, tmp_path):
+    """Outside the software GPU there is no Vulkan driver: refdev has an importer, the kit no producer."""
+    report = conformance_run(tmp_path, "--ep-library", str(importing_library), "--ep", "refdev", "-k", "import",
+                             env={"VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json"}).report
+    assert report["results"] and {r["outcome"] for r in report["results"]} == {"not_run"}
+    assert all("no producer of VK_MEMORY_OPAQUE_FD memory here" in r["message"] for r in report["results"])
+
+
+def _softgpu_ready() -> str | None:
+    setup = subprocess.run([str(SOFTGPU / "setup")], capture_output=True, text=True)
+    if setup.returncode != 0:
+        return f"the software GPU could not be prepared: {(setup.stderr or setup.stdout).strip().splitlines()[-1:]}"
+    entered = subprocess.run([str(SOFTGPU / "exec"), "true"], capture_output=True, text=True)
+    if entered.returncode != 0:
+        return f"the software GPU cannot be entered: {entered.stderr.strip()}"
+    return None
+
+
+IMPORT_FAULTS = {
+    # fault -> contracts that must fail with DEFAULT imports, with HOST_ACCESSIBLE imports
+    None: (set(), set()),
+    "import-copy": ({"import.default-copy", "import.session-io", "import.lifetime"}, {"import.host-accessible", "import.session-io", "import.lifetime"}),
+    "import-misread": ({"import.default-copy", "import.offsets", "import.session-io"}, {"import.session-io"}),
+    "import-no-bounds": ({"import.rejects-bad"}, {"import.rejects-bad"}),
+}
+
+
+@pytest.mark.parametrize("memory", ["default", "host_accessible"])
+@pytest.mark.parametrize("fault", list(IMPORT_FAULTS), ids=lambda f: f or "none")
+def test_import_fault_modes_are_caught_on_the_software_gpu(importing_library, tmp_path, memory, fault):
+    reason = _softgpu_ready()
+    if reason:
+        pytest.skip(reason)
+    reports = tmp_path / "reports"
+    run = subprocess.run([str(SOFTGPU / "exec"), "env", f"ORT_REFDEV_IMPORT_MEMORY={memory}", f"ORT_REFDEV_FAULT={fault or ''}",
+                          sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(importing_library),
+                          "--ep", "refdev", "-k", "import", "--conformance-report", str(reports)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    import json
+    report = json.loads((reports / "report.json").read_text())
+    failed = {r["contract"] for r in report["results"] if r["outcome"] == "fail"}
+    expected = IMPORT_FAULTS[fault][0 if memory == "default" else 1]
+    if fault is None:
+        assert report["verdict"] == "conformant", report["verdict_reasons"]
+        passed = {r["contract"] for r in report["results"] if r["outcome"] == "pass"}
+        checked = "import.default-copy" if memory == "default" else "import.host-accessible"
+        assert {checked, "import.capability", "import.offsets", "import.session-io", "import.rejects-bad", "import.lifetime"} <= passed
+    else:
+        assert run.returncode == 1 and report["verdict"] == "non_conformant"
+        assert expected <= failed, (sorted(expected), sorted(failed))
