@@ -244,8 +244,7 @@ typedef struct refdev_factory {
   OrtMemoryInfo* host_info;           /* "RefDevHost" HOST_ACCESSIBLE, or NULL */
   uint32_t default_vendor;            /* vendor id in default_infos */
   OrtMemoryInfoDeviceType default_type;
-  bool import_host;                   /* imported tensors report HOST_ACCESSIBLE memory */
-  OrtMemoryInfo* import_host_info;    /* "RefDevHost" for them when host_info is not advertised */
+  bool import_host;                   /* imported tensors report HOST_ACCESSIBLE memory ("RefDevHost") */
 } refdev_factory;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1144,7 +1143,7 @@ typedef struct refdev_importer {
 /* The deleter of one imported tensor: onnxruntime calls Free(data) when the tensor is released. */
 typedef struct refdev_view_deleter {
   OrtAllocator base;
-  const OrtMemoryInfo* info;
+  OrtMemoryInfo* info;
   refdev_mapping* mapping; /* NULL for a copy (fault import-copy): data is then malloc'ed */
 } refdev_view_deleter;
 
@@ -1161,6 +1160,7 @@ static void ORT_API_CALL view_free(OrtAllocator* this_, void* p) {
     reg_remove(p);
     free(p);
   }
+  g_ort->ReleaseMemoryInfo(d->info);
   free(d);
 }
 static const OrtMemoryInfo* ORT_API_CALL view_info(const OrtAllocator* this_) {
@@ -1279,6 +1279,14 @@ static OrtStatus* ORT_API_CALL importer_create_tensor(OrtExternalResourceImporte
   *out_tensor = NULL;
   if (mem_handle == NULL || tensor_desc == NULL) return make_status(ORT_INVALID_ARGUMENT, "RefDev CreateTensorFromMemory: NULL argument");
   const refdev_import_handle* h = (const refdev_import_handle*)mem_handle;
+  if (tensor_desc->version < 24 || tensor_desc->version > ORT_API_VERSION) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev CreateTensorFromMemory: descriptor version %u is not one of 24..%d",
+                       tensor_desc->version, ORT_API_VERSION);
+  }
+  if (h->base.ep_device != imp->ep_device && fault != FAULT_IMPORT_NO_BOUNDS) {
+    return make_status(ORT_INVALID_ARGUMENT,
+                       "RefDev CreateTensorFromMemory: the handle was imported by another device's importer");
+  }
   size_t esize = element_size(tensor_desc->element_type);
   if (esize == 0) {
     return make_status(ORT_NOT_IMPLEMENTED, "RefDev CreateTensorFromMemory: element type %d is not supported",
@@ -1298,16 +1306,27 @@ static OrtStatus* ORT_API_CALL importer_create_tensor(OrtExternalResourceImporte
   }
   refdev_view_deleter* d = (refdev_view_deleter*)calloc(1, sizeof *d);
   if (d == NULL) return make_status(ORT_FAIL, "RefDev CreateTensorFromMemory: out of memory");
+  OrtStatus* st_info = NULL;
   d->base.version = ORT_API_VERSION;
   d->base.Alloc = view_alloc;
   d->base.Free = view_free;
   d->base.Info = view_info;
-  d->info = f->import_host ? (f->host_info != NULL ? f->host_info : f->import_host_info) : f->default_infos[imp->device_index];
+  /* a memory info of its own: the tensor may outlive the factory (its library unregistered) */
+  st_info = f->import_host
+                ? g_ort->CreateMemoryInfo_V2(REFDEV_HOST_NAME, OrtMemoryInfoDeviceType_GPU, REFDEV_VENDOR_ID, REFDEV_DEVICE_ID,
+                                             OrtDeviceMemoryType_HOST_ACCESSIBLE, 0, OrtDeviceAllocator, &d->info)
+                : g_ort->CreateMemoryInfo_V2(REFDEV_DEFAULT_NAME, f->default_type, f->default_vendor, (int)imp->device_index,
+                                             OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator, &d->info);
+  if (st_info != NULL) {
+    free(d);
+    return st_info;
+  }
   void* data = h->mapping->address + offset;
   if (fault == FAULT_IMPORT_COPY) {
     /* wrong on purpose: a private copy of what the producer holds now, not a view of it */
     void* copy = malloc(bytes > 0 ? bytes : 1);
     if (copy == NULL) {
+      g_ort->ReleaseMemoryInfo(d->info);
       free(d);
       return make_status(ORT_FAIL, "RefDev CreateTensorFromMemory: out of memory");
     }
@@ -1482,7 +1501,6 @@ static void factory_free(refdev_factory* f) {
     if (f->default_infos[d] != NULL) g_ort->ReleaseMemoryInfo(f->default_infos[d]);
   }
   if (f->host_info != NULL) g_ort->ReleaseMemoryInfo(f->host_info);
-  if (f->import_host_info != NULL) g_ort->ReleaseMemoryInfo(f->import_host_info);
   free(f);
 }
 
@@ -1554,10 +1572,6 @@ REFDEV_EXPORT OrtStatus* CreateEpFactories(const char* registered_name, const Or
   for (size_t d = 0; d < f->num_devices && st == NULL; ++d) {
     st = api->CreateMemoryInfo_V2(REFDEV_DEFAULT_NAME, f->default_type, f->default_vendor, (int)d,
                                   OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator, &f->default_infos[d]);
-  }
-  if (st == NULL && f->import_host && !f->host_enabled) {
-    st = api->CreateMemoryInfo_V2(REFDEV_HOST_NAME, OrtMemoryInfoDeviceType_GPU, REFDEV_VENDOR_ID, REFDEV_DEVICE_ID,
-                                  OrtDeviceMemoryType_HOST_ACCESSIBLE, 0, OrtDeviceAllocator, &f->import_host_info);
   }
   if (st == NULL && f->host_enabled) {
     st = api->CreateMemoryInfo_V2(REFDEV_HOST_NAME, OrtMemoryInfoDeviceType_GPU, REFDEV_VENDOR_ID, REFDEV_DEVICE_ID,

@@ -7,6 +7,7 @@ HOST_ACCESSIBLE imports.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -101,9 +102,11 @@ def test_import_family_is_not_applicable_without_an_importer(tmp_path):
     results = [r for r in report["results"] if r["contract"].startswith("import.")]
     outcomes = {(r["contract"], r["outcome"]) for r in results}
     assert {contract for contract, _ in outcomes} == {"import.capability", "import.host-accessible", "import.default-copy", "import.offsets",
-                                                     "import.session-io", "import.rejects-bad", "import.lifetime"}
+                                                     "import.session-io", "import.rejects-bad", "import.lifetime",
+                                                     "import.unregister-while-imported"}
     assert {outcome for _, outcome in outcomes} == {"not_applicable"}
-    assert all("no external resource importer" in r["message"] for r in results)
+    # the one for plugin libraries does not apply to a built-in EP; the others found no importer
+    assert all("no external resource importer" in r["message"] for r in results if r["contract"] != "import.unregister-while-imported")
 
 
 @pytest.fixture(scope="session")
@@ -134,12 +137,26 @@ def _softgpu_ready() -> str | None:
 
 
 IMPORT_FAULTS = {
-    # fault -> contracts that must fail with DEFAULT imports, with HOST_ACCESSIBLE imports
-    None: (set(), set()),
-    "import-copy": ({"import.default-copy", "import.session-io", "import.lifetime"}, {"import.host-accessible", "import.session-io", "import.lifetime"}),
-    "import-misread": ({"import.default-copy", "import.offsets", "import.session-io"}, {"import.session-io"}),
-    "import-no-bounds": ({"import.rejects-bad"}, {"import.rejects-bad"}),
+    # fault -> (contracts that must be broken with DEFAULT imports, with HOST_ACCESSIBLE imports, how)
+    None: (set(), set(), "pass"),
+    "import-copy": ({"import.default-copy", "import.session-io", "import.lifetime"},
+                    {"import.host-accessible", "import.session-io", "import.lifetime"}, "fail"),
+    "import-misread": ({"import.default-copy", "import.offsets", "import.session-io"}, {"import.session-io"}, "fail"),
+    "import-no-bounds": ({"import.rejects-bad"}, {"import.rejects-bad"}, "fail"),
+    # ReleaseEpFactory crashes: unregistering the library while imports are alive is lost
+    "unregister-crash": ({"import.unregister-while-imported"}, {"import.unregister-while-imported"}, "crash"),
 }
+
+
+def _softgpu_run(library: Path, folder: Path, **environ: str) -> tuple[int, dict]:
+    folder.mkdir(parents=True, exist_ok=True)
+    reports = folder / "reports"
+    run = subprocess.run([str(SOFTGPU / "exec"), "env", *(f"{k}={v}" for k, v in environ.items()),
+                          sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library),
+                          "--ep", "refdev", "-k", "import", "--conformance-report", str(reports)],
+                         cwd=folder, capture_output=True, text=True, timeout=300)
+    assert (reports / "report.json").exists(), run.stdout[-2000:] + run.stderr[-2000:]
+    return run.returncode, json.loads((reports / "report.json").read_text())
 
 
 @pytest.mark.parametrize("memory", ["default", "host_accessible"])
@@ -148,20 +165,32 @@ def test_import_fault_modes_are_caught_on_the_software_gpu(importing_library, tm
     reason = _softgpu_ready()
     if reason:
         pytest.skip(reason)
-    reports = tmp_path / "reports"
-    run = subprocess.run([str(SOFTGPU / "exec"), "env", f"ORT_REFDEV_IMPORT_MEMORY={memory}", f"ORT_REFDEV_FAULT={fault or ''}",
-                          sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(importing_library),
-                          "--ep", "refdev", "-k", "import", "--conformance-report", str(reports)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    import json
-    report = json.loads((reports / "report.json").read_text())
-    failed = {r["contract"] for r in report["results"] if r["outcome"] == "fail"}
-    expected = IMPORT_FAULTS[fault][0 if memory == "default" else 1]
+    status, report = _softgpu_run(importing_library, tmp_path, ORT_REFDEV_IMPORT_MEMORY=memory, ORT_REFDEV_FAULT=fault or "")
+    default_broken, host_broken, how = IMPORT_FAULTS[fault]
     if fault is None:
-        assert report["verdict"] == "conformant", report["verdict_reasons"]
+        assert status == 0 and report["verdict"] == "conformant", report["verdict_reasons"]
         passed = {r["contract"] for r in report["results"] if r["outcome"] == "pass"}
         checked = "import.default-copy" if memory == "default" else "import.host-accessible"
-        assert {checked, "import.capability", "import.offsets", "import.session-io", "import.rejects-bad", "import.lifetime"} <= passed
+        assert {checked, "import.capability", "import.offsets", "import.session-io", "import.rejects-bad", "import.lifetime",
+                "import.unregister-while-imported"} <= passed
+        # the tensors report the memory the switch asks for; the other memory's contract does not apply
+        other = "import.host-accessible" if memory == "default" else "import.default-copy"
+        assert {r["outcome"] for r in report["results"] if r["contract"] == other} == {"not_applicable"}
     else:
-        assert run.returncode == 1 and report["verdict"] == "non_conformant"
-        assert expected <= failed, (sorted(expected), sorted(failed))
+        broken = {r["contract"] for r in report["results"] if r["outcome"] == how}
+        expected = default_broken if memory == "default" else host_broken
+        assert status == 1 and report["verdict"] == "non_conformant"
+        assert expected <= broken, (sorted(expected), sorted(broken))
+
+
+def test_a_handle_from_another_device_is_refused(importing_library, tmp_path):
+    """Two refdev devices: a handle device 0's importer made, offered to device 1's importer."""
+    reason = _softgpu_ready()
+    if reason:
+        pytest.skip(reason)
+    def other_device(report):
+        return {r["device"]: r["outcome"] for r in report["results"] if r["params"].get("request") == "other-device"}
+    _, report = _softgpu_run(importing_library, tmp_path / "good", ORT_REFDEV_DEVICES="2")
+    assert other_device(report) == {"refdev0": "pass", "refdev1": "pass"}
+    _, report = _softgpu_run(importing_library, tmp_path / "bad", ORT_REFDEV_DEVICES="2", ORT_REFDEV_FAULT="import-no-bounds")
+    assert other_device(report) == {"refdev0": "fail", "refdev1": "fail"}

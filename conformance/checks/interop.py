@@ -243,7 +243,9 @@ BAD_IMPORTS = {
     "offset-past-end": "ImportMemory with offset_bytes at the end of the allocation",
     "unsupported-handle-type": "ImportMemory of the fd labelled D3D12_RESOURCE",
     "bad-version": "ImportMemory with descriptor version 1",
+    "bad-tensor-version": "CreateTensorFromMemory with tensor descriptor version 1",
     "tensor-past-end": "CreateTensorFromMemory of a tensor that runs past the imported bytes",
+    "other-device": "CreateTensorFromMemory on one EP device of a handle another device imported",
 }
 
 
@@ -252,6 +254,7 @@ def rejects_bad(ctx, request: str) -> Iterator[Violation]:
     """A bad import is refused with an error, after the same import asked right has worked."""
     rig = ImportRig.for_context(ctx)
     producer = rig.require_opaque_fd()
+    other = rig.other_device_importer() if request == "other-device" else None
     allocation = producer.allocate(ALLOCATION)
     fd = producer.export_fd(allocation)
     handle = None
@@ -264,14 +267,19 @@ def rejects_bad(ctx, request: str) -> Iterator[Violation]:
             "unsupported-handle-type": lambda: rig.descriptor(fd, ALLOCATION, handle_type="d3d12_resource"),
             "bad-version": lambda: rig.descriptor(fd, ALLOCATION, version=1),
             "tensor-past-end": lambda: rig.descriptor(fd, ALLOCATION),
+            "bad-tensor-version": lambda: rig.descriptor(fd, ALLOCATION),
+            "other-device": lambda: rig.descriptor(fd, ALLOCATION),
         }[request]()
         ctx.attempt(BAD_IMPORTS[request], _snippet(f"{BAD_IMPORTS[request]}: expected an error"))
         try:
             with ctx.calling("ImportMemory", ):
                 handle = rig.import_memory(descriptor)
                 if request == "tensor-past-end":
-                    tensor = rig.tensor(handle, (ALLOCATION // 4,), 64)
-                    rig.release_tensor(tensor)
+                    rig.release_tensor(rig.tensor(handle, (ALLOCATION // 4,), 64))
+                if request == "bad-tensor-version":
+                    rig.release_tensor(rig.tensor(handle, (COUNT,), version=1))
+                if request == "other-device":
+                    rig.release_tensor(other.tensor(handle, (COUNT,)))
         except OrtError as exc:
             if not exc.message.strip():
                 yield Violation(f"{BAD_IMPORTS[request]} was refused without a message", actual=repr(exc))
@@ -325,3 +333,28 @@ def lifetime(ctx, request: str) -> Iterator[Violation]:
             rig.release_handle(handle)
         close_fd(fd)
         producer.free(allocation)
+
+
+@check("import.unregister-while-imported")
+def unregister_while_imported(ctx) -> Iterator[Violation]:
+    """The EP library is unregistered from the C environment while a handle and a tensor made
+    from it are alive; releasing them afterwards must not crash or hang, and the producer's
+    memory is still the producer's. (Runs in a process of its own: the library is gone after.)"""
+    rig = ImportRig.for_context(ctx)
+    if not rig.env.registration:
+        raise NotApplicable("the EP is not a plugin library: nothing to unregister")
+    values = pattern(COUNT, 12)
+    producer, allocation, fd, handle = _import(ctx, rig, values)
+    tensor = rig.tensor(handle, (COUNT,))
+    ctx.attempt("UnregisterExecutionProviderLibrary while an imported handle and tensor are alive, then releasing them",
+                _snippet("UnregisterExecutionProviderLibrary(env, name); ReleaseValue(tensor); ReleaseExternalMemoryHandle(handle)"))
+    with ctx.calling("UnregisterExecutionProviderLibrary"):
+        rig.env.unregister()
+        rig.release_tensor(tensor)
+        rig.release_handle(handle)
+    close_fd(fd)
+    seen = producer.read(allocation, TENSOR)
+    producer.free(allocation)
+    if seen != values.tobytes():
+        yield Violation("the producer's memory changed when the EP library was unregistered and its imports released",
+                        expected=f"{values[:4]}...", actual=f"{np.frombuffer(seen, np.float32)[:4]}...")

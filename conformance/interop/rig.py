@@ -19,6 +19,9 @@ from conformance.interop import capi as C
 from conformance.interop import vulkan
 
 _RIGS: dict[tuple[Any, ...], "ImportRig | Exception"] = {}
+# onnxruntime has one OrtEnv per process (CreateEnv again returns it): one C environment per
+# worker, with the EP library registered once, shared by the rigs of all its devices
+_ENVIRONMENTS: dict[tuple[Any, ...], C.Environment] = {}
 
 
 @dataclass
@@ -56,7 +59,10 @@ class ImportRig:
         except C.Unavailable as exc:
             raise NotRun(f"the C path cannot run here: {exc}") from None
         target = ctx.target
-        env = C.Environment(api, target.registration if target.library else None, target.library)
+        key = (target.library, target.registration)
+        if key not in _ENVIRONMENTS:
+            _ENVIRONMENTS[key] = C.Environment(api, target.registration if target.library else None, target.library)
+        env = _ENVIRONMENTS[key]
         devices = env.devices(target.provider)
         if ctx.device_index >= len(devices):
             raise NotRun(f"the C library lists {len(devices)} {target.provider} devices; the kit tests device {ctx.device_index}")
@@ -67,6 +73,18 @@ class ImportRig:
         if not importer.value:
             raise NotApplicable(f"{target.provider} gives no external resource importer for this device (it imports nothing)")
         return cls(api, env, device, importer)
+
+    def other_device_importer(self) -> "ImportRig":
+        """The importer of another EP device of the same EP (NotApplicable when it has one device)."""
+        devices = self.env.devices(self.env.capi.call("EpDevice_EpName", ctypes.c_void_p(self.device)).decode())
+        others = [device for device in devices if device != self.device]
+        if not others:
+            raise NotApplicable("the EP lists one device: no handle from another device to try")
+        importer = ctypes.c_void_p()
+        self.api.interop("CreateExternalResourceImporterForDevice", ctypes.c_void_p(others[0]), ctypes.byref(importer))
+        if not importer.value:
+            raise NotApplicable("the EP's other device gives no importer")
+        return ImportRig(self.api, self.env, others[0], importer)
 
     # --- the producer ---------------------------------------------------------------------
 
@@ -102,9 +120,10 @@ class ImportRig:
         self.api.interop("ImportMemory", self.importer, ctypes.byref(descriptor), ctypes.byref(handle))
         return handle
 
-    def tensor(self, handle: Any, shape: tuple[int, ...], offset: int = 0, element_type: str = "float32") -> Any:
+    def tensor(self, handle: Any, shape: tuple[int, ...], offset: int = 0, element_type: str = "float32",
+               version: int = C.ORT_API_VERSION_IN_DESCRIPTORS) -> Any:
         dims = (ctypes.c_int64 * len(shape))(*shape)
-        descriptor = C.TensorDescriptor(C.ORT_API_VERSION_IN_DESCRIPTORS, C.ELEMENT_TYPES[element_type], dims, len(shape), offset)
+        descriptor = C.TensorDescriptor(version, C.ELEMENT_TYPES[element_type], dims, len(shape), offset)
         value = ctypes.c_void_p()
         self.api.interop("CreateTensorFromMemory", self.importer, handle, ctypes.byref(descriptor), ctypes.byref(value))
         return value
