@@ -194,3 +194,31 @@ def test_a_handle_from_another_device_is_refused(importing_library, tmp_path):
     assert other_device(report) == {"refdev0": "pass", "refdev1": "pass"}
     _, report = _softgpu_run(importing_library, tmp_path / "bad", ORT_REFDEV_DEVICES="2", ORT_REFDEV_FAULT="import-no-bounds")
     assert other_device(report) == {"refdev0": "fail", "refdev1": "fail"}
+
+
+def test_probe_says_the_cpu_ep_imports_nothing(tmp_path):
+    pytest.importorskip("onnxruntime")
+    report = conformance_run(tmp_path, "--ep=cpu", "-k", "import.capability").report
+    imports = report["capabilities"][0]["imports"]
+    assert imports["status"] == "none" and imports["copies"] == []
+    assert "Imports: no importer" in (tmp_path / "reports" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("memory, fault, expected", [
+    ("default", "", {("imported", "cpu"): "supported", ("cpu", "imported"): "supported", ("imported", "imported"): "supported"}),
+    ("host_accessible", "", {("imported", "cpu direct"): "supported", ("imported", "cpu"): "supported", ("cpu", "imported"): "supported",
+                             ("imported", "imported"): "supported"}),
+    # misread DEFAULT imports: the copy out decodes the producer's plain bytes as RefDev's format
+    ("default", "import-misread", {("imported", "cpu"): "broken", ("cpu", "imported"): "broken", ("imported", "imported"): "supported"}),
+])
+def test_probe_answers_which_copies_work_on_an_imported_tensor(importing_library, tmp_path, memory, fault, expected):
+    reason = _softgpu_ready()
+    if reason:
+        pytest.skip(reason)
+    run = subprocess.run([str(SOFTGPU / "exec"), "env", f"ORT_REFDEV_IMPORT_MEMORY={memory}", f"ORT_REFDEV_FAULT={fault}",
+                          sys.executable, "-m", "conformance.cli", "probe", "--ep-library", str(importing_library), "--ep", "refdev", "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    imports = json.loads(run.stdout)["eps"][0]["devices"][0]["imports"]
+    assert imports["status"] == "importer" and imports["handle_types"] == ["vk_memory_opaque_fd"]
+    assert imports["tensor_memory"]["memory_type"] == memory
+    assert {(c["source"], c["destination"]): c["status"] for c in imports["copies"]} == expected

@@ -6,7 +6,7 @@ from typing import Any
 
 from conformance.claims import unverified_count
 from conformance.outcomes import BROKEN
-from conformance.report import device_line, params_label, throughput, unlisted_note
+from conformance.report import device_line, imports_lines, params_label, throughput, unlisted_note
 
 
 def cell(text: Any) -> str:
@@ -59,6 +59,7 @@ def render(data: dict[str, Any]) -> str:
         out += [note, ""] if note else []
         out += pairs_table(matrix) + [""]
         out += throughput_table(matrix, "####")
+        out += imports_lines(matrix.get("imports")) + ([""] if matrix.get("imports") else [])
 
     out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
