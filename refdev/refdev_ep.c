@@ -71,6 +71,7 @@ typedef enum {
   FAULT_IMPORT_COPY,
   FAULT_IMPORT_MISREAD,
   FAULT_IMPORT_NO_BOUNDS,
+  FAULT_IMPORT_DENIES,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -80,14 +81,14 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "cpu-default", "host-accessible-inputs", "alloc-fail", "abort",
     "hang",       "slow-d2d",         "claim-nothing", "wrong-compute",
     "unregister-crash", "host-accessible-as-device", "import-copy", "import-misread",
-    "import-no-bounds",
+    "import-no-bounds", "import-denies",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
-  "import-no-bounds"
+  "import-no-bounds, import-denies"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -1176,6 +1177,8 @@ static void ORT_API_CALL handle_release(OrtExternalMemoryHandle* handle) {
 static bool ORT_API_CALL importer_can_import_memory(const OrtExternalResourceImporterImpl* this_ptr,
                                                     OrtExternalMemoryHandleType handle_type) {
   (void)this_ptr;
+  /* import-denies: says no to the one type ImportMemory then takes */
+  if (current_fault() == FAULT_IMPORT_DENIES) return false;
   return handle_type == ORT_EXTERNAL_MEMORY_HANDLE_TYPE_VK_MEMORY_OPAQUE_FD && vulkan() != NULL;
 }
 

@@ -143,6 +143,8 @@ IMPORT_FAULTS = {
                     {"import.host-accessible", "import.session-io", "import.lifetime"}, "fail"),
     "import-misread": ({"import.default-copy", "import.offsets", "import.session-io"}, {"import.session-io"}, "fail"),
     "import-no-bounds": ({"import.rejects-bad"}, {"import.rejects-bad"}, "fail"),
+    # CanImportMemory says no to VK_MEMORY_OPAQUE_FD, which ImportMemory then takes
+    "import-denies": ({"import.capability"}, {"import.capability"}, "fail"),
     # ReleaseEpFactory crashes: unregistering the library while imports are alive is lost
     "unregister-crash": ({"import.unregister-while-imported"}, {"import.unregister-while-imported"}, "crash"),
 }
