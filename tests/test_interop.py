@@ -98,7 +98,7 @@ def test_c_path_loads_the_wheels_library_and_the_cpu_ep_gives_no_importer():
 
 
 def test_import_family_is_not_applicable_without_an_importer(tmp_path):
-    report = conformance_run(tmp_path, "--ep=cpu", "-k", "import").report
+    report = conformance_run(tmp_path, "--ep=cpu", "-k", "import.").report
     results = [r for r in report["results"] if r["contract"].startswith("import.")]
     outcomes = {(r["contract"], r["outcome"]) for r in results}
     assert {contract for contract, _ in outcomes} == {"import.capability", "import.host-accessible", "import.default-copy", "import.offsets",
@@ -120,7 +120,7 @@ def importing_library() -> Path:
 
 def test_import_family_is_not_run_without_a_producer(importing_library, tmp_path):
     """Outside the software GPU there is no Vulkan driver: refdev has an importer, the kit no producer."""
-    report = conformance_run(tmp_path, "--ep-library", str(importing_library), "--ep", "refdev", "-k", "import",
+    report = conformance_run(tmp_path, "--ep-library", str(importing_library), "--ep", "refdev", "-k", "import.",
                              env={"VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json"}).report
     assert report["results"] and {r["outcome"] for r in report["results"]} == {"not_run"}
     assert all("no producer of VK_MEMORY_OPAQUE_FD memory here" in r["message"] for r in report["results"])
@@ -155,7 +155,7 @@ def _softgpu_run(library: Path, folder: Path, **environ: str) -> tuple[int, dict
     reports = folder / "reports"
     run = subprocess.run([str(SOFTGPU / "exec"), "env", *(f"{k}={v}" for k, v in environ.items()),
                           sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library),
-                          "--ep", "refdev", "-k", "import", "--conformance-report", str(reports)],
+                          "--ep", "refdev", "-k", "import.", "--conformance-report", str(reports)],
                          cwd=folder, capture_output=True, text=True, timeout=300)
     assert (reports / "report.json").exists(), run.stdout[-2000:] + run.stderr[-2000:]
     return run.returncode, json.loads((reports / "report.json").read_text())
