@@ -224,3 +224,65 @@ def test_probe_answers_which_copies_work_on_an_imported_tensor(importing_library
     assert imports["status"] == "importer" and imports["handle_types"] == ["vk_memory_opaque_fd"]
     assert imports["tensor_memory"]["memory_type"] == memory
     assert {(c["source"], c["destination"]): c["status"] for c in imports["copies"]} == expected
+
+
+# --- the refdev lane: the importing build on the software GPU where it can -------------------
+
+from conftest import LANES  # noqa: E402
+
+
+def _quiet(monkeypatch, outputs):
+    seen = []
+
+    def run_quietly(command, **kwargs):
+        seen.append(command)
+        status = outputs[Path(command[0]).name]
+        return subprocess.CompletedProcess(command, status, "", "" if status == 0 else "softgpu exec: unshare -m refused\n")
+
+    monkeypatch.setattr(LANES, "run_quietly", run_quietly)
+    return seen
+
+
+def test_the_refdev_lane_runs_the_importing_build_on_the_software_gpu_when_it_can(monkeypatch, importing_library):
+    refdev = next(lane for lane in LANES.LANES if lane.name == "refdev")
+    seen = _quiet(monkeypatch, {"setup": 0, "exec": 0, "make": 0})
+    assert refdev.wrapper_if() == [str(ROOT / "lanes/softgpu/exec")]
+    assert ["make", "-C", "refdev", "ORT_SUITE=experimental", "BUILD=build/api27"] in seen
+    assert refdev.library_with_wrapper == "refdev/build/api27/libort_refdev_ep.so"
+    # where the namespace cannot be entered the lane runs as before, without the prefix
+    _quiet(monkeypatch, {"setup": 0, "exec": 3, "make": 0})
+    assert refdev.wrapper_if() == []
+
+
+def test_the_refdev_lane_gate_wants_the_import_family_passed_on_the_software_gpu():
+    refdev = next(lane for lane in LANES.LANES if lane.name == "refdev")
+    def report(library, outcome):
+        results = [{"contract": c, "outcome": outcome, "params": {}} for c in
+                   ("import.capability", "import.default-copy", "import.session-io", "import.rejects-bad", "import.lifetime")]
+        return {"run": {"collected": len(results)}, "results": results, "verdict": "conformant", "verdict_reasons": [],
+                "ep": {"library": library}}
+    assert refdev.gate(report("/r/refdev/build/api27/libort_refdev_ep.so", "pass"), 0) == []
+    problems = refdev.gate(report("/r/refdev/build/api27/libort_refdev_ep.so", "not_applicable"), 0)
+    assert len(problems) == 5 and "import.capability did not pass on the software GPU" in problems
+    # the API-23 build has no importer: nothing is asked of the family
+    assert refdev.gate(report("/r/refdev/build/libort_refdev_ep.so", "not_applicable"), 0) == []
+
+
+def test_a_lane_with_a_wrapper_runs_inside_it_with_the_library_it_names(monkeypatch, tmp_path):
+    monkeypatch.setattr(LANES, "REPORTS", tmp_path)
+    monkeypatch.setattr(LANES, "environment", lambda lane: Path("/venv/bin/python"))
+    commands = []
+
+    def run(command, **kwargs):
+        commands.append(command)
+        out = Path(command[command.index("--conformance-report") + 1])
+        (out / "report.json").write_text(json.dumps({"run": {"collected": 0}, "results": [], "verdict": "conformant",
+                                                     "verdict_reasons": [], "summary": {}, "findings": [], "ep": {}}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(LANES.subprocess, "run", run)
+    lane = LANES.Lane("x", "a lane", [], ["--ep-library", "refdev/build/libort_refdev_ep.so", "--ep", "refdev"],
+                      wrapper_if=lambda: ["/softgpu/exec"], library_with_wrapper="refdev/build/api27/libort_refdev_ep.so")
+    assert LANES.run_lane(lane).status == "passed"
+    assert commands[0][:2] == ["/softgpu/exec", "/venv/bin/python"]
+    assert commands[0][commands[0].index("--ep-library") + 1] == "refdev/build/api27/libort_refdev_ep.so"
