@@ -286,3 +286,16 @@ def test_a_lane_with_a_wrapper_runs_inside_it_with_the_library_it_names(monkeypa
     assert LANES.run_lane(lane).status == "passed"
     assert commands[0][:2] == ["/softgpu/exec", "/venv/bin/python"]
     assert commands[0][commands[0].index("--ep-library") + 1] == "refdev/build/api27/libort_refdev_ep.so"
+
+
+def test_the_webgpu_lane_gate_wants_the_import_family_run():
+    webgpu = next(lane for lane in LANES.LANES if lane.name == "webgpu")
+    copies = [{"contract": "copy.required-directions", "outcome": "pass", "params": {"direction": d}} for d in ("cpu>default", "default>cpu")]
+    copies += [{"contract": c, "outcome": "pass", "params": {"direction": "default>default"} if c.startswith("copy") else {}}
+               for c in ("copy.device-to-device", "update-inplace.from-numpy", "update-inplace.from-ortvalue")]
+    def report(import_outcome):
+        results = copies + ([{"contract": "import.capability", "outcome": import_outcome, "params": {}}] if import_outcome else [])
+        return {"run": {"collected": len(results)}, "results": results}
+    assert webgpu.gate(report("not_applicable"), 0) == []
+    assert webgpu.gate(report("fail"), 1) == ["import.capability did not run to pass or not_applicable: ['fail']"]
+    assert webgpu.gate(report(None), 0) == ["import.capability did not run to pass or not_applicable: no result"]
