@@ -299,3 +299,17 @@ def test_the_webgpu_lane_gate_wants_the_import_family_run():
     assert webgpu.gate(report("not_applicable"), 0) == []
     assert webgpu.gate(report("fail"), 1) == ["import.capability did not run to pass or not_applicable: ['fail']"]
     assert webgpu.gate(report(None), 0) == ["import.capability did not run to pass or not_applicable: no result"]
+
+
+def test_the_producer_is_the_ep_devices_own_gpu_where_it_can_be_told():
+    C = vulkan.Candidate
+    lavapipe = C(0, "llvmpipe", b"l" * 16, None, True)
+    gpus = [C(0, "gpu0", b"a" * 16, "0000:17:00.0", True), C(1, "gpu1", b"b" * 16, "0000:65:00.0", True)]
+    assert vulkan.choose(gpus, pci_bus_id="0000:65:00.0").name == "gpu1"
+    assert vulkan.choose(gpus, uuid=b"a" * 16).name == "gpu0"
+    with pytest.raises(vulkan.NoProducer, match="no Vulkan device on PCI bus 0000:b3:00.0"):
+        vulkan.choose(gpus, pci_bus_id="0000:B3:00.0")
+    # no driver says where its device is (lavapipe under the software GPU's made-up PCI id): the first
+    assert vulkan.choose([lavapipe], pci_bus_id="0000:ff:00.0").name == "llvmpipe"
+    with pytest.raises(vulkan.NoProducer, match="exports opaque fds"):
+        vulkan.choose([C(0, "old", b"o" * 16, None, False)])

@@ -34,8 +34,9 @@ class Imported:
 
 
 class ImportRig:
-    def __init__(self, api: C.CApi, env: C.Environment, device: int, importer: Any):
+    def __init__(self, api: C.CApi, env: C.Environment, device: int, importer: Any, pci_bus_id: str | None = None):
         self.api, self.env, self.device, self.importer = api, env, device, importer
+        self.pci_bus_id = pci_bus_id  # of the EP device's hardware, where onnxruntime says (GPUs)
         self._producer: vulkan.Producer | Exception | None = None
 
     @classmethod
@@ -72,7 +73,8 @@ class ImportRig:
             api.interop("CreateExternalResourceImporterForDevice", ctypes.c_void_p(device), ctypes.byref(importer))
         if not importer.value:
             raise NotApplicable(f"{target.provider} gives no external resource importer for this device (it imports nothing)")
-        return cls(api, env, device, importer)
+        hardware = getattr(ctx.device, "device", None)
+        return cls(api, env, device, importer, (getattr(hardware, "metadata", None) or {}).get("pci_bus_id"))
 
     def other_device_importer(self) -> "ImportRig":
         """The importer of another EP device of the same EP (NotApplicable when it has one device)."""
@@ -91,7 +93,7 @@ class ImportRig:
     def producer(self) -> vulkan.Producer:
         if self._producer is None:
             try:
-                self._producer = vulkan.open_producer()
+                self._producer = vulkan.open_producer(pci_bus_id=self.pci_bus_id)
             except vulkan.NoProducer as exc:
                 self._producer = exc
         if isinstance(self._producer, Exception):

@@ -10,7 +10,9 @@ is at hand. The loader and the driver (lavapipe in lanes/softgpu, the GPU's own 
 hardware) come from the machine.
 
 Where there is no loader, no device, or no device that exports opaque fds, `open_producer` raises
-`NoProducer` with the reason: the import checks are then not_run with it.
+`NoProducer` with the reason: the import checks are then not_run with it. On a machine with GPUs
+the producer must be the EP's own GPU (an opaque fd is shared only within one device and driver):
+`choose` matches a device UUID, or the EP device's PCI bus id (`VK_EXT_pci_bus_info`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO = 3
 VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO = 5
 VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2 = 1000059001
 VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES = 1000071004
+VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT = 1000212000
 VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO = 1000072002
 VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR = 1000074000
 VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR = 1000074002
@@ -37,6 +40,7 @@ VK_MEMORY_PROPERTY_HOST_COHERENT_BIT = 0x00000004
 VK_API_VERSION_1_1 = (1 << 22) | (1 << 12)
 VK_WHOLE_SIZE = (1 << 64) - 1
 EXTENSION = b"VK_KHR_external_memory_fd"
+PCI_BUS_INFO = b"VK_EXT_pci_bus_info"
 
 _u32, _u64, _ptr = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
 
@@ -66,6 +70,10 @@ class _DeviceInfo(ctypes.Structure):
 class _IdProperties(ctypes.Structure):
     _fields_ = [("sType", _u32), ("pNext", _ptr), ("deviceUUID", ctypes.c_uint8 * 16), ("driverUUID", ctypes.c_uint8 * 16),
                 ("deviceLUID", ctypes.c_uint8 * 8), ("deviceNodeMask", _u32), ("deviceLUIDValid", _u32)]
+
+
+class _PciBusInfo(ctypes.Structure):
+    _fields_ = [("sType", _u32), ("pNext", _ptr), ("pciDomain", _u32), ("pciBus", _u32), ("pciDevice", _u32), ("pciFunction", _u32)]
 
 
 class _Properties2(ctypes.Structure):
@@ -200,14 +208,53 @@ def _device_extensions(vk: ctypes.CDLL, physical: int) -> set[bytes]:
     return {raw[i * 260:i * 260 + 256].split(b"\0", 1)[0] for i in range(count.value)}
 
 
-def _identity(vk: ctypes.CDLL, physical: int) -> tuple[str, bytes]:
-    ids = _IdProperties(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES, None)
+def _identity(vk: ctypes.CDLL, physical: int, extensions: set[bytes]) -> tuple[str, bytes, str | None]:
+    """Name, UUID and PCI bus id ('0000:65:00.0'; None where the driver does not say) of a device."""
+    pci = _PciBusInfo(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT, None)
+    has_pci = PCI_BUS_INFO in extensions
+    ids = _IdProperties(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES, ctypes.cast(ctypes.pointer(pci), _ptr) if has_pci else None)
     properties = _Properties2(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, ctypes.cast(ctypes.pointer(ids), _ptr))
     function = vk.vkGetPhysicalDeviceProperties2
     function.restype = None
     function(_ptr(physical), ctypes.byref(properties))
     name = bytes(properties.properties[20:276]).split(b"\0", 1)[0].decode(errors="replace")
-    return name, bytes(ids.deviceUUID)
+    bus = f"{pci.pciDomain:04x}:{pci.pciBus:02x}:{pci.pciDevice:02x}.{pci.pciFunction:x}" if has_pci else None
+    return name, bytes(ids.deviceUUID), bus
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A Vulkan device as the producer choice sees it."""
+    index: int
+    name: str
+    uuid: bytes
+    pci_bus_id: str | None
+    exports: bool  # VK_KHR_external_memory_fd and host-visible, coherent memory
+
+
+def choose(candidates: list[Candidate], uuid: bytes | None = None, pci_bus_id: str | None = None) -> Candidate:
+    """The producer for an EP device: the exporting device with that UUID, else the one on that
+    PCI bus (the EP device's hardware `pci_bus_id`; memory is only shared within one GPU), else,
+    where neither is known, the first exporting device. NoProducer says why there is none."""
+    exporting = [c for c in candidates if c.exports]
+    names = ", ".join(c.name for c in candidates) or "none"
+    if uuid is not None:
+        found = [c for c in exporting if c.uuid == uuid]
+        if not found:
+            raise NoProducer(f"no Vulkan device with UUID {uuid.hex()} exports opaque fds; devices: {names}")
+        return found[0]
+    if pci_bus_id:
+        wanted = pci_bus_id.lower()
+        found = [c for c in exporting if c.pci_bus_id == wanted]
+        if found:
+            return found[0]
+        if any(c.pci_bus_id for c in candidates):
+            raise NoProducer(f"no Vulkan device on PCI bus {wanted} (the EP device's) exports opaque fds; devices: "
+                             + ", ".join(f"{c.name} ({c.pci_bus_id or 'no PCI bus id'})" for c in candidates))
+        # no driver here says where its device is (lavapipe, under a made-up PCI id): the first
+    if not exporting:
+        raise NoProducer(f"no Vulkan device exports opaque fds from host-visible memory ({EXTENSION.decode()}); devices: {names}")
+    return exporting[0]
 
 
 def _host_visible_type(vk: ctypes.CDLL, physical: int) -> int | None:
@@ -229,9 +276,8 @@ def load_loader() -> ctypes.CDLL:
         raise NoProducer(f"no Vulkan loader (libvulkan.so.1): {exc}") from None
 
 
-def open_producer(uuid: bytes | None = None) -> Producer:
-    """The first Vulkan device that exports opaque fds from host-visible memory (the one whose
-    UUID is `uuid`, when given)."""
+def open_producer(uuid: bytes | None = None, pci_bus_id: str | None = None) -> Producer:
+    """A producer on the Vulkan device `choose` picks."""
     vk = load_loader()
     app = _AppInfo(VK_STRUCTURE_TYPE_APPLICATION_INFO, None, b"ort-ep-conformance", 1, b"ort-ep-conformance", 1, VK_API_VERSION_1_1)
     info = _InstanceInfo(VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, None, 0, ctypes.pointer(app), 0, None, 0, None)
@@ -240,35 +286,32 @@ def open_producer(uuid: bytes | None = None) -> Producer:
         _call(vk, "vkCreateInstance", ctypes.byref(info), None, ctypes.byref(instance))
     except VulkanError as exc:
         raise NoProducer(f"vkCreateInstance failed (no Vulkan driver?): VkResult {exc.result}") from None
-    count = _u32()
-    _call(vk, "vkEnumeratePhysicalDevices", instance, ctypes.byref(count), None)
-    physicals = (_ptr * count.value)()
-    if count.value:
-        _call(vk, "vkEnumeratePhysicalDevices", instance, ctypes.byref(count), physicals)
-    seen = []
-    for physical in physicals:
-        name, device_uuid = _identity(vk, physical)
-        seen.append(name)
-        if uuid is not None and device_uuid != uuid:
-            continue
-        if EXTENSION not in _device_extensions(vk, physical):
-            continue
-        memory_type = _host_visible_type(vk, physical)
-        if memory_type is None:
-            continue
-        priority = ctypes.c_float(1.0)
-        queue = _QueueInfo(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, None, 0, 0, 1, ctypes.pointer(priority))
-        extensions = (ctypes.c_char_p * 1)(EXTENSION)
-        device_info = _DeviceInfo(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, None, 0, 1, ctypes.pointer(queue), 0, None, 1, extensions, None)
-        device = _ptr()
-        _call(vk, "vkCreateDevice", _ptr(physical), ctypes.byref(device_info), None, ctypes.byref(device))
-        return Producer(vk, instance.value, physical, device.value, memory_type, name, device_uuid)
-    function = vk.vkDestroyInstance
-    function.restype = None
-    function(instance, None)
-    wanted = f" with UUID {uuid.hex()}" if uuid is not None else ""
-    raise NoProducer(f"no Vulkan device{wanted} exports opaque fds from host-visible memory ({EXTENSION.decode()}); "
-                     f"devices: {', '.join(seen) or 'none'}")
+    try:
+        count = _u32()
+        _call(vk, "vkEnumeratePhysicalDevices", instance, ctypes.byref(count), None)
+        physicals = (_ptr * count.value)()
+        if count.value:
+            _call(vk, "vkEnumeratePhysicalDevices", instance, ctypes.byref(count), physicals)
+        candidates, memory_types = [], {}
+        for index, physical in enumerate(physicals):
+            extensions = _device_extensions(vk, physical)
+            name, device_uuid, bus = _identity(vk, physical, extensions)
+            memory_types[index] = _host_visible_type(vk, physical)
+            candidates.append(Candidate(index, name, device_uuid, bus, EXTENSION in extensions and memory_types[index] is not None))
+        chosen = choose(candidates, uuid, pci_bus_id)
+    except (NoProducer, VulkanError):
+        function = vk.vkDestroyInstance
+        function.restype = None
+        function(instance, None)
+        raise
+    physical = physicals[chosen.index]
+    priority = ctypes.c_float(1.0)
+    queue = _QueueInfo(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, None, 0, 0, 1, ctypes.pointer(priority))
+    extensions = (ctypes.c_char_p * 1)(EXTENSION)
+    device_info = _DeviceInfo(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, None, 0, 1, ctypes.pointer(queue), 0, None, 1, extensions, None)
+    device = _ptr()
+    _call(vk, "vkCreateDevice", _ptr(physical), ctypes.byref(device_info), None, ctypes.byref(device))
+    return Producer(vk, instance.value, physical, device.value, memory_types[chosen.index], chosen.name, chosen.uuid)
 
 
 def import_fd(producer: Producer, fd: int, size: int) -> Allocation:
