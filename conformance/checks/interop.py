@@ -63,7 +63,7 @@ def capability(ctx, request: str) -> Iterator[Violation]:
         allocation = producer.allocate(4096)
         fd = producer.export_fd(allocation)
         try:
-            with ctx.calling("ImportMemory", ):
+            with ctx.calling("ImportMemory"):
                 handle = rig.import_memory(rig.descriptor(fd, 4096, handle_type=handle_type))
         except OrtError:
             return
@@ -139,7 +139,7 @@ def default_copy(ctx) -> Iterator[Violation]:
         if memory["memory_type"] != "default" or memory["device_type"] == "cpu":
             raise NotApplicable(f"imported tensors report {memory['memory_type']} {memory['device_type']} memory ({memory['name']}), not device DEFAULT")
         ctx.attempt("CopyTensors imported DEFAULT > CPU", _snippet("CopyTensors(tensor -> CPU)"))
-        with ctx.calling("CopyTensors", ):
+        with ctx.calling("CopyTensors"):
             got = rig.read(tensor, TENSOR)
         if got != values.tobytes():
             yield Violation("CopyTensors of the imported DEFAULT tensor to CPU did not give the producer's bytes",
@@ -211,11 +211,11 @@ def session_io(ctx) -> Iterator[Violation]:
         api.call("SessionOptionsAppendExecutionProvider_V2", options, rig.env.env, devices, 1, None, None, 0)
         session = ctypes.c_void_p()
         ctx.attempt("a Relu session run with an imported input and an imported preallocated output", _snippet("Run(x=tensor, y=tensor2)"))
-        with ctx.calling("InferenceSession creation"):
+        with ctx.calling("CreateSessionFromArray"):
             api.call("CreateSessionFromArray", rig.env.env, model, len(model), options, ctypes.byref(session))
         inputs = (ctypes.c_void_p * 1)(source.value)
         outputs = (ctypes.c_void_p * 1)(output.value)
-        with ctx.calling("session run"):
+        with ctx.calling("Run"):
             api.call("Run", session, None, (ctypes.c_char_p * 1)(b"x"), inputs, 1, (ctypes.c_char_p * 1)(b"y"), 1, outputs)
         if outputs[0] != output.value:
             yield Violation("Run replaced the preallocated imported output with a value of its own", expected=hex(output.value),
@@ -272,7 +272,7 @@ def rejects_bad(ctx, request: str) -> Iterator[Violation]:
         }[request]()
         ctx.attempt(BAD_IMPORTS[request], _snippet(f"{BAD_IMPORTS[request]}: expected an error"))
         try:
-            with ctx.calling("ImportMemory", ):
+            with ctx.calling("ImportMemory"):
                 handle = rig.import_memory(descriptor)
                 if request == "tensor-past-end":
                     rig.release_tensor(rig.tensor(handle, (ALLOCATION // 4,), 64))

@@ -180,10 +180,6 @@ class CApi:
             self._checked(name, result)
 
 
-def out_pointer() -> _ptr:
-    return _ptr()
-
-
 class Environment:
     """An OrtEnv of the C library with the EP's library registered in it (when it has one), and
     its EP devices."""

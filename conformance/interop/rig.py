@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,16 +23,11 @@ _RIGS: dict[tuple[Any, ...], "ImportRig | Exception"] = {}
 _ENVIRONMENTS: dict[tuple[Any, ...], C.Environment] = {}
 
 
-@dataclass
-class Imported:
-    """One import: the producer's allocation, the fd handed over, the handle, its tensors."""
-    allocation: vulkan.Allocation
-    fd: int
-    handle: Any
-    tensors: list
-
-
 class ImportRig:
+    """One EP device under import: the C API, the C environment, the device there, its importer,
+    and (on first use) the Vulkan producer; helpers that import, make tensors and read or write
+    them the way an application would."""
+
     def __init__(self, api: C.CApi, env: C.Environment, device: int, importer: Any, pci_bus_id: str | None = None):
         self.api, self.env, self.device, self.importer = api, env, device, importer
         self.pci_bus_id = pci_bus_id  # of the EP device's hardware, where onnxruntime says (GPUs)
