@@ -313,3 +313,14 @@ def test_the_producer_is_the_ep_devices_own_gpu_where_it_can_be_told():
     assert vulkan.choose([lavapipe], pci_bus_id="0000:ff:00.0").name == "llvmpipe"
     with pytest.raises(vulkan.NoProducer, match="exports opaque fds"):
         vulkan.choose([C(0, "old", b"o" * 16, None, False)])
+
+
+def test_the_c_path_asks_for_the_lowest_api_version_that_has_every_function_it_calls():
+    from conformance.interop import capi
+    newest = max(table[name][1] for table, names in ((slots.ORT_API, capi.CApi.SIGNATURES), (slots.ORT_INTEROP_API, capi.CApi.INTEROP_SIGNATURES))
+                 for name in names)
+    assert newest == capi.API_VERSION == 24
+    api = object.__new__(capi.CApi)
+    api._functions = {}
+    with pytest.raises(capi.Unavailable, match="InitGraphicsInteropForEpDevice appeared in 1.25"):
+        api._function("InitGraphicsInteropForEpDevice", slots.ORT_INTEROP_API, 0, {})
