@@ -33,6 +33,7 @@ from conformance import bandwidth, tensors
 from conformance.calls import Call
 from conformance.findings import message_line
 from conformance.eps import memory_facts
+from conformance.interop.probe import import_capabilities
 
 PROBE_BYTES = 4096
 THROUGHPUT_BUDGET_SECONDS = 1.5
@@ -150,6 +151,7 @@ def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
         "memories": {e.name: e.facts for e in endpoints},
         "pairs": pairs,
         "host_memcpy": _time_copies(ctx, {e.name: e.info for e in endpoints}, pairs, sizes),
+        "imports": import_capabilities(ctx),  # the interop API's answer (conformance/interop/probe.py)
     }
 
 

@@ -177,7 +177,7 @@ def _probe(args) -> int:
 
 
 def _print_matrix(matrix: dict) -> None:
-    from conformance.report import NO_EP_DEVICE
+    from conformance.report import NO_EP_DEVICE, imports_lines
 
     for ep in matrix["eps"]:
         for device in ep["devices"]:
@@ -197,6 +197,8 @@ def _print_matrix(matrix: dict) -> None:
                     print(f"  {'':>{width}}    {method} GB/s: {_figures(figures)}")
             if device.get("host_memcpy"):
                 print(f"  host memcpy GB/s: {_figures(device['host_memcpy'])}")
+            for line in imports_lines(device.get("imports")):
+                print(f"  {line}")
 
 
 def _figures(figures: dict) -> str:

@@ -20,7 +20,7 @@ from conformance.claims import spec_claims
 from conformance.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.options import reason_of
 from conformance.outcomes import BROKEN_OR_ERROR
-from conformance.report import advertised_memory, unlisted_note
+from conformance.report import advertised_memory, imports_lines, unlisted_note
 from conformance.report.markdown import cell, pairs_table, spec_claims as claims_table, throughput_table
 from conformance.report_schema import REPORT_SCHEMA_PREFIX, parse_json, report_problems
 from conformance.spec import load_known_issues
@@ -124,6 +124,8 @@ def _copy_matrix(report: dict[str, Any]) -> list[str]:
         note = unlisted_note([report["ep"]], matrix)
         out += [f"Device `{matrix['device']}`:", "", *([note, ""] if note else []), *pairs_table(matrix, detail_limit=160), ""]
         out += throughput_table(matrix, "####")
+        imports = imports_lines(matrix.get("imports"))
+        out += [*imports, ""] if imports else []
     return out if report["capabilities"] else out + ["No device was probed.", ""]
 
 

@@ -68,6 +68,10 @@ typedef enum {
   FAULT_WRONG_COMPUTE,
   FAULT_UNREGISTER_CRASH,
   FAULT_HOST_ACCESSIBLE_AS_DEVICE,
+  FAULT_IMPORT_COPY,
+  FAULT_IMPORT_MISREAD,
+  FAULT_IMPORT_NO_BOUNDS,
+  FAULT_IMPORT_DENIES,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -76,13 +80,15 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "no-d2d",     "no-d2h",           "no-h2d",     "wrong-memory",
     "cpu-default", "host-accessible-inputs", "alloc-fail", "abort",
     "hang",       "slow-d2d",         "claim-nothing", "wrong-compute",
-    "unregister-crash", "host-accessible-as-device",
+    "unregister-crash", "host-accessible-as-device", "import-copy", "import-misread",
+    "import-no-bounds", "import-denies",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
-  "wrong-compute, unregister-crash, host-accessible-as-device"
+  "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
+  "import-no-bounds, import-denies"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -150,23 +156,27 @@ typedef struct alloc_entry {
   uintptr_t base;
   size_t size;
   mem_kind kind;
+  bool plain; /* imported memory: plain bytes even where the kind is RefDev (see "Imports") */
   struct alloc_entry* next;
 } alloc_entry;
 
 static pthread_mutex_t g_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static alloc_entry* g_reg_head = NULL;
 
-static void reg_add(void* p, size_t size, mem_kind kind) {
+static void reg_add_as(void* p, size_t size, mem_kind kind, bool plain) {
   alloc_entry* e = (alloc_entry*)malloc(sizeof *e);
   if (e == NULL) return;
   e->base = (uintptr_t)p;
   e->size = size;
   e->kind = kind;
+  e->plain = plain;
   pthread_mutex_lock(&g_reg_lock);
   e->next = g_reg_head;
   g_reg_head = e;
   pthread_mutex_unlock(&g_reg_lock);
 }
+
+static void reg_add(void* p, size_t size, mem_kind kind) { reg_add_as(p, size, kind, false); }
 
 /* Removes p; returns false if p was not a live allocation. */
 static bool reg_remove(void* p) {
@@ -204,6 +214,22 @@ static mem_kind reg_lookup(const void* p, size_t len, bool* out_of_bounds) {
   return kind;
 }
 
+/* Whether the bytes at p are stored as they are: CPU and RefDevHost memory, and imported memory
+ * (the producer wrote plain bytes), unless import-misread reads imports as RefDev's format. */
+static bool reg_is_plain(const void* p, bool fault_misread) {
+  bool plain = false;
+  uintptr_t a = (uintptr_t)p;
+  pthread_mutex_lock(&g_reg_lock);
+  for (alloc_entry* e = g_reg_head; e != NULL; e = e->next) {
+    if (a >= e->base && (a < e->base + e->size || a == e->base)) {
+      plain = e->plain && !fault_misread;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_reg_lock);
+  return plain;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Factory                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
@@ -219,6 +245,7 @@ typedef struct refdev_factory {
   OrtMemoryInfo* host_info;           /* "RefDevHost" HOST_ACCESSIBLE, or NULL */
   uint32_t default_vendor;            /* vendor id in default_infos */
   OrtMemoryInfoDeviceType default_type;
+  bool import_host;                   /* imported tensors report HOST_ACCESSIBLE memory ("RefDevHost") */
 } refdev_factory;
 
 /* ------------------------------------------------------------------------------------------ */
@@ -236,7 +263,7 @@ static mem_kind classify_device(const refdev_factory* f, const OrtMemoryDevice* 
       dev_id < f->num_devices) {
     return MEM_DEVICE;
   }
-  if (f->host_enabled && mtype == OrtDeviceMemoryType_HOST_ACCESSIBLE && vendor == REFDEV_VENDOR_ID &&
+  if ((f->host_enabled || f->import_host) && mtype == OrtDeviceMemoryType_HOST_ACCESSIBLE && vendor == REFDEV_VENDOR_ID &&
       type == OrtMemoryInfoDeviceType_GPU && dev_id == REFDEV_DEVICE_ID) {
     return MEM_HOST;
   }
@@ -527,8 +554,9 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     copy_job* j = &jobs[i];
     if (j->bytes == 0) continue;
     size_t n = fault == FAULT_SHORT_COPY ? j->bytes / 2 : j->bytes;
-    bool src_scrambled = j->skind == MEM_DEVICE;
-    bool dst_scrambled = j->dkind == MEM_DEVICE;
+    bool misread = fault == FAULT_IMPORT_MISREAD;
+    bool src_scrambled = j->skind == MEM_DEVICE && !reg_is_plain(j->src, misread);
+    bool dst_scrambled = j->dkind == MEM_DEVICE && !reg_is_plain(j->dst, misread);
     const unsigned char* sp = (const unsigned char*)j->src;
     unsigned char* dp = (unsigned char*)j->dst;
 
@@ -820,15 +848,18 @@ static OrtStatus* view_of(refdev_factory* f, const OrtValue* v, tensor_view* tv,
  * onnxruntime hands the kernels HOST_ACCESSIBLE inputs and bound outputs as they are (no copy);
  * host-accessible-as-device treats them as device memory, so the EP misreads what the CPU wrote
  * there and leaves scrambled results where the CPU reads them. Copies stay right. */
-static bool kernel_sees_device_format(mem_kind kind) {
-  return kind == MEM_DEVICE || (kind == MEM_HOST && current_fault() == FAULT_HOST_ACCESSIBLE_AS_DEVICE);
+static bool kernel_sees_device_format(mem_kind kind, const void* p) {
+  refdev_fault fault = current_fault();
+  if (kind == MEM_DEVICE) return !reg_is_plain(p, fault == FAULT_IMPORT_MISREAD);
+  if (kind == MEM_HOST && fault == FAULT_IMPORT_MISREAD && reg_is_plain(p, false)) return true;
+  return kind == MEM_HOST && fault == FAULT_HOST_ACCESSIBLE_AS_DEVICE;
 }
 
 /* Copies true float values out of (possibly scrambled) memory. */
 static void decode(const void* src, mem_kind kind, float* out, size_t count) {
   size_t bytes = count * sizeof(float);
   memcpy(out, src, bytes);
-  if (kernel_sees_device_format(kind)) {
+  if (kernel_sees_device_format(kind, src)) {
     unsigned char* b = (unsigned char*)out;
     for (size_t i = 0; i < bytes; ++i) b[i] ^= (unsigned char)REFDEV_KEY;
   }
@@ -837,7 +868,7 @@ static void decode(const void* src, mem_kind kind, float* out, size_t count) {
 static void encode(const float* in, mem_kind kind, void* dst, size_t count) {
   size_t bytes = count * sizeof(float);
   memcpy(dst, in, bytes);
-  if (kernel_sees_device_format(kind)) {
+  if (kernel_sees_device_format(kind, dst)) {
     unsigned char* b = (unsigned char*)dst;
     for (size_t i = 0; i < bytes; ++i) b[i] ^= (unsigned char)REFDEV_KEY;
   }
@@ -956,6 +987,425 @@ static OrtStatus* ORT_API_CALL ep_get_preferred_data_layout(OrtEp* this_ptr, Ort
   *layout = OrtEpDataLayout_NCHW;
   return NULL;
 }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Imports (C API >= 24): VK_MEMORY_OPAQUE_FD through Vulkan                                    */
+/* ------------------------------------------------------------------------------------------ */
+/*
+ * An opaque fd is private to the driver that exported it (lavapipe's is a memfd whose data
+ * starts after a header of its own), so it is imported through Vulkan itself: a VkDevice of the
+ * first physical device that has VK_KHR_external_memory_fd, vkAllocateMemory with
+ * VkImportMemoryFdInfoKHR, vkMapMemory. The loader is dlopen'ed on first use, so the library
+ * still needs only libc; built without Vulkan's headers (or against C API < 24) it has no
+ * importer. The mapping holds the producer's bytes as they are, so it is registered "plain":
+ * copies and kernels do not apply the RefDev scrambling to it, whichever memory type the
+ * tensors report (ORT_REFDEV_IMPORT_MEMORY=default|host_accessible). Tensors are views of the
+ * mapping; the mapping lives until the handle and every tensor made from it are released.
+ * The fd stays the caller's: the driver is given a dup (lavapipe closes the fd it is handed,
+ * even when the import fails), and refdev closes nothing of the caller's.
+ */
+#if ORT_API_VERSION >= 24 && defined(__has_include)
+#if __has_include(<vulkan/vulkan_core.h>)
+#define REFDEV_IMPORTS 1
+#endif
+#endif
+
+#ifdef REFDEV_IMPORTS
+#define VK_NO_PROTOTYPES
+#include <dlfcn.h>
+#include <vulkan/vulkan_core.h>
+
+typedef struct refdev_vulkan {
+  bool tried;
+  char error[256];  /* why there is no device, when there is none */
+  PFN_vkGetDeviceProcAddr get_device_proc;
+  VkDevice device;
+  uint32_t memory_type;
+  PFN_vkAllocateMemory allocate;
+  PFN_vkFreeMemory free_memory;
+  PFN_vkMapMemory map;
+  PFN_vkUnmapMemory unmap;
+} refdev_vulkan;
+
+static refdev_vulkan g_vk;
+static pthread_mutex_t g_vk_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool vk_has_extension(PFN_vkEnumerateDeviceExtensionProperties enumerate, VkPhysicalDevice pd) {
+  uint32_t n = 0;
+  if (enumerate(pd, NULL, &n, NULL) != VK_SUCCESS || n == 0) return false;
+  VkExtensionProperties* props = (VkExtensionProperties*)calloc(n, sizeof *props);
+  if (props == NULL) return false;
+  bool found = false;
+  if (enumerate(pd, NULL, &n, props) == VK_SUCCESS) {
+    for (uint32_t i = 0; i < n && !found; ++i) found = strcmp(props[i].extensionName, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME) == 0;
+  }
+  free(props);
+  return found;
+}
+
+/* The Vulkan device imports go through, made once; NULL with g_vk.error set when there is none. */
+static refdev_vulkan* vulkan(void) {
+  pthread_mutex_lock(&g_vk_lock);
+  if (g_vk.tried) {
+    pthread_mutex_unlock(&g_vk_lock);
+    return g_vk.device != NULL ? &g_vk : NULL;
+  }
+  g_vk.tried = true;
+  void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+  PFN_vkGetInstanceProcAddr gip = lib != NULL ? (PFN_vkGetInstanceProcAddr)(uintptr_t)dlsym(lib, "vkGetInstanceProcAddr") : NULL;
+  VkInstance instance = VK_NULL_HANDLE;
+  if (gip == NULL) {
+    snprintf(g_vk.error, sizeof g_vk.error, "no Vulkan loader (libvulkan.so.1)");
+    goto out;
+  }
+  PFN_vkCreateInstance create_instance = (PFN_vkCreateInstance)(uintptr_t)gip(NULL, "vkCreateInstance");
+  VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "refdev", 1, "refdev", 1, VK_API_VERSION_1_1};
+  VkInstanceCreateInfo ici = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0, NULL};
+  if (create_instance == NULL || create_instance(&ici, NULL, &instance) != VK_SUCCESS) {
+    snprintf(g_vk.error, sizeof g_vk.error, "vkCreateInstance failed (no Vulkan driver)");
+    goto out;
+  }
+#define REFDEV_VK(name) PFN_##name name##_ = (PFN_##name)(uintptr_t)gip(instance, #name)
+  REFDEV_VK(vkEnumeratePhysicalDevices);
+  REFDEV_VK(vkEnumerateDeviceExtensionProperties);
+  REFDEV_VK(vkGetPhysicalDeviceMemoryProperties);
+  REFDEV_VK(vkCreateDevice);
+  REFDEV_VK(vkGetDeviceProcAddr);
+#undef REFDEV_VK
+  VkPhysicalDevice pds[8];
+  uint32_t n = 8;
+  if (vkEnumeratePhysicalDevices_(instance, &n, pds) < 0) n = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!vk_has_extension(vkEnumerateDeviceExtensionProperties_, pds[i])) continue;
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties_(pds[i], &mp);
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    uint32_t type = UINT32_MAX;
+    for (uint32_t t = 0; t < mp.memoryTypeCount && type == UINT32_MAX; ++t) {
+      if ((mp.memoryTypes[t].propertyFlags & want) == want) type = t;
+    }
+    if (type == UINT32_MAX) continue;
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qci = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, NULL, 0, 0, 1, &priority};
+    const char* ext = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
+    VkDeviceCreateInfo dci = {VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, NULL, 0, 1, &qci, 0, NULL, 1, &ext, NULL};
+    VkDevice device = VK_NULL_HANDLE;
+    if (vkCreateDevice_(pds[i], &dci, NULL, &device) != VK_SUCCESS) continue;
+    g_vk.device = device;
+    g_vk.memory_type = type;
+    g_vk.get_device_proc = vkGetDeviceProcAddr_;
+    g_vk.allocate = (PFN_vkAllocateMemory)(uintptr_t)vkGetDeviceProcAddr_(device, "vkAllocateMemory");
+    g_vk.free_memory = (PFN_vkFreeMemory)(uintptr_t)vkGetDeviceProcAddr_(device, "vkFreeMemory");
+    g_vk.map = (PFN_vkMapMemory)(uintptr_t)vkGetDeviceProcAddr_(device, "vkMapMemory");
+    g_vk.unmap = (PFN_vkUnmapMemory)(uintptr_t)vkGetDeviceProcAddr_(device, "vkUnmapMemory");
+    goto out;
+  }
+  snprintf(g_vk.error, sizeof g_vk.error, "no Vulkan device with %s and host-visible memory",
+           VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
+out:
+  /* instance, device and loader stay for the life of the process: mappings may outlive the EP */
+  pthread_mutex_unlock(&g_vk_lock);
+  return g_vk.device != NULL ? &g_vk : NULL;
+}
+
+/* One imported allocation, mapped; shared by its handle and every tensor made from it. */
+typedef struct refdev_mapping {
+  pthread_mutex_t lock;
+  int refs;
+  VkDeviceMemory memory;
+  unsigned char* address;
+  size_t size;
+} refdev_mapping;
+
+static void mapping_unref(refdev_mapping* m) {
+  pthread_mutex_lock(&m->lock);
+  int left = --m->refs;
+  pthread_mutex_unlock(&m->lock);
+  if (left > 0) return;
+  reg_remove(m->address);
+  g_vk.unmap(g_vk.device, m->memory);
+  g_vk.free_memory(g_vk.device, m->memory, NULL);
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+}
+
+typedef struct refdev_import_handle {
+  OrtExternalMemoryHandle base;
+  refdev_mapping* mapping;
+} refdev_import_handle;
+
+typedef struct refdev_importer {
+  OrtExternalResourceImporterImpl base;
+  refdev_factory* factory;
+  const OrtEpDevice* ep_device;
+  size_t device_index;
+} refdev_importer;
+
+/* The deleter of one imported tensor: onnxruntime calls Free(data) when the tensor is released. */
+typedef struct refdev_view_deleter {
+  OrtAllocator base;
+  OrtMemoryInfo* info;
+  refdev_mapping* mapping; /* NULL for a copy (fault import-copy): data is then malloc'ed */
+} refdev_view_deleter;
+
+static void* ORT_API_CALL view_alloc(OrtAllocator* this_, size_t size) {
+  (void)this_;
+  (void)size;
+  return NULL;
+}
+static void ORT_API_CALL view_free(OrtAllocator* this_, void* p) {
+  refdev_view_deleter* d = (refdev_view_deleter*)this_;
+  if (d->mapping != NULL) {
+    mapping_unref(d->mapping);
+  } else {
+    reg_remove(p);
+    free(p);
+  }
+  g_ort->ReleaseMemoryInfo(d->info);
+  free(d);
+}
+static const OrtMemoryInfo* ORT_API_CALL view_info(const OrtAllocator* this_) {
+  return ((const refdev_view_deleter*)this_)->info;
+}
+
+static void ORT_API_CALL handle_release(OrtExternalMemoryHandle* handle) {
+  refdev_import_handle* h = (refdev_import_handle*)handle;
+  mapping_unref(h->mapping);
+  free(h);
+}
+
+static bool ORT_API_CALL importer_can_import_memory(const OrtExternalResourceImporterImpl* this_ptr,
+                                                    OrtExternalMemoryHandleType handle_type) {
+  (void)this_ptr;
+  /* import-denies: says no to the one type ImportMemory then takes */
+  if (current_fault() == FAULT_IMPORT_DENIES) return false;
+  return handle_type == ORT_EXTERNAL_MEMORY_HANDLE_TYPE_VK_MEMORY_OPAQUE_FD && vulkan() != NULL;
+}
+
+static OrtStatus* ORT_API_CALL importer_import_memory(OrtExternalResourceImporterImpl* this_ptr,
+                                                      const OrtExternalMemoryDescriptor* desc,
+                                                      OrtExternalMemoryHandle** out_handle) {
+  refdev_importer* imp = (refdev_importer*)this_ptr;
+  bool bounds = current_fault() != FAULT_IMPORT_NO_BOUNDS;
+  *out_handle = NULL;
+  if (desc == NULL) return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: NULL descriptor");
+  if (desc->version < 24 || desc->version > ORT_API_VERSION) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: descriptor version %u is not one of 24..%d",
+                       desc->version, ORT_API_VERSION);
+  }
+  if (desc->handle_type != ORT_EXTERNAL_MEMORY_HANDLE_TYPE_VK_MEMORY_OPAQUE_FD) {
+    return make_status(ORT_NOT_IMPLEMENTED, "RefDev ImportMemory: handle type %d is not supported (only VK_MEMORY_OPAQUE_FD)",
+                       (int)desc->handle_type);
+  }
+  refdev_vulkan* vk = vulkan();
+  if (vk == NULL) return make_status(ORT_NOT_IMPLEMENTED, "RefDev ImportMemory: %s", g_vk.error);
+  int fd = (int)(intptr_t)desc->native_handle;
+  if (desc->size_bytes == 0) return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: size_bytes is 0");
+  if (bounds && desc->offset_bytes >= desc->size_bytes) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: offset_bytes %zu is past the end of %zu bytes",
+                       desc->offset_bytes, desc->size_bytes);
+  }
+  int dup_fd = dup(fd);
+  if (dup_fd < 0) return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: fd %d cannot be duplicated: %s", fd, strerror(errno));
+  /* import-no-bounds: maps what the fd holds, whatever size the descriptor claims */
+  off_t end = lseek(dup_fd, 0, SEEK_END);
+  size_t import_size = bounds || end <= 0 ? desc->size_bytes : (size_t)end;
+  if (!bounds && end > 4096) import_size = (size_t)end - 4096; /* lavapipe's memfd: its header, then the data */
+  VkImportMemoryFdInfoKHR import = {VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR, NULL,
+                                    VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT, dup_fd};
+  VkMemoryAllocateInfo mai = {VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, &import, import_size, vk->memory_type};
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkResult r = vk->allocate(vk->device, &mai, NULL, &memory);
+  if (r != VK_SUCCESS) {
+    /* on failure the fd is still ours per the spec; lavapipe may have closed it already */
+    close(dup_fd);
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: vkAllocateMemory of %zu bytes from fd %d failed (VkResult %d)",
+                       desc->size_bytes, fd, (int)r);
+  }
+  void* address = NULL;
+  r = vk->map(vk->device, memory, 0, VK_WHOLE_SIZE, 0, &address);
+  if (r != VK_SUCCESS) {
+    vk->free_memory(vk->device, memory, NULL);
+    return make_status(ORT_FAIL, "RefDev ImportMemory: vkMapMemory failed (VkResult %d)", (int)r);
+  }
+  refdev_mapping* m = (refdev_mapping*)calloc(1, sizeof *m);
+  refdev_import_handle* h = (refdev_import_handle*)calloc(1, sizeof *h);
+  if (m == NULL || h == NULL) {
+    free(m);
+    free(h);
+    vk->unmap(vk->device, memory);
+    vk->free_memory(vk->device, memory, NULL);
+    return make_status(ORT_FAIL, "RefDev ImportMemory: out of memory");
+  }
+  pthread_mutex_init(&m->lock, NULL);
+  m->refs = 1;
+  m->memory = memory;
+  m->address = (unsigned char*)address;
+  m->size = bounds ? desc->size_bytes : SIZE_MAX / 2;
+  reg_add_as(address, desc->size_bytes, imp->factory->import_host ? MEM_HOST : MEM_DEVICE, true);
+  h->base.version = ORT_API_VERSION;
+  h->base.ep_device = imp->ep_device;
+  h->base.descriptor = *desc;
+  h->base.Release = handle_release;
+  h->mapping = m;
+  *out_handle = &h->base;
+  return NULL;
+}
+
+static void ORT_API_CALL importer_release_memory(OrtExternalResourceImporterImpl* this_ptr,
+                                                 OrtExternalMemoryHandle* handle) {
+  (void)this_ptr;
+  if (handle != NULL) handle_release(handle);
+}
+
+static size_t element_size(ONNXTensorElementDataType t) {
+  switch (t) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: return 4;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: return 8;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: return 2;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: return 1;
+    default: return 0;
+  }
+}
+
+static OrtStatus* ORT_API_CALL importer_create_tensor(OrtExternalResourceImporterImpl* this_ptr,
+                                                      const OrtExternalMemoryHandle* mem_handle,
+                                                      const OrtExternalTensorDescriptor* tensor_desc,
+                                                      OrtValue** out_tensor) {
+  refdev_importer* imp = (refdev_importer*)this_ptr;
+  refdev_factory* f = imp->factory;
+  refdev_fault fault = current_fault();
+  *out_tensor = NULL;
+  if (mem_handle == NULL || tensor_desc == NULL) return make_status(ORT_INVALID_ARGUMENT, "RefDev CreateTensorFromMemory: NULL argument");
+  const refdev_import_handle* h = (const refdev_import_handle*)mem_handle;
+  if (tensor_desc->version < 24 || tensor_desc->version > ORT_API_VERSION) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev CreateTensorFromMemory: descriptor version %u is not one of 24..%d",
+                       tensor_desc->version, ORT_API_VERSION);
+  }
+  if (h->base.ep_device != imp->ep_device && fault != FAULT_IMPORT_NO_BOUNDS) {
+    return make_status(ORT_INVALID_ARGUMENT,
+                       "RefDev CreateTensorFromMemory: the handle was imported by another device's importer");
+  }
+  size_t esize = element_size(tensor_desc->element_type);
+  if (esize == 0) {
+    return make_status(ORT_NOT_IMPLEMENTED, "RefDev CreateTensorFromMemory: element type %d is not supported",
+                       (int)tensor_desc->element_type);
+  }
+  size_t count = 1;
+  for (size_t i = 0; i < tensor_desc->rank; ++i) {
+    if (tensor_desc->shape[i] < 0) return make_status(ORT_INVALID_ARGUMENT, "RefDev CreateTensorFromMemory: negative dimension");
+    count *= (size_t)tensor_desc->shape[i];
+  }
+  size_t bytes = count * esize;
+  size_t offset = h->base.descriptor.offset_bytes + tensor_desc->offset_bytes;
+  if (fault != FAULT_IMPORT_NO_BOUNDS && (offset > h->base.descriptor.size_bytes || bytes > h->base.descriptor.size_bytes - offset)) {
+    return make_status(ORT_INVALID_ARGUMENT,
+                       "RefDev CreateTensorFromMemory: %zu bytes at offset %zu run past the end of the %zu imported bytes",
+                       bytes, offset, h->base.descriptor.size_bytes);
+  }
+  refdev_view_deleter* d = (refdev_view_deleter*)calloc(1, sizeof *d);
+  if (d == NULL) return make_status(ORT_FAIL, "RefDev CreateTensorFromMemory: out of memory");
+  OrtStatus* st_info = NULL;
+  d->base.version = ORT_API_VERSION;
+  d->base.Alloc = view_alloc;
+  d->base.Free = view_free;
+  d->base.Info = view_info;
+  /* a memory info of its own: the tensor may outlive the factory (its library unregistered) */
+  st_info = f->import_host
+                ? g_ort->CreateMemoryInfo_V2(REFDEV_HOST_NAME, OrtMemoryInfoDeviceType_GPU, REFDEV_VENDOR_ID, REFDEV_DEVICE_ID,
+                                             OrtDeviceMemoryType_HOST_ACCESSIBLE, 0, OrtDeviceAllocator, &d->info)
+                : g_ort->CreateMemoryInfo_V2(REFDEV_DEFAULT_NAME, f->default_type, f->default_vendor, (int)imp->device_index,
+                                             OrtDeviceMemoryType_DEFAULT, 0, OrtDeviceAllocator, &d->info);
+  if (st_info != NULL) {
+    free(d);
+    return st_info;
+  }
+  void* data = h->mapping->address + offset;
+  if (fault == FAULT_IMPORT_COPY) {
+    /* wrong on purpose: a private copy of what the producer holds now, not a view of it */
+    void* copy = malloc(bytes > 0 ? bytes : 1);
+    if (copy == NULL) {
+      g_ort->ReleaseMemoryInfo(d->info);
+      free(d);
+      return make_status(ORT_FAIL, "RefDev CreateTensorFromMemory: out of memory");
+    }
+    memcpy(copy, data, bytes);
+    reg_add_as(copy, bytes, f->import_host ? MEM_HOST : MEM_DEVICE, true);
+    data = copy;
+  } else {
+    d->mapping = h->mapping;
+    pthread_mutex_lock(&h->mapping->lock);
+    h->mapping->refs++;
+    pthread_mutex_unlock(&h->mapping->lock);
+  }
+  OrtStatus* st = g_ort->CreateTensorWithDataAndDeleterAsOrtValue(&d->base, data, bytes, tensor_desc->shape, tensor_desc->rank,
+                                                                  tensor_desc->element_type, out_tensor);
+  if (st != NULL) view_free(&d->base, data);
+  return st;
+}
+
+static bool ORT_API_CALL importer_can_import_semaphore(const OrtExternalResourceImporterImpl* this_ptr,
+                                                       OrtExternalSemaphoreType type) {
+  (void)this_ptr;
+  (void)type;
+  return false;
+}
+static OrtStatus* ORT_API_CALL importer_import_semaphore(OrtExternalResourceImporterImpl* this_ptr,
+                                                         const OrtExternalSemaphoreDescriptor* desc,
+                                                         OrtExternalSemaphoreHandle** out_handle) {
+  (void)this_ptr;
+  (void)desc;
+  *out_handle = NULL;
+  return make_status(ORT_NOT_IMPLEMENTED, "RefDev imports no semaphores (the device is synchronous)");
+}
+static void ORT_API_CALL importer_release_semaphore(OrtExternalResourceImporterImpl* this_ptr,
+                                                    OrtExternalSemaphoreHandle* handle) {
+  (void)this_ptr;
+  (void)handle;
+}
+static OrtStatus* ORT_API_CALL importer_wait_semaphore(OrtExternalResourceImporterImpl* this_ptr,
+                                                       OrtExternalSemaphoreHandle* handle, OrtSyncStream* stream,
+                                                       uint64_t value) {
+  (void)this_ptr;
+  (void)handle;
+  (void)stream;
+  (void)value;
+  return make_status(ORT_NOT_IMPLEMENTED, "RefDev imports no semaphores");
+}
+static void ORT_API_CALL importer_release(OrtExternalResourceImporterImpl* this_ptr) { free(this_ptr); }
+
+static OrtStatus* ORT_API_CALL factory_create_importer(OrtEpFactory* this_ptr, const OrtEpDevice* ep_device,
+                                                       OrtExternalResourceImporterImpl** out_importer) {
+  refdev_factory* f = (refdev_factory*)this_ptr;
+  *out_importer = NULL;
+  refdev_importer* imp = (refdev_importer*)calloc(1, sizeof *imp);
+  if (imp == NULL) return make_status(ORT_FAIL, "RefDev: out of memory");
+  imp->base.ort_version_supported = ORT_API_VERSION;
+  imp->base.CanImportMemory = importer_can_import_memory;
+  imp->base.ImportMemory = importer_import_memory;
+  imp->base.ReleaseMemory = importer_release_memory;
+  imp->base.CreateTensorFromMemory = importer_create_tensor;
+  imp->base.CanImportSemaphore = importer_can_import_semaphore;
+  imp->base.ImportSemaphore = importer_import_semaphore;
+  imp->base.ReleaseSemaphore = importer_release_semaphore;
+  imp->base.WaitSemaphore = importer_wait_semaphore;
+  imp->base.SignalSemaphore = importer_wait_semaphore;
+  imp->base.Release = importer_release;
+  imp->factory = f;
+  imp->ep_device = ep_device;
+  /* which virtual device: its metadata says */
+  const OrtKeyValuePairs* meta = g_ort->EpDevice_EpMetadata(ep_device);
+  const char* id = meta != NULL ? g_ort->GetKeyValue(meta, "refdev.device_id") : NULL;
+  imp->device_index = id != NULL ? (size_t)strtoul(id, NULL, 10) : 0;
+  if (imp->device_index >= f->num_devices) imp->device_index = 0;
+  *out_importer = &imp->base;
+  return NULL;
+}
+#endif /* REFDEV_IMPORTS */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Factory entry points                                                                         */
@@ -1095,6 +1545,9 @@ REFDEV_EXPORT OrtStatus* CreateEpFactories(const char* registered_name, const Or
   f->base.CreateDataTransfer = factory_create_data_transfer;
   f->base.IsStreamAware = factory_is_stream_aware;
   f->base.CreateSyncStreamForDevice = factory_create_sync_stream;
+#ifdef REFDEV_IMPORTS
+  f->base.CreateExternalResourceImporterForDevice = factory_create_importer;
+#endif
   f->logger = default_logger;
   snprintf(f->registered_name, sizeof f->registered_name, "%s", registered_name ? registered_name : "");
   f->fault = fault;
@@ -1102,6 +1555,14 @@ REFDEV_EXPORT OrtStatus* CreateEpFactories(const char* registered_name, const Or
                     fault == FAULT_HOST_ACCESSIBLE_AS_DEVICE;
   f->default_vendor = fault == FAULT_WRONG_MEMORY ? REFDEV_WRONG_VENDOR_ID : REFDEV_VENDOR_ID;
   f->default_type = fault == FAULT_CPU_DEFAULT ? OrtMemoryInfoDeviceType_CPU : OrtMemoryInfoDeviceType_GPU;
+  const char* import_env = getenv("ORT_REFDEV_IMPORT_MEMORY");
+  if (import_env != NULL && import_env[0] != '\0' && strcmp(import_env, "default") != 0 &&
+      strcmp(import_env, "host_accessible") != 0) {
+    factory_free(f);
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev: ORT_REFDEV_IMPORT_MEMORY must be default or host_accessible, got '%s'",
+                       import_env);
+  }
+  f->import_host = import_env != NULL && strcmp(import_env, "host_accessible") == 0;
 
   const char* devices_env = getenv("ORT_REFDEV_DEVICES");
   f->num_devices = devices_env != NULL && devices_env[0] != '\0' ? (size_t)strtoul(devices_env, NULL, 10) : 1;

@@ -21,7 +21,7 @@ from conformance.eps import memory_label
 from conformance import waivers as waiver_rules
 from conformance.outcomes import Outcome, Result, counts, verdict
 from conformance.record import RunRecord
-from conformance.report.common import NO_EP_DEVICE, advertised_memory, device_line, params_label, unlisted_note  # noqa: F401  (the report's helpers, named here too)
+from conformance.report.common import NO_EP_DEVICE, advertised_memory, device_line, imports_lines, params_label, unlisted_note  # noqa: F401  (the report's helpers, named here too)
 
 SCHEMA = "ort-ep-conformance/report/1"
 
@@ -186,3 +186,5 @@ def describe_failure(result: Result, contract) -> str:
             lines.append("    reproduce with:")
             lines.extend("      " + line for line in violation["reproducer"].splitlines())
     return "\n".join(lines)
+
+

@@ -47,3 +47,23 @@ def advertised_memory(device: dict[str, Any], kind: str) -> str:
 
 def params_label(params: dict[str, Any]) -> str:
     return "-".join(map(str, params.values())) or "-"
+
+
+def imports_lines(imports: dict[str, Any] | None) -> list[str]:
+    """What the interop probe found for one EP device (conformance/interop/probe.py), in words:
+    the answer to "which copies work on an imported tensor"."""
+    if not imports:
+        return []
+    if imports["status"] == "none":
+        return ["Imports: no importer (the EP device imports no external memory)."]
+    if imports["status"] == "not_run":
+        return [f"Imports: not probed here: {imports['reason']}"]
+    types = ", ".join(imports["handle_types"]) or "none"
+    out = [f"Imports: an importer; handle types: {types}."]
+    memory = imports.get("tensor_memory")
+    if memory:
+        out.append(f"Imported tensors report {memory['memory_type']} memory ({memory['name']}, {memory['device_type']}).")
+    if imports.get("reason"):
+        out.append(imports["reason"])
+    out += [f"- {c['source']} -> {c['destination']}: {c['status']} ({c['detail']})" for c in imports.get("copies", [])]
+    return out

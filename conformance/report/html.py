@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from conformance.claims import unverified_count
 from conformance.eps import memory_label
 import conformance.report.throughput as throughput
-from conformance.report.common import device_line, params_label, unlisted_note
+from conformance.report.common import device_line, imports_lines, params_label, unlisted_note
 from conformance.outcomes import BROKEN
 
 STATUS_LEGEND = {
@@ -158,6 +158,11 @@ def _capabilities(matrices: list[dict[str, Any]], eps: list[dict[str, Any]]) -> 
             rows.append(cells)
         out += _table(["source \\ destination", *names], rows, f"capabilities-{matrix['device']}")
         out += _throughput(matrix)
+        lines = imports_lines(matrix.get("imports"))
+        if lines:
+            items = "".join(f"<li>{_e(line[2:])}</li>" for line in lines if line.startswith("- "))
+            text = " ".join(_e(line) for line in lines if not line.startswith("- "))
+            out.append(f'<div class="imports"><p>{text}</p>' + (f"<ul>{items}</ul>" if items else "") + "</div>")
     return out
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from conformance.claims import unverified_count
 from conformance.outcomes import BROKEN
 import conformance.report.throughput as throughput
-from conformance.report.common import device_line, params_label, unlisted_note
+from conformance.report.common import device_line, imports_lines, params_label, unlisted_note
 
 
 def cell(text: Any) -> str:
@@ -60,6 +60,7 @@ def render(data: dict[str, Any]) -> str:
         out += [note, ""] if note else []
         out += pairs_table(matrix) + [""]
         out += throughput_table(matrix, "####")
+        out += imports_lines(matrix.get("imports")) + ([""] if matrix.get("imports") else [])
 
     out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:

@@ -1,0 +1,329 @@
+"""The import family (conformance/interop/, conformance/checks/interop.py, specs/contracts/import.yaml):
+the C API slot table and the Vulkan constants against their headers, the C path on the wheel's
+library, the family's not_applicable / not_run without an importer or a producer, and refdev's
+import fault modes caught on the software GPU (lanes/softgpu), with DEFAULT and with
+HOST_ACCESSIBLE imports.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import build_failure_reason, conformance_run
+
+from conformance.interop import headers, slots, vulkan
+
+ROOT = Path(__file__).resolve().parents[1]
+IMPORTING = ROOT / "refdev" / "build" / "api27" / "libort_refdev_ep.so"
+SOFTGPU = ROOT / "lanes" / "softgpu"
+
+SMALL_HEADER = """
+#define ORT_API_VERSION 25
+struct OrtApi {
+  /** \\brief first */
+  ORT_API2_STATUS(CreateStatus, int code);
+  ORT_CLASS_RELEASE(Env);
+  const char*(ORT_API_CALL* GetBuildInfoString)(void);
+  /** \\since Version 1.24. */
+  ORT_API_T(void, ReleaseThing, _In_ OrtThing* t);
+  ORT_API2_STATUS(GetInteropApi, void);
+};
+struct OrtInteropApi {
+  /** \\since Version 1.25. */
+  ORT_API2_STATUS(CanImportMemory, int t, _Out_ bool* out);
+};
+"""
+
+
+def test_slot_reader_reads_every_declaration_form_in_order():
+    assert headers.slots(SMALL_HEADER, "OrtApi") == [("CreateStatus", 0), ("ReleaseEnv", 0), ("GetBuildInfoString", 0),
+                                                     ("ReleaseThing", 24), ("GetInteropApi", 24)]
+    assert headers.slots(SMALL_HEADER, "OrtInteropApi") == [("CanImportMemory", 25)]
+    assert headers.api_version(SMALL_HEADER) == 25
+    with pytest.raises(headers.HeaderError, match="cannot read a function name"):
+        headers.slots("struct OrtApi {\n  int x;\n};\n", "OrtApi")
+
+
+def _header_dir(name: str) -> Path | None:
+    found = sorted(ROOT.glob(f"refdev/build/**/include/onnxruntime/{name}"))
+    newest = [path for path in found if headers.api_version(path.read_text()) >= 24]
+    return newest[-1].parent if newest else None
+
+
+def test_shipped_slot_table_is_the_headers():
+    include = _header_dir("onnxruntime_c_api.h")
+    if include is None:
+        pytest.skip("no onnxruntime_c_api.h >= 1.24 here (make -C refdev ORT_SUITE=experimental BUILD=build/api27 fetches it)")
+    text = (include / "onnxruntime_c_api.h").read_text()
+    generated = {}
+    exec(headers.render(text), generated)
+    # the shipped table may come from a newer header: every slot it shares with this one agrees
+    for table in ("ORT_API", "ORT_INTEROP_API"):
+        shared = set(generated[table]) & set(getattr(slots, table))
+        assert shared and {name: getattr(slots, table)[name] for name in shared} == {name: generated[table][name] for name in shared}
+
+
+def test_vulkan_constants_are_the_headers():
+    found = sorted(ROOT.glob(".lanes/softgpu/root/usr/include/vulkan/vulkan_core.h")) + sorted(Path("/usr/include/vulkan").glob("vulkan_core.h"))
+    if not found:
+        pytest.skip("no vulkan_core.h here (lanes/softgpu/setup unpacks libvulkan-dev)")
+    text = found[0].read_text()
+    for name in [n for n in dir(vulkan) if n.startswith("VK_STRUCTURE_TYPE_") or n.startswith("VK_EXTERNAL_MEMORY_HANDLE") or n.startswith("VK_MEMORY_PROPERTY")]:
+        match = re.search(rf"\b{name} = (0x[0-9A-Fa-f]+|\d+)", text)
+        assert match, name
+        assert int(match.group(1), 0) == getattr(vulkan, name), name
+
+
+def test_c_path_loads_the_wheels_library_and_the_cpu_ep_gives_no_importer():
+    ort = pytest.importorskip("onnxruntime")
+    import ctypes
+
+    from conformance.interop import capi
+    try:
+        api = capi.CApi.load(ort)
+    except capi.Unavailable as exc:
+        pytest.skip(str(exc))
+    assert api.version == ort.__version__
+    env = capi.Environment(api)
+    devices = env.devices("CPUExecutionProvider")
+    importer = ctypes.c_void_p()
+    api.interop("CreateExternalResourceImporterForDevice", ctypes.c_void_p(devices[0]), ctypes.byref(importer))
+    assert importer.value is None
+    env.close()
+
+
+def test_import_family_is_not_applicable_without_an_importer(tmp_path):
+    report = conformance_run(tmp_path, "--ep=cpu", "-k", "import.").report
+    results = [r for r in report["results"] if r["contract"].startswith("import.")]
+    outcomes = {(r["contract"], r["outcome"]) for r in results}
+    assert {contract for contract, _ in outcomes} == {"import.capability", "import.host-accessible", "import.default-copy", "import.offsets",
+                                                     "import.session-io", "import.rejects-bad", "import.lifetime",
+                                                     "import.unregister-while-imported"}
+    assert {outcome for _, outcome in outcomes} == {"not_applicable"}
+    # the one for plugin libraries does not apply to a built-in EP; the others found no importer
+    assert all("no external resource importer" in r["message"] for r in results if r["contract"] != "import.unregister-while-imported")
+
+
+@pytest.fixture(scope="session")
+def importing_library() -> Path:
+    # The software GPU's setup unpacks Vulkan's headers, which the importer is built with: run
+    # it first (where it cannot run, the library is built without an importer, and the tests
+    # needing the software GPU skip with its reason); make rebuilds when the headers appear.
+    subprocess.run([str(SOFTGPU / "setup")], capture_output=True, text=True)
+    build = subprocess.run(["make", "-C", str(ROOT / "refdev"), "ORT_SUITE=experimental", "BUILD=build/api27"], capture_output=True, text=True)
+    if build.returncode != 0:
+        pytest.skip(f"the importing reference EP could not be built here: {build_failure_reason(build.stderr)}")
+    return IMPORTING
+
+
+def test_import_family_is_not_run_without_a_producer(importing_library, tmp_path):
+    """Outside the software GPU there is no Vulkan driver: refdev has an importer, the kit no producer."""
+    report = conformance_run(tmp_path, "--ep-library", str(importing_library), "--ep", "refdev", "-k", "import.",
+                             env={"VK_ICD_FILENAMES": "/nonexistent.json", "VK_DRIVER_FILES": "/nonexistent.json"}).report
+    assert report["results"] and {r["outcome"] for r in report["results"]} == {"not_run"}
+    assert all("no producer of VK_MEMORY_OPAQUE_FD memory here" in r["message"] for r in report["results"])
+
+
+def _softgpu_ready() -> str | None:
+    setup = subprocess.run([str(SOFTGPU / "setup")], capture_output=True, text=True)
+    if setup.returncode != 0:
+        return f"the software GPU could not be prepared: {(setup.stderr or setup.stdout).strip().splitlines()[-1:]}"
+    entered = subprocess.run([str(SOFTGPU / "exec"), "true"], capture_output=True, text=True)
+    if entered.returncode != 0:
+        return f"the software GPU cannot be entered: {entered.stderr.strip()}"
+    return None
+
+
+IMPORT_FAULTS = {
+    # fault -> (contracts that must be broken with DEFAULT imports, with HOST_ACCESSIBLE imports, how)
+    None: (set(), set(), "pass"),
+    "import-copy": ({"import.default-copy", "import.session-io", "import.lifetime"},
+                    {"import.host-accessible", "import.session-io", "import.lifetime"}, "fail"),
+    "import-misread": ({"import.default-copy", "import.offsets", "import.session-io"}, {"import.session-io"}, "fail"),
+    "import-no-bounds": ({"import.rejects-bad"}, {"import.rejects-bad"}, "fail"),
+    # CanImportMemory says no to VK_MEMORY_OPAQUE_FD, which ImportMemory then takes
+    "import-denies": ({"import.capability"}, {"import.capability"}, "fail"),
+    # ReleaseEpFactory crashes: unregistering the library while imports are alive is lost
+    "unregister-crash": ({"import.unregister-while-imported"}, {"import.unregister-while-imported"}, "crash"),
+}
+
+
+def _softgpu_run(library: Path, folder: Path, **environ: str) -> tuple[int, dict]:
+    folder.mkdir(parents=True, exist_ok=True)
+    reports = folder / "reports"
+    run = subprocess.run([str(SOFTGPU / "exec"), "env", *(f"{k}={v}" for k, v in environ.items()),
+                          sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library),
+                          "--ep", "refdev", "-k", "import.", "--conformance-report", str(reports)],
+                         cwd=folder, capture_output=True, text=True, timeout=300)
+    assert (reports / "report.json").exists(), run.stdout[-2000:] + run.stderr[-2000:]
+    return run.returncode, json.loads((reports / "report.json").read_text())
+
+
+@pytest.mark.parametrize("memory", ["default", "host_accessible"])
+@pytest.mark.parametrize("fault", list(IMPORT_FAULTS), ids=lambda f: f or "none")
+def test_import_fault_modes_are_caught_on_the_software_gpu(importing_library, tmp_path, memory, fault):
+    reason = _softgpu_ready()
+    if reason:
+        pytest.skip(reason)
+    status, report = _softgpu_run(importing_library, tmp_path, ORT_REFDEV_IMPORT_MEMORY=memory, ORT_REFDEV_FAULT=fault or "")
+    default_broken, host_broken, how = IMPORT_FAULTS[fault]
+    if fault is None:
+        assert status == 0 and report["verdict"] == "conformant", report["verdict_reasons"]
+        passed = {r["contract"] for r in report["results"] if r["outcome"] == "pass"}
+        checked = "import.default-copy" if memory == "default" else "import.host-accessible"
+        assert {checked, "import.capability", "import.offsets", "import.session-io", "import.rejects-bad", "import.lifetime",
+                "import.unregister-while-imported"} <= passed
+        # the tensors report the memory the switch asks for; the other memory's contract does not apply
+        other = "import.host-accessible" if memory == "default" else "import.default-copy"
+        assert {r["outcome"] for r in report["results"] if r["contract"] == other} == {"not_applicable"}
+    else:
+        broken = {r["contract"] for r in report["results"] if r["outcome"] == how}
+        expected = default_broken if memory == "default" else host_broken
+        assert status == 1 and report["verdict"] == "non_conformant"
+        assert expected <= broken, (sorted(expected), sorted(broken))
+
+
+def test_a_handle_from_another_device_is_refused(importing_library, tmp_path):
+    """Two refdev devices: a handle device 0's importer made, offered to device 1's importer."""
+    reason = _softgpu_ready()
+    if reason:
+        pytest.skip(reason)
+    def other_device(report):
+        return {r["device"]: r["outcome"] for r in report["results"] if r["params"].get("request") == "other-device"}
+    _, report = _softgpu_run(importing_library, tmp_path / "good", ORT_REFDEV_DEVICES="2")
+    assert other_device(report) == {"refdev0": "pass", "refdev1": "pass"}
+    _, report = _softgpu_run(importing_library, tmp_path / "bad", ORT_REFDEV_DEVICES="2", ORT_REFDEV_FAULT="import-no-bounds")
+    assert other_device(report) == {"refdev0": "fail", "refdev1": "fail"}
+
+
+def test_probe_says_the_cpu_ep_imports_nothing(tmp_path):
+    pytest.importorskip("onnxruntime")
+    report = conformance_run(tmp_path, "--ep=cpu", "-k", "import.capability").report
+    imports = report["capabilities"][0]["imports"]
+    assert imports["status"] == "none" and imports["copies"] == []
+    assert "Imports: no importer" in (tmp_path / "reports" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("memory, fault, expected", [
+    ("default", "", {("imported", "cpu"): "supported", ("cpu", "imported"): "supported", ("imported", "imported"): "supported"}),
+    ("host_accessible", "", {("imported", "cpu direct"): "supported", ("imported", "cpu"): "supported", ("cpu", "imported"): "supported",
+                             ("imported", "imported"): "supported"}),
+    # misread DEFAULT imports: the copy out decodes the producer's plain bytes as RefDev's format
+    ("default", "import-misread", {("imported", "cpu"): "broken", ("cpu", "imported"): "broken", ("imported", "imported"): "supported"}),
+])
+def test_probe_answers_which_copies_work_on_an_imported_tensor(importing_library, tmp_path, memory, fault, expected):
+    reason = _softgpu_ready()
+    if reason:
+        pytest.skip(reason)
+    run = subprocess.run([str(SOFTGPU / "exec"), "env", f"ORT_REFDEV_IMPORT_MEMORY={memory}", f"ORT_REFDEV_FAULT={fault}",
+                          sys.executable, "-m", "conformance.cli", "probe", "--ep-library", str(importing_library), "--ep", "refdev", "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    imports = json.loads(run.stdout)["eps"][0]["devices"][0]["imports"]
+    assert imports["status"] == "importer" and imports["handle_types"] == ["vk_memory_opaque_fd"]
+    assert imports["tensor_memory"]["memory_type"] == memory
+    assert {(c["source"], c["destination"]): c["status"] for c in imports["copies"]} == expected
+
+
+# --- the refdev lane: the importing build on the software GPU where it can -------------------
+
+from conftest import LANES  # noqa: E402
+
+
+def _quiet(monkeypatch, outputs):
+    seen = []
+
+    def run_quietly(command, **kwargs):
+        seen.append(command)
+        status = outputs[Path(command[0]).name]
+        return subprocess.CompletedProcess(command, status, "", "" if status == 0 else "softgpu exec: unshare -m refused\n")
+
+    monkeypatch.setattr(LANES, "run_quietly", run_quietly)
+    return seen
+
+
+def test_the_refdev_lane_runs_the_importing_build_on_the_software_gpu_when_it_can(monkeypatch, importing_library):
+    refdev = next(lane for lane in LANES.LANES if lane.name == "refdev")
+    seen = _quiet(monkeypatch, {"setup": 0, "exec": 0, "make": 0})
+    assert refdev.wrapper_if() == [str(ROOT / "lanes/softgpu/exec")]
+    assert ["make", "-C", "refdev", "ORT_SUITE=experimental", "BUILD=build/api27"] in seen
+    assert refdev.library_with_wrapper == "refdev/build/api27/libort_refdev_ep.so"
+    # where the namespace cannot be entered the lane runs as before, without the prefix
+    _quiet(monkeypatch, {"setup": 0, "exec": 3, "make": 0})
+    assert refdev.wrapper_if() == []
+
+
+def test_the_refdev_lane_gate_wants_the_import_family_passed_on_the_software_gpu():
+    refdev = next(lane for lane in LANES.LANES if lane.name == "refdev")
+    def report(library, outcome):
+        results = [{"contract": c, "outcome": outcome, "params": {}} for c in
+                   ("import.capability", "import.default-copy", "import.session-io", "import.rejects-bad", "import.lifetime")]
+        return {"run": {"collected": len(results)}, "results": results, "verdict": "conformant", "verdict_reasons": [],
+                "ep": {"library": library}}
+    assert refdev.gate(report("/r/refdev/build/api27/libort_refdev_ep.so", "pass"), 0) == []
+    problems = refdev.gate(report("/r/refdev/build/api27/libort_refdev_ep.so", "not_applicable"), 0)
+    assert len(problems) == 5 and "import.capability did not pass on the software GPU" in problems
+    # the API-23 build has no importer: nothing is asked of the family
+    assert refdev.gate(report("/r/refdev/build/libort_refdev_ep.so", "not_applicable"), 0) == []
+
+
+def test_a_lane_with_a_wrapper_runs_inside_it_with_the_library_it_names(monkeypatch, tmp_path):
+    monkeypatch.setattr(LANES, "REPORTS", tmp_path)
+    monkeypatch.setattr(LANES, "environment", lambda lane: Path("/venv/bin/python"))
+    commands = []
+
+    def run(command, **kwargs):
+        commands.append(command)
+        out = Path(command[command.index("--conformance-report") + 1])
+        (out / "report.json").write_text(json.dumps({"run": {"collected": 0}, "results": [], "verdict": "conformant",
+                                                     "verdict_reasons": [], "summary": {}, "findings": [], "ep": {}}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(LANES.subprocess, "run", run)
+    lane = LANES.Lane("x", "a lane", [], ["--ep-library", "refdev/build/libort_refdev_ep.so", "--ep", "refdev"],
+                      wrapper_if=lambda: ["/softgpu/exec"], library_with_wrapper="refdev/build/api27/libort_refdev_ep.so")
+    assert LANES.run_lane(lane).status == "passed"
+    assert commands[0][:2] == ["/softgpu/exec", "/venv/bin/python"]
+    assert commands[0][commands[0].index("--ep-library") + 1] == "refdev/build/api27/libort_refdev_ep.so"
+
+
+def test_the_webgpu_lane_gate_wants_the_import_family_run():
+    webgpu = next(lane for lane in LANES.LANES if lane.name == "webgpu")
+    copies = [{"contract": "copy.required-directions", "outcome": "pass", "params": {"direction": d}} for d in ("cpu>default", "default>cpu")]
+    copies += [{"contract": c, "outcome": "pass", "params": {"direction": "default>default"} if c.startswith("copy") else {}}
+               for c in ("copy.device-to-device", "update-inplace.from-numpy", "update-inplace.from-ortvalue")]
+    def report(import_outcome):
+        results = copies + ([{"contract": "import.capability", "outcome": import_outcome, "params": {}}] if import_outcome else [])
+        return {"run": {"collected": len(results)}, "results": results}
+    assert webgpu.gate(report("not_applicable"), 0) == []
+    assert webgpu.gate(report("fail"), 1) == ["import.capability did not run to pass or not_applicable: ['fail']"]
+    assert webgpu.gate(report(None), 0) == ["import.capability did not run to pass or not_applicable: no result"]
+
+
+def test_the_producer_is_the_ep_devices_own_gpu_where_it_can_be_told():
+    C = vulkan.Candidate
+    lavapipe = C(0, "llvmpipe", b"l" * 16, None, True)
+    gpus = [C(0, "gpu0", b"a" * 16, "0000:17:00.0", True), C(1, "gpu1", b"b" * 16, "0000:65:00.0", True)]
+    assert vulkan.choose(gpus, pci_bus_id="0000:65:00.0").name == "gpu1"
+    assert vulkan.choose(gpus, uuid=b"a" * 16).name == "gpu0"
+    with pytest.raises(vulkan.NoProducer, match="no Vulkan device on PCI bus 0000:b3:00.0"):
+        vulkan.choose(gpus, pci_bus_id="0000:B3:00.0")
+    # no driver says where its device is (lavapipe under the software GPU's made-up PCI id): the first
+    assert vulkan.choose([lavapipe], pci_bus_id="0000:ff:00.0").name == "llvmpipe"
+    with pytest.raises(vulkan.NoProducer, match="exports opaque fds"):
+        vulkan.choose([C(0, "old", b"o" * 16, None, False)])
+
+
+def test_the_c_path_asks_for_the_lowest_api_version_that_has_every_function_it_calls():
+    from conformance.interop import capi
+    newest = max(table[name][1] for table, names in ((slots.ORT_API, capi.CApi.SIGNATURES), (slots.ORT_INTEROP_API, capi.CApi.INTEROP_SIGNATURES))
+                 for name in names)
+    assert newest == capi.API_VERSION == 24
+    api = object.__new__(capi.CApi)
+    api._functions = {}
+    with pytest.raises(capi.Unavailable, match="InitGraphicsInteropForEpDevice appeared in 1.25"):
+        api._function("InitGraphicsInteropForEpDevice", slots.ORT_INTEROP_API, 0, {})
