@@ -37,6 +37,16 @@ class ClaimedButUnrunnable(NotRun):
         self.violation = violation
 
 
+class SilentRetry(Exception):
+    """A session run that onnxruntime retried on another EP after the EP under test failed it
+    (Python's InferenceSession falls back to the CPU EP on an EP failure): the result came from
+    elsewhere, so the run is the check's failure (`violation`), naming the EP's error."""
+
+    def __init__(self, violation: Violation):
+        super().__init__(violation.message)
+        self.violation = violation
+
+
 class CallQuarantined(BaseException):
     """A check reached an onnxruntime call that crashed or hung earlier on this EP device; the
     runner records the check as not_run. A BaseException, so that a check catching the EP's

@@ -6,7 +6,8 @@ from typing import Iterator
 
 from conformance import tensors
 from conformance.checks.registry import check
-from conformance.findings import NotApplicable, Violation
+from conformance.eps import memory_label
+from conformance.findings import NotApplicable, Violation, message_line
 
 DESTINATION_SENTINEL = 0x5A
 
@@ -34,10 +35,12 @@ def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = Fal
         ctx.copy([source], [destination], direction)
     except Exception as exc:
         if may_refuse:
-            return
+            # An allowed refusal: no bytes moved, so nothing about delivering them was shown.
+            raise NotApplicable(f"copy_tensors {direction} is refused, which this contract allows: {type(exc).__name__}: {exc}") from None
         yield Violation(f"copy_tensors {direction} failed: {exc}", expected="the copy", actual=f"{type(exc).__name__}: {exc}", memory=memory, reproducer=snippet)
         return
-    diff = tensors.compare(tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp))
+    ctx.prove("memory", {end: memory_label(facts) for end, facts in memory.items()})
+    diff = ctx.compare(tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp))
     if diff:
         yield Violation(f"copy_tensors {direction} did not deliver the source bytes: {diff.describe()}",
                         expected="byte-identical destination", actual=diff.describe(), memory=memory, reproducer=snippet)
@@ -64,7 +67,8 @@ def roundtrip(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=5)
     device_value = ctx.place(values, "default", dt)
-    diff = tensors.compare(tensors.payload(values, dt), ctx.read(device_value, "default", dt, shp))
+    ctx.prove("memory", {"default": memory_label(ctx.memory_facts("default"))})
+    diff = ctx.compare(tensors.payload(values, dt), ctx.read(device_value, "default", dt, shp))
     if diff:
         yield Violation(f"CPU → DEFAULT → CPU changed the bytes: {diff.describe()}", expected="byte-identical round trip",
                         actual=diff.describe(), memory={"default": ctx.memory_facts("default")},
@@ -87,9 +91,12 @@ def host_accessible_alias(ctx, dtype: str = "float32") -> Iterator[Violation]:
     if first_view.ctypes.data != value.data_ptr():
         yield Violation("numpy() of a HOST_ACCESSIBLE value does not alias its memory", expected=f"0x{value.data_ptr():x}",
                         actual=f"0x{first_view.ctypes.data:x}", memory=memory, reproducer=snippet)
+    else:
+        ctx.prove("numpy_aliases", True)
+    ctx.prove("memory", {"host_accessible": memory_label(memory["host_accessible"])})
     written = tensors.sample(dt, shp, seed=6)
     first_view[...] = written
-    diff = tensors.compare(tensors.payload(written, dt), tensors.payload(value.numpy(), dt))
+    diff = ctx.compare(tensors.payload(written, dt), tensors.payload(value.numpy(), dt))
     if diff:
         yield Violation(f"a write through numpy() did not reach the HOST_ACCESSIBLE value: {diff.describe()}", memory=memory, reproducer=snippet)
 
@@ -147,6 +154,7 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
     try:
         ctx.copy(src_values, dst_values, direction, note=f"bad request {request}")
     except Exception as exc:
+        ctx.prove("refused", message_line(exc)[:200])
         if not str(exc).strip():
             yield Violation(f"copy_tensors refused a bad request ({request}) without saying why", expected="an error message",
                             actual=repr(exc), reproducer=snippet)
@@ -155,6 +163,6 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
     for index, ((kind, dt, shp), value) in enumerate(zip(destinations, dst_values)):
         with ctx.precondition("reading the destination back"):
             got = ctx.read(value, kind, dt, shp)
-        if tensors.compare(tensors.payload(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), dt), got):
+        if ctx.compare(tensors.payload(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), dt), got):
             yield Violation(f"the bad request ({request}) wrote into destination {index} ({kind} memory)",
                             expected="destination unchanged", actual="bytes changed", reproducer=snippet)

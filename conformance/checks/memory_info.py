@@ -17,11 +17,21 @@ def _same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
 
 
 def _session_memory(ctx, recipe: str, dtype: str, which: str):
+    """The session's `which` values with their memory facts; the memory infos seen are the
+    evidence. A model without a node, or without such values, shows nothing of the EP: where
+    onnxruntime places a value no node of the EP touches is its own choice (not_applicable)."""
+    if not ctx.models.recipes[recipe].ops:
+        raise NotApplicable(f"model '{recipe}' has no node: the EP places none of its values, onnxruntime does")
     info = ctx.session(recipe, tensors.DTYPES[dtype], SESSION_SHAPE)
     ctx.require_nodes_on_ep(info)
     values = info.session.get_inputs() if which == "input" else info.session.get_outputs()
     infos = info.session.get_input_memory_infos() if which == "input" else info.session.get_output_memory_infos()
-    return info, [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos)]
+    seen = [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos)]
+    if not seen:
+        raise NotApplicable(f"model '{recipe}' has no session {which}")
+    for name, facts in seen:
+        ctx.prove_item("memory", f"{which} {name}", memory_label(facts))
+    return info, seen
 
 
 def _snippet(ctx, info, which: str) -> str:
@@ -87,6 +97,8 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
     except Exception as exc:
         yield Violation(f"allocating from the advertised {memory.upper()} memory info failed: {exc}", expected="an OrtValue", actual=str(exc), memory={memory: facts}, reproducer=snippet)
         return
+    ctx.prove("memory", {memory: memory_label(facts)})
+    ctx.prove("allocated_bytes", value.tensor_size_in_bytes())
     if value.data_ptr() == 0:
         yield Violation("the allocator returned a null buffer", memory={memory: facts}, reproducer=snippet)
     if memory == "host_accessible":
@@ -95,6 +107,7 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
         except Exception as exc:
             yield Violation(f"HOST_ACCESSIBLE memory is not CPU-visible: numpy() failed: {exc}", memory={memory: facts}, reproducer=snippet + "\nv.numpy()")
             return
+        ctx.prove("numpy_aliases", view.ctypes.data == value.data_ptr())
         if view.ctypes.data != value.data_ptr():
             yield Violation(
                 "numpy() of a HOST_ACCESSIBLE value is a copy, not a view of the memory",
@@ -114,12 +127,14 @@ def declaration(ctx) -> Iterator[Violation]:
     if spec is None:
         raise NotApplicable("no vendor declaration (EP spec) was given for this EP")
     hardware = ctx.facts["hardware"]
+    ctx.prove_item("compared", "hardware", hardware["type"] if spec.device_type and hardware else "not declared")
     if spec.device_type and hardware and hardware["type"] != spec.device_type:
         yield Violation("the EP device's hardware type differs from the declaration",
                         expected=spec.device_type, actual=hardware["type"], reproducer=f"{ctx.preamble()}\nprint(dev.device.type)")
     for kind, memory in (("default", spec.default_memory), ("host_accessible", spec.host_accessible)):
         declared, advertised = _declared(memory), ctx.memory_facts(kind)
         snippet = f"{ctx.preamble()}\nm = {ctx.memory_expr(kind)}\nprint(m and (m.name, m.device_vendor_id, m.device_mem_type))"
+        ctx.prove_item("compared", kind, memory_label(advertised) if advertised else "none")
         if declared is None and advertised is None:
             continue
         if declared is None or advertised is None:

@@ -24,15 +24,16 @@ class Snippets:
 
     def session_snippet(self, model_path: Path | str | None) -> str:
         """Lines that create `s`, a session of the model on the EP under test (after `preamble`),
-        made as `Sessions.create_session` makes it: its node assignment recorded, the EP's options given."""
+        made as `Sessions.create_session` makes it: its node assignment recorded, the EP's options given, no fallback."""
         target = self.under_test.target
         provider_options = target.provider_options
         lines = ["so = ort.SessionOptions()", f"so.add_session_config_entry({ASSIGNMENT_CONFIG!r}, '1')"]
         lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in target.session_config.items()]
         if self.under_test.device is not None:
-            lines += [f"so.add_provider_for_devices([dev], {provider_options!r})", f"s = ort.InferenceSession({str(model_path)!r}, so)"]
+            lines += [f"so.add_provider_for_devices([dev], {provider_options!r})", f"s = ort.InferenceSession({str(model_path)!r}, so, enable_fallback=0)"]
         else:
-            lines.append(f"s = ort.InferenceSession({str(model_path)!r}, so, providers=[({target.provider!r}, {provider_options!r}), 'CPUExecutionProvider'])")
+            lines.append(f"s = ort.InferenceSession({str(model_path)!r}, so, providers=[({target.provider!r}, {provider_options!r}), 'CPUExecutionProvider'], enable_fallback=0)")
+        lines.append("s.disable_fallback()  # no silent retry on the CPU EP: the EP's own error shows")
         return "\n".join(lines)
 
     def memory_expr(self, kind: str) -> str:
