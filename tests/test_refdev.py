@@ -33,6 +33,9 @@ FAULTS = {
     "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep", "iobinding.in-place", "copy.cpu-default-optional"}, "fail"),
     "alloc-fail": ("non_conformant", {"memory-info.allocatable"}, "fail"),
     "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
+    # Every kernel fails with ORT_EP_FAIL: the kit's sessions do not let onnxruntime rerun the
+    # model on the CPU EP, so every check that runs one fails (see test_kernel_failures_are_never_retried_elsewhere).
+    "kernel-fails": ("non_conformant", {"session.nodes-on-ep", "iobinding.in-place", "lifecycle.plugin-library"}, "fail"),
     # CopyTensors aborts or never returns: the first copy to the device and the first session
     # run (which copies its inputs there) are lost; see test_a_crashing_call_is_quarantined_alone.
     "abort": ("non_conformant", {"copy.required-directions", "session.nodes-on-ep"}, "crash"),
@@ -77,6 +80,12 @@ def test_correct_reference_ep_is_conformant(refdev_library, tmp_path):
     statuses = {(p["source"], p["destination"]): p["status"] for p in report["capabilities"][0]["pairs"]}
     assert statuses[("cpu", "default")] == statuses[("default", "cpu")] == statuses[("default", "default")] == "supported"
     assert "update-inplace.no-host-staging" in passed
+    # Each pass says what it proved: on the device, bytes compared and nodes that ran there.
+    evidence = {r["nodeid"]: r["details"]["evidence"] for r in report["results"] if r["outcome"] == "pass"}
+    assert all(evidence.values())
+    nodes = [e for n, e in evidence.items() if "session.nodes-on-ep" in n]
+    assert nodes and all(e["nodes_on_ep"] and e["runs_on_ep"] == 1 and e["bytes_compared"] > 0 for e in nodes)
+    assert any(e.get("memory", {}).get("destination", "").startswith("RefDev") for n, e in evidence.items() if "update-inplace.from-ortvalue" in n)
     # Every supported direction carries its throughput per size class (figures, not asserted speeds).
     for pair in report["capabilities"][0]["pairs"]:
         if pair["status"] == "supported":
@@ -106,6 +115,18 @@ def test_fault_mode_is_caught_by_its_contract(refdev_library, tmp_path, fault):
         # The run survived: every collected check has a result, and the lost ones are listed.
         assert len(report["results"]) == report["run"]["collected"]
         assert report["run"]["lost"] and all(l["outcome"] == outcome for l in report["run"]["lost"])
+
+
+def test_kernel_failures_are_never_retried_elsewhere(refdev_library, tmp_path):
+    """kernel-fails: each check that runs a session on the EP fails with the kernel's own error
+    (Python's InferenceSession would rerun it on the CPU EP and pass); none of them passes."""
+    report = refdev_run(refdev_library, tmp_path, "kernel-fails")
+    runs = {"session.nodes-on-ep", "iobinding.in-place", "lifecycle.plugin-library"}
+    results = [r for r in report["results"] if r["contract"] in runs and r["outcome"] not in ("not_applicable", "not_run")]
+    assert results and all(r["outcome"] == "fail" for r in results), [(r["nodeid"], r["outcome"]) for r in results]
+    assert all("fault 'kernel-fails': the kernel fails on purpose" in r["message"] for r in results), [r["message"] for r in results]
+    assert not any("Falling back" in (tmp_path / "reports" / log).read_text(errors="replace")
+                   for log in os.listdir(tmp_path / "reports") if log.endswith(".log"))
 
 
 # Checks that never make the call refdev's CopyTensors crashes or hangs in: they give real
