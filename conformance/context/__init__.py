@@ -2,10 +2,11 @@
 
 `CheckContext` is the checks' one handle on five parts, each with one job: `guard`
 (`progress.CallGuard`: the step announced, the reproducer, the risky call in flight, the calls
-quarantined), `evidence` (`evidence.Evidence`: what the check proved, as data), `memories` (`memories.Memories`: memory infos and facts, placing, copying and
-reading values), `sessions` (`sessions.Sessions`: sessions built once per worker and shared, their
-node assignment, refused sessions explained) and `snippets` (`snippets.Snippets`: reproducer
-code). They share one `DeviceUnderTest`. Checks call `ctx.place(...)`, `ctx.session(...)`; the
+quarantined), `evidence` (`evidence.Evidence`: what the check proved, as data), `memories`
+(`memories.Memories`: memory infos and facts, placing, copying and reading values), `sessions`
+(`sessions.Sessions`: sessions built once per worker and shared, their node assignment, runs
+that stay on the EP, refused sessions explained) and `snippets` (`snippets.Snippets`:
+reproducer code). They share one `DeviceUnderTest`. Checks call `ctx.place(...)`, `ctx.session(...)`; the
 context forwards each name to the part that has it.
 """
 
