@@ -195,6 +195,8 @@ def test_a_retry_on_another_ep_observed_anyway_fails_naming_the_kernels_error(ru
     assert result["outcome"] == "fail", result
     assert result["message"] == f"a run of model 'relu' failed on CPUExecutionProvider and onnxruntime retried it on CPUExecutionProvider: {KERNEL_ERROR}"
     assert "Falling back" not in capsys.readouterr().out  # the log was the kit's to read, not the worker's stdout
+    # The session that was moved to the CPU EP is not shared with later checks.
+    assert not ctx.sessions._sessions
 
 
 def test_a_retry_seen_only_in_the_providers_fails_too(runner, ctx, monkeypatch):

@@ -97,6 +97,8 @@ class Sessions:
         finally:
             retry = self._retry_seen(info, log.getvalue())
             if retry is not None:
+                # The session now runs elsewhere: later checks get one of their own, on the EP.
+                self._sessions = {key: kept for key, kept in self._sessions.items() if kept is not info}
                 raise SilentRetry(retry)
         self.evidence.tally("runs_on_ep", 1)
 
