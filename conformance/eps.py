@@ -162,8 +162,7 @@ def fallback_reason(ort, target: EpTarget) -> str | None:
     options = ort.SessionOptions()
     options.log_severity_level = 4  # the kit reports the fallback itself
     try:
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=[(target.provider, target.provider_options)],
-                                       enable_fallback=0)
+        session = ort.InferenceSession(model.SerializeToString(), options, providers=[(target.provider, target.provider_options)])
     except Exception as exc:
         return f"a session for {target.provider} could not be created: {message_line(exc)}"
     if target.provider not in session.get_providers():
