@@ -43,13 +43,18 @@ def _run(executable: str, profile: Path, *args: str) -> subprocess.CompletedProc
     return subprocess.run([executable, *flags, *args], capture_output=True, text=True, timeout=120)
 
 
-def screenshot(executable: str, page: Path, png: Path, profile: Path, size: tuple[int, int] = (1280, 1600)) -> None:
-    completed = _run(executable, profile, f"--screenshot={png}", f"--window-size={size[0]},{size[1]}", page.resolve().as_uri())
+# Chromium's switches for prefers-color-scheme: dark (the second is what newer builds read).
+DARK = ("--force-dark-mode", "--blink-settings=preferredColorScheme=0")
+
+
+def screenshot(executable: str, page: Path, png: Path, profile: Path, size: tuple[int, int] = (1280, 1600), extra: tuple[str, ...] = ()) -> None:
+    completed = _run(executable, profile, *extra, f"--screenshot={png}", f"--window-size={size[0]},{size[1]}", page.resolve().as_uri())
     assert png.exists(), completed.stderr[-2000:]
 
 
-def dump_dom(executable: str, page: Path, profile: Path) -> str:
-    completed = _run(executable, profile, "--dump-dom", page.resolve().as_uri())
+def dump_dom(executable: str, page: Path, profile: Path, size: tuple[int, int] | None = None, extra: tuple[str, ...] = ()) -> str:
+    window = (f"--window-size={size[0]},{size[1]}",) if size else ()
+    completed = _run(executable, profile, *extra, *window, "--dump-dom", page.resolve().as_uri())
     assert completed.returncode == 0 and completed.stdout, completed.stderr[-2000:]
     return completed.stdout
 
