@@ -63,14 +63,14 @@ class Element:
     def __init__(self, tag: str, attrs: dict[str, str], parent: "Element | None"):
         self.tag, self.attrs, self.parent = tag, attrs, parent
         self.children: list[Element] = []
-        self.text_parts: list[str] = []
+        self.content: list["str | Element"] = []  # text and children in document order
 
     @property
     def classes(self) -> set[str]:
         return set((self.attrs.get("class") or "").split())
 
     def text(self) -> str:
-        return "".join(self.text_parts) + "".join(child.text() for child in self.children)
+        return "".join(part if isinstance(part, str) else part.text() for part in self.content)
 
     def iter(self):
         yield self
@@ -96,6 +96,7 @@ class _TreeBuilder(HTMLParser):
     def handle_starttag(self, tag, attrs):
         element = Element(tag, {k: v or "" for k, v in attrs}, self.current)
         self.current.children.append(element)
+        self.current.content.append(element)
         if tag not in VOID:
             self.current = element
 
@@ -107,7 +108,7 @@ class _TreeBuilder(HTMLParser):
             self.current = node.parent
 
     def handle_data(self, data):
-        self.current.text_parts.append(data)
+        self.current.content.append(data)
 
 
 def parse_dom(text: str) -> Element:

@@ -18,13 +18,14 @@ CSS = """
 :root { color-scheme: light dark; --fg: #1b1f23; --bg: #fff; --muted: #57606a; --line: #d0d7de; --th: #f3f4f6; --pre: #f6f8fa;
   --green: #1a7f37; --red: #cf222e; --amber: #9a6700; --purple: #8250df; --link: #0969da;
   --cap-supported: #aceebb; --cap-broken: #ff8182; --cap-required_but_missing: #ffb3b8; --cap-not_required: #eaeef2;
-  --cap-unverified: #ddf4ff; --cap-unsupported: #fff1b8; --failure-bg: #fff8f8; --finding-bg: #fbf8ff; --unverified-bg: #fff8c5; }
+  --cap-unverified: #ddf4ff; --cap-unsupported: #fff1b8; --failure-bg: #fff8f8; --finding-bg: #fbf8ff; --unverified-bg: #fff8c5;
+  --verdict-conformant: #1a7f37; --verdict-non_conformant: #cf222e; --verdict-incomplete: #9a6700; }
 @media (prefers-color-scheme: dark) {
   :root { --fg: #e6edf3; --bg: #0d1117; --muted: #9198a1; --line: #3d444d; --th: #161b22; --pre: #161b22;
     --green: #3fb950; --red: #f85149; --amber: #d29922; --purple: #bc8cff; --link: #4493f8;
     --cap-supported: #1f4f2c; --cap-broken: #8e1519; --cap-required_but_missing: #6e2a30; --cap-not_required: #262c36;
-    --cap-unverified: #12385e; --cap-unsupported: #4b3b0a; --failure-bg: #25171c; --finding-bg: #1f1a2e; --unverified-bg: #3b2e05; }
-  .verdict-conformant { background: #238636; } .verdict-non_conformant { background: #da3633; } .verdict-incomplete { background: #9e6a03; }
+    --cap-unverified: #12385e; --cap-unsupported: #4b3b0a; --failure-bg: #25171c; --finding-bg: #1f1a2e; --unverified-bg: #3b2e05;
+    --verdict-conformant: #238636; --verdict-non_conformant: #da3633; --verdict-incomplete: #9e6a03; }
 }
 body { font: 14px/1.45 system-ui, sans-serif; margin: 0 auto 3em; padding: 0 2em; max-width: 1400px; color: var(--fg); background: var(--bg); }
 a { color: var(--link); }
@@ -34,7 +35,8 @@ table { border-collapse: collapse; margin: .5em 0 1em; } th, td { border: 1px so
 th { background: var(--th); } code, pre { font: 12px/1.4 ui-monospace, monospace; }
 pre { background: var(--pre); border: 1px solid var(--line); padding: 8px; overflow-x: auto; white-space: pre-wrap; }
 .verdict { font-size: 1.5em; font-weight: bold; padding: .4em .8em; border-radius: 6px; display: inline-block; color: #fff; }
-.verdict-conformant { background: #1a7f37; } .verdict-non_conformant { background: #cf222e; } .verdict-incomplete { background: #9a6700; }
+.verdict-conformant { background: var(--verdict-conformant); } .verdict-non_conformant { background: var(--verdict-non_conformant); }
+.verdict-incomplete { background: var(--verdict-incomplete); }
 .strict { font-weight: bold; color: var(--purple); }
 .cap-supported { background: var(--cap-supported); } .cap-broken { background: var(--cap-broken); }
 .cap-required_but_missing { background: var(--cap-required_but_missing); } .cap-not_required { background: var(--cap-not_required); }
@@ -79,7 +81,11 @@ SCRIPT = """
   if (!box) return;
   box.hidden = false;
   var rows = Array.prototype.slice.call(document.querySelectorAll('tr.result'));
-  var texts = rows.map(function (r) { return r.textContent.toLowerCase(); });
+  // a row is found by its contract's id too, which its entry's summary holds
+  var texts = rows.map(function (r) {
+    var name = r.closest('details').querySelector('summary code');
+    return ((name ? name.textContent + ' ' : '') + r.textContent).toLowerCase();
+  });
   var contracts = Array.prototype.slice.call(document.querySelectorAll('details.contract'));
   var families = Array.prototype.slice.call(document.querySelectorAll('.family'));
   function apply() {
