@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from conformance.claims import unverified_count
 from conformance.eps import memory_label
 import conformance.report.throughput as throughput
-from conformance.report import page
+import conformance.report.page as page
 from conformance.report.common import (anchor, case_anchor, contract_anchor, device_line, failure_anchor, imports_lines, params_label, reason_contract,
                                        tally, unlisted_note)
 from conformance.outcomes import BROKEN
