@@ -119,3 +119,14 @@ def test_a_broken_pair_fails_the_probe_by_default(refdev_library):
     assert completed.returncode == 1, completed.stdout + completed.stderr
     assert "broken" in completed.stdout and "pairs that are broken" in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+def test_the_readmes_application_example_runs_against_the_cpu_ep(capsys):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### The copy-capability matrix in an application", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert 'conformance.probe("cuda", throughput=False)' in code
+    exec(compile(code.replace('"cuda"', '"cpu"'), "README.md", "exec"), {})
+    assert "cpu cpu -> cpu not_required no copy needed" in capsys.readouterr().out
