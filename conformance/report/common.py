@@ -5,6 +5,7 @@ report) and the renderers (markdown, html) both import it, and it imports neithe
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from conformance.eps import memory_label
@@ -71,12 +72,12 @@ def imports_lines(imports: dict[str, Any] | None) -> list[str]:
 
 # --- anchors: report.html's ids, which summary.md links into -----------------------------------
 
-_ANCHOR_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+_NOT_IN_AN_ANCHOR = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def anchor(text: str) -> str:
     """`text` as an id that a URL fragment carries unescaped: other characters become '_'."""
-    return "".join(c if c in _ANCHOR_SAFE else "_" for c in text)
+    return _NOT_IN_AN_ANCHOR.sub("_", text)
 
 
 def contract_anchor(contract_id: str) -> str:

@@ -387,7 +387,8 @@ def _contract_results(contract_id: str, cases: list[dict[str, Any]]) -> list[str
            f"<summary><code>{_e(contract_id)}</code>: {_split_counts(cases)}</summary>{detail}",
            '<div class="scroll"><table><thead><tr>' + "".join(f"<th>{h}</th>" for h in ("case", "outcome", "severity", "subject", "message", "spec"))
            + "</tr></thead><tbody>"]
-    out += [f'<tr class="result is-{_e(r["outcome"])}" id="{case_anchor(r)}"><td><a href="#{case_anchor(r)}">{_e(r["device"])}-{_e(params_label(r["params"]))}</a></td>'
-            f'<td class="out-{_e(r["outcome"])}">{_e(r["outcome"])}</td><td>{_e(r["severity"])}</td><td>{_e(r["subject"])}</td>'
-            f"<td>{_e(r['message'][:300])}</td><td><code>{_e(r['spec'])}</code></td></tr>" for r in cases]
+    out += [f'<tr class="result is-{outcome}" id="{name}"><td><a href="#{name}">{_e(r["device"])}-{_e(params_label(r["params"]))}</a></td>'
+            f'<td class="out-{outcome}">{outcome}</td><td>{_e(r["severity"])}</td><td>{_e(r["subject"])}</td>'
+            f"<td>{_e(r['message'][:300])}</td><td><code>{_e(r['spec'])}</code></td></tr>"
+            for r in cases for name, outcome in [(case_anchor(r), _e(r["outcome"]))]]
     return out + ["</tbody></table></div></details>"]
