@@ -3,8 +3,9 @@ and `ort-conformance probe`.
 
 The matrix itself is computed inside a worker (conformance.capabilities); this module, in the
 caller's process, starts a worker per EP, asks it for every device's matrix, and records a
-device whose worker was lost instead of failing the whole probe. The caller's process never
-imports onnxruntime: the EPs present are listed by a child process too.
+device whose worker was lost instead of failing the whole probe; it returns the typed
+conformance.matrix.CapabilityMatrix. The caller's process never imports onnxruntime (the EPs
+present are listed by a child process too), nor pytest, onnx or jsonschema.
 """
 
 from __future__ import annotations
