@@ -370,3 +370,12 @@ def test_the_page_fits_the_screen_in_light_and_dark_in_chromium(browser, faulty_
     pixels = headless.read_png(png)[:, :width]
     assert headless.colour_share(pixels, "#0d1117" if scheme == "dark" else "#ffffff") > 0.5
     assert headless.colour_share(pixels, "#cf222e" if scheme == "light" else "#da3633") > 0.0005, "the verdict's colour is drawn"
+
+
+def test_report_md_counts_the_eps_results_apart_from_onnxruntimes(cpu_reports):
+    data = json.loads((cpu_reports / "report.json").read_text(encoding="utf-8"))
+    lines = (cpu_reports / "report.md").read_text(encoding="utf-8").splitlines()
+    (ep_line,) = [line for line in lines if line.startswith("Results of the EP: ")]
+    (runtime_line,) = [line for line in lines if line.startswith("onnxruntime's own contracts")]
+    assert "fail" not in ep_line and "crash" not in ep_line
+    assert f"{sum(r['outcome'] == 'fail' for r in data['findings'])} fail" in runtime_line
