@@ -12,6 +12,7 @@ results give. It checks consistency, not authorship: the bundle is not signed.
 
 from __future__ import annotations
 
+import calendar
 import gzip
 import hashlib
 import io
@@ -117,7 +118,9 @@ def manifest(report: dict[str, Any], files: dict[str, bytes], vendor: str | None
     ep = report["ep"]
     return {
         "schema": SCHEMA,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # The run's start, not the clock when the bundle was made: one report folder bundles to
+        # the same bytes each time (a verifier or a vendor comparing two submissions hashes them).
+        "created": report["run"].get("started"),
         "vendor": vendor,
         "ep": {"name": ep.get("name"), "version": ep.get("version"), "library": ep.get("library"), "library_sha256": ep.get("library_sha256")},
         "onnxruntime": report["onnxruntime"],
@@ -143,17 +146,37 @@ def write(report_dir: Path, output: Path | None = None, *, junit_file: Path | No
     files[MANIFEST] = (json.dumps(data, indent=2) + "\n").encode()
     if output.is_dir():
         raise BundleError(output, "is a folder: give the archive's file name")
-    archive_bytes = io.BytesIO()  # a bundle is megabytes at most: made in memory, then written whole
-    with tarfile.open(fileobj=archive_bytes, mode="w:gz") as archive:
-        for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
-            archive.addfile(info, io.BytesIO(files[name]))
     try:
-        safe_io.write_file(output.parent, output.name, archive_bytes.getvalue())
+        safe_io.write_file(output.parent, output.name, archive(files, _epoch(report)))
     except safe_io.UnsafeFile as exc:
         raise BundleError(output, f"cannot be written: {exc}") from None
     return output, data
+
+
+def archive(files: dict[str, bytes], mtime: int) -> bytes:
+    """The .tar.gz of `files`, the same bytes for the same files: the manifest first, then
+    the rest sorted by name; every member dated `mtime`, owned by 0:0 with no owner names,
+    mode 0644; the gzip header dated `mtime` too and naming no file (tarfile's "w:gz" would
+    write the clock and the output's name there). Made in memory: a bundle is megabytes at most."""
+    raw = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime, compresslevel=9) as compressed:
+        with tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = len(files[name]), mtime, 0o644
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                tar.addfile(info, io.BytesIO(files[name]))
+    return raw.getvalue()
+
+
+def _epoch(report: dict[str, Any]) -> int:
+    """The run's start in seconds since 1970 (report.json's run.started), the date of every
+    member; 0 when the report does not say."""
+    try:
+        return calendar.timegm(time.strptime(report["run"]["started"], "%Y-%m-%dT%H:%M:%SZ"))
+    except (KeyError, TypeError, ValueError):
+        return 0
 
 
 # --- verify ----------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ def conformance_run(folder: Path, *args: str, env: dict[str, str | None] | None 
     """`pytest ARGS` in a process of its own, started in `folder`, its reports and junit.xml in
     `folder/reports`. `env`: variables to set, or with None to remove, for that process."""
     environ = dict(os.environ)
+    environ.pop("GITHUB_STEP_SUMMARY", None)  # the kit's own test runs stay off a CI job's summary page
     for name, value in (env or {}).items():
         if value is None:
             environ.pop(name, None)

@@ -179,8 +179,8 @@ def test_probe_library_call_returns_the_matrix_even_after_its_module_is_imported
     import conformance.capabilities  # noqa: F401  (a submodule must not shadow the library call)
 
     matrix = conformance.probe("cpu", timeout=60)
-    (device,) = matrix["eps"][0]["devices"]
-    assert [(p["source"], p["destination"], p["status"]) for p in device["pairs"]] == [("cpu", "cpu", "not_required")]
+    (device,) = matrix.devices
+    assert [(p.source, p.destination, p.status) for p in device.pairs] == [("cpu", "cpu", "not_required")]
 
 
 # --- bad input: one clear message naming the file, a non-zero exit, never a traceback ----------

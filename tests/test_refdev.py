@@ -174,7 +174,7 @@ def test_copy_matrix_reports_what_the_fault_broke(refdev_library, monkeypatch, f
 
     monkeypatch.setenv("ORT_REFDEV_FAULT", fault)
     matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
-    statuses = {(p["source"], p["destination"]): p["status"] for p in matrix["eps"][0]["devices"][0]["pairs"]}
+    statuses = {(p.source, p.destination): p.status for p in matrix.devices[0].pairs}
     for pair, status in MATRIX[fault].items():
         assert statuses[pair] == status, statuses
 
@@ -217,13 +217,14 @@ def test_copy_matrix_includes_the_other_devices_present(refdev_library, monkeypa
 
     monkeypatch.setenv("ORT_REFDEV_DEVICES", "2")
     matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
-    first, second = matrix["eps"][0]["devices"]
+    first, second = matrix.devices
     other = "RefDevExecutionProvider:RefDev:1"
-    assert first["memories"][other]["device_id"] == 1 and first["memories"]["default"]["device_id"] == 0
-    statuses = {(p["source"], p["destination"]): p["status"] for p in first["pairs"]}
+    assert first.memories[other]["device_id"] == 1 and first.memories["default"]["device_id"] == 0
+    statuses = {(p.source, p.destination): p.status for p in first.pairs}
     assert statuses[("default", other)] == statuses[(other, "default")] == statuses[("cpu", other)] == "supported"
-    assert len(first["pairs"]) == 3 * 3  # cpu, default, the other device
-    assert "RefDevExecutionProvider:RefDev:0" in second["memories"]
+    assert first.supports("default", other) and matrix.supports("cpu", other, device=first.label)
+    assert len(first.pairs) == 3 * 3  # cpu, default, the other device
+    assert "RefDevExecutionProvider:RefDev:0" in second.memories
 
 
 def test_ep_without_a_spec_is_checked_against_what_it_advertises(refdev_library, tmp_path):

@@ -141,12 +141,14 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def write_all(data: dict[str, Any], directory: Path) -> list[Path]:
-    from conformance.report import html, markdown
+    from conformance.report import html, markdown, summary
 
     json_path, md_path, html_path = directory / "report.json", directory / "report.md", directory / "report.html"
     atomic_write(json_path, json_text(data))
     atomic_write(md_path, markdown.render(data))
     atomic_write(html_path, html.render(data))
+    atomic_write(directory / "summary.md", text := summary.render(data))  # a CI job's summary, linking into report.html
+    summary.append_step_summary(text)  # and on GitHub Actions' job page when $GITHUB_STEP_SUMMARY is set
     return [json_path, md_path, html_path]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from conformance.claims import unverified_count
 from conformance.outcomes import BROKEN
 import conformance.report.throughput as throughput
-from conformance.report.common import device_line, imports_lines, params_label, unlisted_note
+from conformance.report.common import device_line, imports_lines, params_label, tally, unlisted_note
 
 
 def cell(text: Any) -> str:
@@ -30,8 +30,13 @@ def render(data: dict[str, Any]) -> str:
         out.append(f"- EP {entry['name']} (version {entry['version'] or 'unknown'}; {declared}{library})")
     for device in data["devices"]:
         out.append(f"- device `{device['label']}`: {device_line(device)}")
-    summary = ", ".join(f"{count} {name}" for name, count in data["summary"].items() if count)
-    out += ["", f"Results: {summary or 'none'}.", ""]
+    ep_counts, runtime_counts = tally(data["results"])
+    summary = ", ".join(f"{count} {name}" for name, count in ep_counts.items() if count)
+    out += ["", f"Results of the EP: {summary or 'none'}."]
+    if runtime_counts:
+        out.append("onnxruntime's own contracts (subject `runtime`; their failures are findings against onnxruntime and do not decide the verdict): "
+                   + ", ".join(f"{count} {name}" for name, count in runtime_counts.items() if count) + ".")
+    out.append("")
 
     results = data["results"]
     failures = [r for r in results if r["outcome"] in BROKEN and r["subject"] == "ep"]
