@@ -85,7 +85,7 @@ def counts(results: Iterable[Result]) -> dict[str, int]:
     return summary
 
 
-def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = False) -> tuple[Verdict, list[str]]:
+def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = False, subset: str = "") -> tuple[Verdict, list[str]]:
     """The verdict and the reasons for it.
 
     Only required, EP-subject contracts decide: a runtime-subject failure is a finding against
@@ -98,7 +98,12 @@ def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = 
     In a strict (certification) run nothing required may be left unshown: whatever would make
     the run `incomplete`, a required contract that could not run on one of the EP devices, and
     every case marked `details["strict"]` by the plugin (a required contract the vendor declared
-    not applicable), make it `non_conformant`."""
+    not applicable), make it `non_conformant`.
+
+    `subset` names the part of the catalogue that ran when it was not all of it (see
+    conformance.selection). A strict subset is never a certification: it is `incomplete`, unless
+    it showed a failure or a self-exemption, which no larger run would undo. A subset outside a
+    strict run is decided as usual; the reports label it partial."""
     deciding = [r for r in results if r.severity == "required" and r.subject == "ep"]
     broken = sorted({r.contract for r in deciding if r.outcome in BROKEN})
     if broken:
@@ -124,8 +129,10 @@ def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = 
             reasons.insert(0, f"no check could run: {causes.pop()}")
     if strict:
         reasons += _unshown_on_a_device(deciding, set(missing))
-        reasons += sorted({f"{r.contract}: {r.details['strict']}" for r in results if r.details.get("strict")})
-        reasons = [f"strict run: {reason}" for reason in dict.fromkeys(reasons)]
+        exempted = sorted({f"{r.contract}: {r.details['strict']}" for r in results if r.details.get("strict")})
+        reasons = [f"strict run: {reason}" for reason in dict.fromkeys(reasons + exempted)]
+        if subset and not exempted:
+            return Verdict.INCOMPLETE, [f"strict run: a subset of the catalogue cannot certify: {subset}", *reasons]
         if reasons:
             return Verdict.NON_CONFORMANT, reasons
     if reasons:

@@ -67,3 +67,10 @@ def imports_lines(imports: dict[str, Any] | None) -> list[str]:
         out.append(imports["reason"])
     out += [f"- {c['source']} -> {c['destination']}: {c['status']} ({c['detail']})" for c in imports.get("copies", [])]
     return out
+
+
+def partial_run(data: dict[str, Any]) -> str:
+    """What a run that did not run the whole catalogue ran ('61 of 521 checks ran (-k ...)'),
+    or '' for a whole run (or a report from before report.json recorded its selection)."""
+    selection = data.get("selection")
+    return selection["text"] if selection and not selection.get("complete", True) else ""

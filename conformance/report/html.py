@@ -15,7 +15,7 @@ from typing import Any, Iterable
 from conformance.claims import unverified_count
 from conformance.eps import memory_label
 import conformance.report.throughput as throughput
-from conformance.report.common import device_line, imports_lines, params_label, unlisted_note
+from conformance.report.common import device_line, imports_lines, params_label, partial_run, unlisted_note
 from conformance.outcomes import BROKEN
 
 STATUS_LEGEND = {
@@ -98,6 +98,8 @@ def _verdict(data: dict[str, Any]) -> list[str]:
     out = [f'<p id="verdict"><span class="verdict verdict-{_e(verdict)}">Verdict: {_e(verdict)}</span></p>']
     if data.get("strict"):
         out.append('<p class="strict" id="strict">Strict run (certification mode): a required contract that could not run fails the run.</p>')
+    if partial_run(data):
+        out.append(f'<p class="strict" id="partial">Partial run: {_e(partial_run(data))}; not a verdict on the whole catalogue.</p>')
     if data["verdict_reasons"]:
         out.append("<ul>" + "".join(f"<li>{_e(r)}</li>" for r in data["verdict_reasons"]) + "</ul>")
     summary = ", ".join(f'<span class="out-{_e(name)}">{count} {_e(name)}</span>' for name, count in data["summary"].items() if count)

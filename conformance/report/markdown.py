@@ -7,7 +7,7 @@ from typing import Any
 from conformance.claims import unverified_count
 from conformance.outcomes import BROKEN
 import conformance.report.throughput as throughput
-from conformance.report.common import device_line, imports_lines, params_label, unlisted_note
+from conformance.report.common import device_line, imports_lines, params_label, partial_run, unlisted_note
 
 
 def cell(text: Any) -> str:
@@ -21,6 +21,8 @@ def render(data: dict[str, Any]) -> str:
     out.append(f"**Verdict: {data['verdict']}**" + ("" if not data["verdict_reasons"] else " — " + "; ".join(data["verdict_reasons"])))
     if data.get("strict"):
         out += ["", "Strict run (certification mode): a required contract that could not run fails the run."]
+    if partial_run(data):
+        out += ["", f"**Partial run**: {partial_run(data)}; not a verdict on the whole catalogue."]
     out.append("")
     out.append(f"- kit {data['kit_version']}, spec digest `{data['spec_digest'][:16]}`")
     out.append(f"- onnxruntime {ort.get('version')} ({ort.get('package')}), {ort.get('build', '').strip()}")
