@@ -23,7 +23,7 @@ from conformance.outcomes import Outcome, Result
 
 def violation(result: Result, contract: Contract, spec: EpSpec | None) -> str:
     """Why this result fails a strict run, or '' when it does not."""
-    if contract.severity != "required" or result.subject != "ep":
+    if contract.severity != "required" or not result.against_ep:
         return ""
     if result.outcome is Outcome.NOT_APPLICABLE and spec is not None and contract.id in spec.not_applicable:
         return f"a required contract was declared not applicable by the EP spec ({spec.location})"

@@ -16,7 +16,7 @@ from conformance.claims import unverified_count
 from conformance.eps import memory_label
 import conformance.report.throughput as throughput
 from conformance.report.common import device_line, imports_lines, params_label, partial_run, unlisted_note
-from conformance.outcomes import BROKEN
+from conformance.outcomes import AGAINST_EP, BROKEN
 
 STATUS_LEGEND = {
     "supported": "the bytes arrived intact",
@@ -235,7 +235,7 @@ CASES_IN_FULL = 3
 
 
 def _failures(data: dict[str, Any]) -> list[str]:
-    failures = [r for r in data["results"] if r["outcome"] in BROKEN and r["subject"] == "ep"]
+    failures = [r for r in data["results"] if r["outcome"] in BROKEN and r["subject"] in AGAINST_EP]
     out = ['<h2 id="failures">Failures of the EP</h2>']
     if not failures:
         return out + ["<p>None.</p>"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.claims import unverified_count
-from conformance.outcomes import BROKEN
+from conformance.outcomes import AGAINST_EP, BROKEN
 import conformance.report.throughput as throughput
 from conformance.report.common import device_line, imports_lines, params_label, partial_run, unlisted_note
 
@@ -36,7 +36,7 @@ def render(data: dict[str, Any]) -> str:
     out += ["", f"Results: {summary or 'none'}.", ""]
 
     results = data["results"]
-    failures = [r for r in results if r["outcome"] in BROKEN and r["subject"] == "ep"]
+    failures = [r for r in results if r["outcome"] in BROKEN and r["subject"] in AGAINST_EP]
     out += ["## Failures of the EP", ""]
     out += [_detail(r) for r in failures] or ["None.", ""]
     out += ["## Findings against onnxruntime", "", "Broken `runtime`-subject contracts: defects of onnxruntime itself; they do not make the EP non-conformant.", ""]
