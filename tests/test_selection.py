@@ -141,3 +141,26 @@ def test_collect_only_names_the_items_a_run_has(tmp_path):
     ids = {line for line in listed.stdout.splitlines() if "::" in line}
     report = json.loads((Path(conformance_run(tmp_path, "--ep=cpu").reports) / "report.json").read_text())
     assert len(ids) == len(report["results"]) == report["selection"]["catalogue"]
+
+
+FAKED = """\
+from conformance.scheduler import Scheduler
+from conformance.outcomes import Outcome
+
+
+def run_case(self, item):
+    if item.contract.id == "session.nodes-on-ep":
+        {action}
+    return Outcome.PASS, "", {{}}, 0.0
+
+
+Scheduler.run_case = run_case
+"""
+
+
+def test_an_interrupted_strict_run_is_a_subset(tmp_path):
+    (tmp_path / "conftest.py").write_text(FAKED.format(action="raise KeyboardInterrupt"))
+    run = conformance_run(tmp_path, "--ep=cpu", "--conformance-isolation=none", "--conformance-strict")
+    selection = run.report["selection"]
+    assert run.report["verdict"] == "incomplete" and run.exit_code != 0
+    assert not selection["complete"] and "stopped early: interrupted" in selection["how"], selection
