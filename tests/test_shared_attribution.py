@@ -52,6 +52,12 @@ class AcceptingContext(SimpleNamespace):
     def attempt(self, step, snippet):
         self.step = step
 
+    def prove(self, what, value):
+        pass
+
+    def compare(self, expected, got):
+        return tensors.compare(expected, got)
+
 
 @pytest.mark.parametrize("request_, cpu_default, subject", [
     ("size-mismatch", False, "both"),
@@ -71,9 +77,12 @@ def test_the_runner_gives_a_result_the_subject_its_violations_share():
         yield Violation("accepted", subject="both")
         yield Violation("wrote")
 
-    outcome, _, details = runner._run(check, SimpleNamespace(step="", reproducer=""), {})
+    def context():
+        return SimpleNamespace(step="", reproducer="", evidence=SimpleNamespace(recorded={}))
+
+    outcome, _, details = runner._run(check, context(), {})
     assert outcome.value == "fail" and details["subject"] == "both"
-    assert "subject" not in runner._run(lambda ctx: iter([Violation("x")]), SimpleNamespace(step="", reproducer=""), {})[2]
+    assert "subject" not in runner._run(lambda ctx: iter([Violation("x")]), context(), {})[2]
 
 
 CONFTEST = """\
