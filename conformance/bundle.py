@@ -101,7 +101,19 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
                 files[name] = safe_io.read_regular(path, MAX_MEMBER_BYTES, what="bundle member")
         except safe_io.UnsafeFile as exc:
             raise BundleError(path, exc.message) from None
-    return files
+    return _intact_models(files)
+
+
+def _intact_models(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The files without a model whose bytes are not the model its name says (garbage or another
+    model planted in the models folder): the run rebuilt its own, and a bundle holds only those."""
+    from conformance.models import ModelName
+
+    def intact(name: str, data: bytes) -> bool:
+        model = ModelName.parse(name.removeprefix("models/"))
+        return model is not None and model.holds(data)
+
+    return {name: data for name, data in files.items() if not name.startswith("models/") or intact(name, data)}
 
 
 def _report(files: dict[str, bytes], report_dir: Path) -> dict[str, Any]:
@@ -274,6 +286,7 @@ def verify(bundle: Path, files: dict[str, bytes], *, required_contracts: set[str
     if malformed:
         return problems + malformed
     problems += _versions(data, report)
+    problems += _models(files)
     problems += _results(report, required_contracts or set())
     if "junit.xml" in files:
         problems += _junit(files["junit.xml"], report)
@@ -314,6 +327,16 @@ def _hashes(files: dict[str, bytes], data: dict[str, Any]) -> list[Problem]:
     return problems
 
 
+def _models(files: dict[str, bytes]) -> list[Problem]:
+    """Each bundled model against its name and, where this kit has the recipe it was made from,
+    against that recipe (rebuilt: a few milliseconds a model)."""
+    from conformance import models
+
+    recipes = models.load_recipes()
+    found = ((name, models.recipe_mismatch(name.removeprefix("models/"), data, recipes)) for name, data in sorted(files.items()) if name.startswith("models/"))
+    return [Problem(name, why) for name, why in found if why]
+
+
 def _versions(data: dict[str, Any], report: dict[str, Any]) -> list[Problem]:
     pairs = {
         "kit_version": (data.get("kit_version"), report.get("kit_version")),
@@ -352,7 +375,9 @@ def _results(report: dict[str, Any], required_contracts: set[str]) -> list[Probl
     if collected is not None and collected != len(results):
         problems.append(Problem("report.json", f"{collected} checks were collected but {len(results)} results are listed"))
     run = report.get("run", {})
-    decided, _ = verdict(results, interrupted=bool(run.get("interrupted")) or (collected or 0) > len(results), strict=bool(report.get("strict")))
+    selection = report.get("selection") or {}
+    subset = selection.get("text", "") if not selection.get("complete", True) else ""
+    decided, _ = verdict(results, interrupted=bool(run.get("interrupted")) or (collected or 0) > len(results), strict=bool(report.get("strict")), subset=subset)
     if decided.value != report["verdict"]:
         problems.append(Problem("report.json", f"verdict {report['verdict']!r}, but the results give {decided.value!r}"))
     return problems

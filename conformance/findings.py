@@ -11,11 +11,15 @@ from typing import Any
 
 @dataclass
 class Violation:
+    """`subject`: whose defect this violation is, where it is not the contract's own subject:
+    "both" when onnxruntime passed a bad request through unchecked and the EP accepted it."""
+
     message: str
     expected: str = ""
     actual: str = ""
     memory: dict[str, Any] = field(default_factory=dict)
     reproducer: str = ""
+    subject: str = ""
 
 
 class NotApplicable(Exception):

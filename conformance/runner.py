@@ -132,6 +132,8 @@ class Runner:
                 # A pass states what it proved; one that recorded nothing may have run nothing.
                 return Outcome.ERROR, NO_EVIDENCE, {}
             return Outcome.PASS, "", {"evidence": evidence}
+        if any(v.subject == "both" for v in violations):
+            details["subject"] = "both"  # onnxruntime passed it through and the EP accepted it: counted against both
         message = violations[0].message + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
         return Outcome.FAIL, message, {**details, "violations": [asdict(v) for v in violations], **({"evidence": evidence} if evidence else {})}
 

@@ -777,7 +777,8 @@ class PlanRecorder:
 
 def test_isolated_contracts_run_last_in_the_main_worker_after_the_probe(pytester):
     recorder = PlanRecorder()
-    pytester.inline_run(*BASE, "--ep=cpu", "--collect-only", "--conformance-report", str(pytester.path / "reports"), plugins=[recorder])
+    # A run, not --collect-only, which plans nothing: it starts no worker.
+    pytester.inline_run(*BASE, "--ep=cpu", "--conformance-report", str(pytester.path / "reports"), plugins=[recorder])
     (plan,) = recorder.plans.values()  # one worker: no worker of their own for the isolated contracts
     isolated = [i for i, id_ in enumerate(plan) if id_.split("::")[-1].split("[")[0] in ISOLATED_CONTRACTS]
     assert "main" in recorder.plans and len(isolated) > 10

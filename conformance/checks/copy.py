@@ -115,6 +115,13 @@ BAD_REQUESTS = {
     "unequal-lists": {"sources": [("src", _F32, (2, 3)), ("src", _F32, (2, 3))], "destinations": [("dst", _F32, (2, 3))]},
     "empty-lists": {"sources": [], "destinations": []},
 }
+# The bad requests onnxruntime hands to the EP's data transfer unchecked and the EP must refuse
+# all the same: each pair of a list of equal lengths and one memory info per side goes to the
+# EP's CopyTensors as it is, and a pair of unequal sizes makes the copy read or write past a
+# buffer of the EP's memory. Where the EP accepts one (WebGPU copies a 7-float source into a
+# 6-float destination), the defect is both onnxruntime's and the EP's (subject "both"). An
+# element type of the same size is onnxruntime's alone to check: a data transfer copies bytes.
+PASSED_THROUGH = ("size-mismatch",)
 
 
 def _ends(spec: list[tuple[str, str, tuple[int, ...]]], source_kind: str, destination_kind: str):
@@ -148,6 +155,8 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
     with ctx.precondition(f"placing valid values for {direction}"):
         src_values = [ctx.place(tensors.sample(dt, shp, seed=8), kind, dt) for kind, dt, shp in sources]
         dst_values = [ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), kind, dt) for kind, dt, shp in destinations]
+    # Only the EP's own copies are its to refuse: a CPU-to-CPU copy is onnxruntime's.
+    shared = "both" if request in PASSED_THROUGH and not (ctx.is_cpu_memory(source_kind) and ctx.is_cpu_memory(destination_kind)) else ""
     snippet = (f"{ctx.preamble()}\n# {request}: sources {_describe(sources)}, destinations {_describe(destinations)}\n"
                "ort.copy_tensors(srcs, dsts, None)  # expected: an error")
     ctx.attempt(f"copy_tensors with a bad request ({request})", snippet)
@@ -159,10 +168,11 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
             yield Violation(f"copy_tensors refused a bad request ({request}) without saying why", expected="an error message",
                             actual=repr(exc), reproducer=snippet)
     else:
-        yield Violation(f"copy_tensors accepted a bad request ({request})", expected="a clear error", actual="accepted", reproducer=snippet)
+        yield Violation(f"copy_tensors accepted a bad request ({request})", expected="a clear error", actual="accepted", reproducer=snippet,
+                        subject=shared)
     for index, ((kind, dt, shp), value) in enumerate(zip(destinations, dst_values)):
         with ctx.precondition("reading the destination back"):
             got = ctx.read(value, kind, dt, shp)
         if ctx.compare(tensors.payload(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), dt), got):
             yield Violation(f"the bad request ({request}) wrote into destination {index} ({kind} memory)",
-                            expected="destination unchanged", actual="bytes changed", reproducer=snippet)
+                            expected="destination unchanged", actual="bytes changed", reproducer=snippet, subject=shared)

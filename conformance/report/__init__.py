@@ -31,7 +31,9 @@ def build(record: RunRecord) -> dict[str, Any]:
     results = list(record.results)
     strict = record.strict
     interrupted = record.interrupted
-    decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict)
+    selection = record.selection
+    subset = selection["text"] if selection and not selection["complete"] else ""
+    decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict, subset=subset)
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
     first = record.eps[0].facts if record.eps else {}
     eps = [_ep(ep.facts, ep.spec) for ep in record.eps]
@@ -52,6 +54,7 @@ def build(record: RunRecord) -> dict[str, Any]:
         "contracts": {c.id: _contract(c) for c in record.contracts},
         "waivers": waiver_rules.summary(results),
         "strict": strict,
+        "selection": selection,
         "run": {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.started)),
             "duration_s": round(record.finished - record.started, 3),

@@ -111,3 +111,10 @@ def tally(results: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]
         counts = runtime if result["subject"] == "runtime" else ep
         counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
     return ep, runtime
+
+
+def partial_run(data: dict[str, Any]) -> str:
+    """What a run that did not run the whole catalogue ran ('61 of 521 checks ran (-k ...)'),
+    or '' for a whole run (or a report from before report.json recorded its selection)."""
+    selection = data.get("selection")
+    return selection["text"] if selection and not selection.get("complete", True) else ""

@@ -27,9 +27,9 @@ from conformance.claims import unverified_count
 from conformance.eps import memory_label
 import conformance.report.throughput as throughput
 import conformance.report.page as page
-from conformance.report.common import (anchor, case_anchor, contract_anchor, device_line, failure_anchor, imports_lines, params_label, reason_contract,
-                                       tally, unlisted_note)
-from conformance.outcomes import BROKEN
+from conformance.report.common import (anchor, case_anchor, contract_anchor, device_line, failure_anchor, imports_lines, params_label, partial_run,
+                                       reason_contract, tally, unlisted_note)
+from conformance.outcomes import AGAINST_EP, BROKEN
 
 STATUS_LEGEND = {
     "supported": "the bytes arrived intact",
@@ -93,6 +93,8 @@ def _verdict(data: dict[str, Any]) -> list[str]:
     out = [f'<p id="verdict"><span class="verdict verdict-{_e(verdict)}">Verdict: {_e(verdict)}</span></p>']
     if data.get("strict"):
         out.append('<p class="strict" id="strict">Strict run (certification mode): a required contract that could not run fails the run.</p>')
+    if partial_run(data):
+        out.append(f'<p class="strict" id="partial">Partial run: {_e(partial_run(data))}; not a verdict on the whole catalogue.</p>')
     if data["verdict_reasons"]:
         out.append('<ul id="verdict-reasons">' + "".join(f"<li>{_reason(r, data)}</li>" for r in data["verdict_reasons"]) + "</ul>")
     ep_counts, runtime_counts = tally(data["results"])
@@ -277,7 +279,7 @@ CASES_IN_FULL = 3
 
 
 def _failures(data: dict[str, Any]) -> list[str]:
-    failures = [r for r in data["results"] if r["outcome"] in BROKEN and r["subject"] == "ep"]
+    failures = [r for r in data["results"] if r["outcome"] in BROKEN and r["subject"] in AGAINST_EP]
     out = ['<h2 id="failures">Failures of the EP</h2>']
     if not failures:
         return out + ["<p>None.</p>"]

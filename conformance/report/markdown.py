@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.claims import unverified_count
-from conformance.outcomes import BROKEN
+from conformance.outcomes import AGAINST_EP, BROKEN
 import conformance.report.throughput as throughput
-from conformance.report.common import device_line, imports_lines, params_label, tally, unlisted_note
+from conformance.report.common import device_line, imports_lines, params_label, partial_run, tally, unlisted_note
 
 
 def cell(text: Any) -> str:
@@ -21,6 +21,8 @@ def render(data: dict[str, Any]) -> str:
     out.append(f"**Verdict: {data['verdict']}**" + ("" if not data["verdict_reasons"] else " — " + "; ".join(data["verdict_reasons"])))
     if data.get("strict"):
         out += ["", "Strict run (certification mode): a required contract that could not run fails the run."]
+    if partial_run(data):
+        out += ["", f"**Partial run**: {partial_run(data)}; not a verdict on the whole catalogue."]
     out.append("")
     out.append(f"- kit {data['kit_version']}, spec digest `{data['spec_digest'][:16]}`")
     out.append(f"- onnxruntime {ort.get('version')} ({ort.get('package')}), {ort.get('build', '').strip()}")
@@ -39,7 +41,7 @@ def render(data: dict[str, Any]) -> str:
     out.append("")
 
     results = data["results"]
-    failures = [r for r in results if r["outcome"] in BROKEN and r["subject"] == "ep"]
+    failures = [r for r in results if r["outcome"] in BROKEN and r["subject"] in AGAINST_EP]
     out += ["## Failures of the EP", ""]
     out += [_detail(r) for r in failures] or ["None.", ""]
     out += ["## Findings against onnxruntime", "", "Broken `runtime`-subject contracts: defects of onnxruntime itself; they do not make the EP non-conformant.", ""]
