@@ -11,9 +11,12 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance import data, safe_io, tensors
+
+if TYPE_CHECKING:  # imported where a model is built: see build()
+    import onnx
 
 OPSET = 21
 IR_VERSION = 10  # the IR version that goes with opset 21; onnxruntime >= 1.20 reads it
@@ -67,7 +70,9 @@ def _tensor(name: str, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx.Te
     if dtype.numpy_native:
         return numpy_helper.from_array(values, name)
     tensor = onnx.TensorProto(name=name, data_type=dtype.onnx_type, dims=list(shape))
-    tensor.raw_data = tensors.payload(values, dtype).tobytes()
+    raw = tensors.payload(values, dtype)
+    assert not isinstance(raw, list), "strings are made above"
+    tensor.raw_data = raw.tobytes()
     return tensor
 
 
@@ -146,6 +151,6 @@ class ModelCache:
             if path is not None:
                 # Written aside and renamed: writers sharing a models folder (pytest -n 2) never
                 # see each other's half-written file.
-                safe_io.write_file(self.directory, path.name, data)
+                safe_io.write_file(path.parent, path.name, data)
             self._built[key] = (data, path)
         return self._built[key]

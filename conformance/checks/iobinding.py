@@ -119,7 +119,7 @@ class BindingSetup:
     input_name: str
     output_name: str
     source: Any
-    expected: bytes
+    expected: tensors.Bytes | list[str]
     dt: tensors.DType
     memory: str
 
@@ -262,20 +262,24 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
         raise
     except Exception as exc:
         if not str(exc).strip():
-            yield Violation(f"run_with_iobinding refused {bad.bound or request} without saying why", expected="an error message", actual=repr(exc), reproducer=snippet)
+            yield Violation(f"run_with_iobinding refused {bad.bound or request} without saying why", expected="an error message", actual=repr(exc),
+                            reproducer=snippet)
     else:
         produced = binding.get_outputs()[0]
         yield Violation(f"run_with_iobinding accepted an output bound to {bad.bound}", expected="a clear error",
                         actual=f"accepted; the output is a {produced.device_name()} value of shape {produced.shape()}", reproducer=snippet)
-    if bad.buffer is not None and tensors.compare(tensors.payload(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL), setup.dt), tensors.payload(bad.buffer, setup.dt)):
+    untouched = tensors.payload(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL), setup.dt)
+    if bad.buffer is not None and tensors.compare(untouched, tensors.payload(bad.buffer, setup.dt)):
         yield Violation("onnxruntime wrote the output into a buffer it was told lives on an unreachable device, as if it were host memory",
                         expected="the buffer untouched", actual="the buffer holds the result", reproducer=snippet)
     if bad.value is not None:
+        assert bad.value_type is not None, "a bad value is made with its type"
         dt, shape = bad.value_type
         with ctx.precondition("reading the bound output back"):
             got = ctx.read(bad.value, memory, dt, shape)
         if tensors.compare(tensors.payload(tensors.sentinel(dt, shape, OUTPUT_SENTINEL), dt), got):
-            yield Violation(f"the refused run wrote into the output bound to {bad.bound}", expected="the output untouched", actual="bytes changed", reproducer=snippet)
+            yield Violation(f"the refused run wrote into the output bound to {bad.bound}", expected="the output untouched", actual="bytes changed",
+                            reproducer=snippet)
 
 
 @check("iobinding.rebind-after-failure")

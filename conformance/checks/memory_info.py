@@ -21,7 +21,7 @@ def _session_memory(ctx, recipe: str, dtype: str, which: str):
     ctx.require_nodes_on_ep(info)
     values = info.session.get_inputs() if which == "input" else info.session.get_outputs()
     infos = info.session.get_input_memory_infos() if which == "input" else info.session.get_output_memory_infos()
-    return info, [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos)]
+    return info, [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos, strict=False)]
 
 
 def _snippet(ctx, info, which: str) -> str:
@@ -85,7 +85,8 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
     try:
         value = ctx.allocate(memory, dtype, shape)
     except Exception as exc:
-        yield Violation(f"allocating from the advertised {memory.upper()} memory info failed: {exc}", expected="an OrtValue", actual=str(exc), memory={memory: facts}, reproducer=snippet)
+        yield Violation(f"allocating from the advertised {memory.upper()} memory info failed: {exc}", expected="an OrtValue", actual=str(exc),
+                        memory={memory: facts}, reproducer=snippet)
         return
     if value.data_ptr() == 0:
         yield Violation("the allocator returned a null buffer", memory={memory: facts}, reproducer=snippet)
@@ -98,7 +99,8 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
         if view.ctypes.data != value.data_ptr():
             yield Violation(
                 "numpy() of a HOST_ACCESSIBLE value is a copy, not a view of the memory",
-                expected=f"0x{value.data_ptr():x}", actual=f"0x{view.ctypes.data:x}", memory={memory: facts}, reproducer=snippet + "\nprint(hex(v.data_ptr()), hex(v.numpy().ctypes.data))",
+                expected=f"0x{value.data_ptr():x}", actual=f"0x{view.ctypes.data:x}", memory={memory: facts},
+                reproducer=snippet + "\nprint(hex(v.data_ptr()), hex(v.numpy().ctypes.data))",
             )
 
 
