@@ -200,3 +200,17 @@ def test_spec_loading_and_the_contracts_reach_no_module_that_imports_onnxruntime
     with_ort = {name for name, path in modules.items() if {"onnxruntime", "onnx"} & imported(path)}
     for name in ("conformance.spec", "conformance.contracts", "conformance.catalogue"):
         assert not ({name} | reachable(graph, name)) & with_ort, name
+
+
+# The process side runs workers and attributes their losses: it handles requests and replies as
+# data and names a check only by its id, so it never loads a check, its context or a report.
+PROCESS_SIDE = ("conformance.isolation", "conformance.launcher", "conformance.lines", "conformance.ledger", "conformance.forkserver",
+                "conformance.attribution", "conformance.probing", "conformance.pool", "conformance.quarantine", "conformance.scheduler")
+
+
+def test_the_process_side_knows_no_check_and_no_report():
+    graph = import_graph(_modules())
+    inner = ("conformance.checks", "conformance.context", "conformance.runner", "conformance.report", "conformance.record", "conformance.worker")
+    crossing = {name: sorted(m for m in reachable(graph, name) if m in inner or m.startswith(tuple(f"{i}." for i in inner)))
+                for name in PROCESS_SIDE}
+    assert not {name: found for name, found in crossing.items() if found}
