@@ -214,3 +214,12 @@ def test_the_process_side_knows_no_check_and_no_report():
     crossing = {name: sorted(m for m in reachable(graph, name) if m in inner or m.startswith(tuple(f"{i}." for i in inner)))
                 for name in PROCESS_SIDE}
     assert not {name: found for name, found in crossing.items() if found}
+
+
+def test_every_package_of_the_kit_is_installed():
+    """pyproject.toml lists the packages a wheel or a plain `pip install .` carries: a subpackage
+    left off works in a checkout (and an editable install) and is missing everywhere else."""
+    tomllib = pytest.importorskip("tomllib")
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    packages = {".".join(path.parent.relative_to(PACKAGE.parent).parts) for path in PACKAGE.rglob("__init__.py")}
+    assert packages - listed == set()
