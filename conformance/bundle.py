@@ -96,7 +96,8 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
         # is sent away. Only the folder and a JUnit file named by the user may be links.
         try:
             if name.startswith(("models/", "logs/")):
-                files[name] = safe_io.read_in(path.parent, path.name, MAX_MEMBER_BYTES, what="bundle member")
+                if (member := safe_io.read_in(path.parent, path.name, MAX_MEMBER_BYTES, what="bundle member")) is not None:  # None: gone since listed
+                    files[name] = member
             else:
                 files[name] = safe_io.read_regular(path, MAX_MEMBER_BYTES, what="bundle member")
         except safe_io.UnsafeFile as exc:
@@ -259,7 +260,9 @@ def _members(bundle: Path, archive: tarfile.TarFile) -> dict[str, bytes]:
         total += member.size
         if total > MAX_BUNDLE_BYTES:
             raise BundleError(bundle, f"its members hold more than {MAX_BUNDLE_BYTES} bytes, over the limit for a bundle")
-        data = archive.extractfile(member).read(member.size + 1)
+        extracted = archive.extractfile(member)
+        assert extracted is not None, "a regular file's member"
+        data = extracted.read(member.size + 1)
         if len(data) != member.size:
             raise BundleError(bundle, f"member {member.name}: {len(data)} bytes where its header says {member.size}")
         files[member.name] = data
@@ -389,7 +392,7 @@ def _junit(text: bytes, report: dict[str, Any]) -> list[Problem]:
     except ET.ParseError as exc:
         return [Problem("junit.xml", f"not XML: {exc}")]
     problems = [Problem("junit.xml", str(p)) for p in junit.check(root)]
-    cases = Counter()
+    cases: Counter[tuple[Any, ...]] = Counter()
     for case in root.iter("testcase"):
         values = {p.get("name"): p.get("value") for p in case.iter("property")}
         cases[(values.get("contract"), values.get("ep"), values.get("device"), values.get("outcome"))] += 1
@@ -397,5 +400,6 @@ def _junit(text: bytes, report: dict[str, Any]) -> list[Problem]:
     for key in sorted(set(cases) | set(results), key=str):
         if cases[key] != results[key]:
             contract, ep, device, outcome = key
-            problems.append(Problem("junit.xml", f"{contract} on {ep} {device}, outcome {outcome}: {cases[key]} JUnit cases, {results[key]} results in report.json"))
+            problems.append(Problem("junit.xml",
+                                    f"{contract} on {ep} {device}, outcome {outcome}: {cases[key]} JUnit cases, {results[key]} results in report.json"))
     return problems

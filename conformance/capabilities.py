@@ -71,6 +71,7 @@ def _other_devices(ctx) -> list[Endpoint]:
         if info is None:
             continue
         facts = memory_facts(ctx.ort, info)
+        assert facts is not None, "info is not None"
         if _identity(facts) in seen:
             continue  # this device's own memory, or one already listed
         seen.append(_identity(facts))

@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff, "found": _found}[args.command](args)
+        handlers = {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff, "found": _found}
+        return handlers[args.command](args)
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
@@ -287,6 +288,7 @@ def _verify(args) -> int:
     from conformance import bundle
 
     path = Path(args.bundle)
+    files: dict[str, bytes] | None
     try:
         files = bundle.read(path)
     except bundle.BundleError as exc:

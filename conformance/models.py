@@ -20,9 +20,12 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance import data, safe_io, tensors
+
+if TYPE_CHECKING:  # imported where a model is built: see build()
+    import onnx
 
 OPSET = 21
 IR_VERSION = 10  # the IR version that goes with opset 21; onnxruntime >= 1.20 reads it
@@ -76,7 +79,9 @@ def _tensor(name: str, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx.Te
     if dtype.numpy_native:
         return numpy_helper.from_array(values, name)
     tensor = onnx.TensorProto(name=name, data_type=dtype.onnx_type, dims=list(shape))
-    tensor.raw_data = tensors.payload(values, dtype).tobytes()
+    raw = tensors.payload(values, dtype)
+    assert not isinstance(raw, list), "strings are made above"
+    tensor.raw_data = raw.tobytes()
     return tensor
 
 

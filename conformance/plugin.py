@@ -86,7 +86,7 @@ class ConformanceRun:
         self.options = _parse_options(config.getoption("ep_option"))
         self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
-        self.catalogue: Catalogue | None = None  # loaded by start(), once the workers are launched
+        self.catalogue: Catalogue  # loaded by start(), once the workers are launched
         self.contract_files: set[Path] = set()
         self.eps: list[EpUnderTest] = []
         self.results: list[Result] = []

@@ -114,7 +114,7 @@ def test_fault_mode_is_caught_by_its_contract(refdev_library, tmp_path, fault):
     if outcome in ("crash", "timeout"):
         # The run survived: every collected check has a result, and the lost ones are listed.
         assert len(report["results"]) == report["run"]["collected"]
-        assert report["run"]["lost"] and all(l["outcome"] == outcome for l in report["run"]["lost"])
+        assert report["run"]["lost"] and all(one["outcome"] == outcome for one in report["run"]["lost"])
 
 
 def test_kernel_failures_are_never_retried_elsewhere(refdev_library, tmp_path):
@@ -143,11 +143,11 @@ def test_a_crashing_call_is_quarantined_alone(refdev_library, tmp_path, fault):
     # One loss per call, each naming the call it was in (its details carry the call's wire dict).
     calls = [str(Call.from_wire(r["details"]["call"])) for r in lost]
     assert sorted(calls) == ["InferenceSession.run, inputs in cpu", "copy_tensors cpu>default"]
-    assert all(call in r["message"] for call, r in zip(calls, lost))
+    assert all(call in r["message"] for call, r in zip(calls, lost, strict=True))
     outcomes = {(r["contract"], tuple(r["params"].values())): r["outcome"] for r in report["results"]}
     assert {case: outcomes[case] for case in NO_DEVICE_COPY} == {case: "pass" for case in NO_DEVICE_COPY}
     # A check reaching a lost call stops there, naming the call and the check that lost it.
-    first_copy = next(r for call, r in zip(calls, lost) if call == "copy_tensors cpu>default")
+    first_copy = next(r for call, r in zip(calls, lost, strict=True) if call == "copy_tensors cpu>default")
     stopped = [r for r in report["results"] if r["details"].get("quarantined_call") == "copy_tensors cpu>default"]
     assert len(stopped) > 100 and all(r["outcome"] == "not_run" for r in stopped)
     assert all(f"stopped before copy_tensors cpu>default: that call ended in {outcome} in the earlier check "
@@ -239,7 +239,8 @@ device = runner.facts["devices"][0]
 out = {{"declared": runner.facts["declared"]}}
 for contract_id in ("memory-info.declaration", "copy.required-directions"):
     skip = applicability.decide(runner.catalogue.contract(contract_id), runner.facts, device, None)
-    out[contract_id] = skip.reason if skip else runner.run(contract_id, 0, {{"direction": "cpu>default"}} if contract_id.startswith("copy") else {{}})["outcome"]
+    params = {{"direction": "cpu>default"}} if contract_id.startswith("copy") else {{}}
+    out[contract_id] = skip.reason if skip else runner.run(contract_id, 0, params)["outcome"]
 print(json.dumps(out))
 """
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from test_plugin import BASE, by_name, kind, properties, pytest_in  # noqa: F401  (BASE documents the shared options)
+from pytest_runs import BASE, by_name, kind, properties, pytest_in
 
 CONFTEST = """\
 import dataclasses

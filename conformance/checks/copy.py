@@ -85,7 +85,8 @@ def host_accessible_alias(ctx, dtype: str = "float32") -> Iterator[Violation]:
     shp = (4, 7)
     value = ctx.allocate("host_accessible", dt, shp)
     first_view = value.numpy()
-    snippet = (f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type([4, 7], np.{dt.storage.name}, memory_info={ctx.memory_expr('host_accessible')})\n"
+    snippet = (f"{ctx.preamble()}\n"
+               f"v = ort.OrtValue.ortvalue_from_shape_and_type([4, 7], np.{dt.storage.name}, memory_info={ctx.memory_expr('host_accessible')})\n"
                "a = v.numpy(); a[...] = 1; print(v.numpy(), hex(v.data_ptr()), hex(a.ctypes.data))")
     memory = {"host_accessible": ctx.memory_facts("host_accessible")}
     if first_view.ctypes.data != value.data_ptr():
@@ -107,7 +108,7 @@ def host_accessible_alias(ctx, dtype: str = "float32") -> Iterator[Violation]:
 # anything); `request` is the bad call; `watched` are the destination indexes of `request` that
 # must come out of the refusal unchanged.
 _F32, _I32 = "float32", "int32"
-BAD_REQUESTS = {
+BAD_REQUESTS: dict[str, dict[str, list[tuple[str, str, tuple[int, ...]]]]] = {
     "size-mismatch": {"sources": [("src", _F32, (7,))], "destinations": [("dst", _F32, (2, 3))]},
     "type-mismatch": {"sources": [("src", _I32, (2, 3))], "destinations": [("dst", _F32, (2, 3))]},
     # pair 0 goes src→dst, pair 1 dst→src: one call, two memory infos on each side
@@ -150,7 +151,7 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
         raise NotApplicable(f"{source_kind} and {destination_kind} are the same memory on this EP device; nothing to mix")
     sources = _ends(BAD_REQUESTS[request]["sources"], source_kind, destination_kind)
     destinations = _ends(BAD_REQUESTS[request]["destinations"], source_kind, destination_kind)
-    for pair in sorted({(s[0], d[0]) for s, d in zip(sources, destinations)} or {(source_kind, destination_kind)}):
+    for pair in sorted({(s[0], d[0]) for s, d in zip(sources, destinations, strict=False)} or {(source_kind, destination_kind)}):
         _valid_copy(ctx, *pair)
     with ctx.precondition(f"placing valid values for {direction}"):
         src_values = [ctx.place(tensors.sample(dt, shp, seed=8), kind, dt) for kind, dt, shp in sources]
@@ -170,7 +171,7 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
     else:
         yield Violation(f"copy_tensors accepted a bad request ({request})", expected="a clear error", actual="accepted", reproducer=snippet,
                         subject=shared)
-    for index, ((kind, dt, shp), value) in enumerate(zip(destinations, dst_values)):
+    for index, ((kind, dt, shp), value) in enumerate(zip(destinations, dst_values, strict=False)):
         with ctx.precondition("reading the destination back"):
             got = ctx.read(value, kind, dt, shp)
         if ctx.compare(tensors.payload(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), dt), got):

@@ -290,6 +290,7 @@ def rejects_bad(ctx, request: str) -> Iterator[Violation]:
                 if request == "bad-tensor-version":
                     rig.release_tensor(rig.tensor(handle, (COUNT,), version=1))
                 if request == "other-device":
+                    assert other is not None
                     rig.release_tensor(other.tensor(handle, (COUNT,)))
         except OrtError as exc:
             ctx.prove("refused", exc.message[:200])

@@ -123,7 +123,7 @@ class BindingSetup:
     input_name: str
     output_name: str
     source: Any
-    expected: bytes
+    expected: tensors.Bytes | list[str]
     dt: tensors.DType
     memory: str
 
@@ -267,7 +267,8 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
     except Exception as exc:
         ctx.prove("refused", message_line(exc)[:200])
         if not str(exc).strip():
-            yield Violation(f"run_with_iobinding refused {bad.bound or request} without saying why", expected="an error message", actual=repr(exc), reproducer=snippet)
+            yield Violation(f"run_with_iobinding refused {bad.bound or request} without saying why", expected="an error message", actual=repr(exc),
+                            reproducer=snippet)
     else:
         produced = binding.get_outputs()[0]
         yield Violation(f"run_with_iobinding accepted an output bound to {bad.bound}", expected="a clear error",
@@ -276,6 +277,7 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
         yield Violation("onnxruntime wrote the output into a buffer it was told lives on an unreachable device, as if it were host memory",
                         expected="the buffer untouched", actual="the buffer holds the result", reproducer=snippet)
     if bad.value is not None:
+        assert bad.value_type is not None, "a bad value is made with its type"
         dt, shape = bad.value_type
         with ctx.precondition("reading the bound output back"):
             got = ctx.read(bad.value, memory, dt, shape)

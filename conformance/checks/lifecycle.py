@@ -74,6 +74,7 @@ def plugin_library(ctx) -> Iterator[Violation]:
     if not (target.registration and target.library):
         raise NotApplicable("the EP is not loaded from a plugin library")
     model, _ = ctx.models.get(RECIPE, tensors.DTYPES["float32"], SHAPE)
+    held: dict[str, Any]
     ort, held = ctx.ort, {}
     ctx.device = None  # the worker's own EP device object dies with the registration
     snippet = (f"import gc, numpy as np, onnxruntime as ort\n# m: the model {RECIPE} float32 {list(SHAPE)}\n"
@@ -82,7 +83,7 @@ def plugin_library(ctx) -> Iterator[Violation]:
                f"    so = ort.SessionOptions(); so.add_provider_for_devices([dev], {target.provider_options!r}); s = ort.InferenceSession(m, so, enable_fallback=0); s.disable_fallback()\n"
                "    # values on dev.memory_info(DEFAULT), run with IOBinding ...\n"
                f"    del s; gc.collect()\n    ort.unregister_execution_provider_library({target.registration!r})")
-    steps: list[tuple[str, Callable[[], str]]] = []
+    steps: list[tuple[str, Callable[[], str | None]]] = []  # each returns what went wrong, if anything
     for round_ in (1, 2):
         if round_ == 2:
             steps.append(("registering the library again", lambda: ort.register_execution_provider_library(target.registration, target.library)))

@@ -26,7 +26,7 @@ def _session_memory(ctx, recipe: str, dtype: str, which: str):
     ctx.require_nodes_on_ep(info)
     values = info.session.get_inputs() if which == "input" else info.session.get_outputs()
     infos = info.session.get_input_memory_infos() if which == "input" else info.session.get_output_memory_infos()
-    seen = [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos)]
+    seen = [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos, strict=False)]
     if not seen:
         raise NotApplicable(f"model '{recipe}' has no session {which}")
     for name, facts in seen:
@@ -95,7 +95,8 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
     try:
         value = ctx.allocate(memory, dtype, shape)
     except Exception as exc:
-        yield Violation(f"allocating from the advertised {memory.upper()} memory info failed: {exc}", expected="an OrtValue", actual=str(exc), memory={memory: facts}, reproducer=snippet)
+        yield Violation(f"allocating from the advertised {memory.upper()} memory info failed: {exc}", expected="an OrtValue", actual=str(exc),
+                        memory={memory: facts}, reproducer=snippet)
         return
     ctx.prove("memory", {memory: memory_label(facts)})
     ctx.prove("allocated_bytes", value.tensor_size_in_bytes())
@@ -111,8 +112,23 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
         if view.ctypes.data != value.data_ptr():
             yield Violation(
                 "numpy() of a HOST_ACCESSIBLE value is a copy, not a view of the memory",
-                expected=f"0x{value.data_ptr():x}", actual=f"0x{view.ctypes.data:x}", memory={memory: facts}, reproducer=snippet + "\nprint(hex(v.data_ptr()), hex(v.numpy().ctypes.data))",
+                expected=f"0x{value.data_ptr():x}", actual=f"0x{view.ctypes.data:x}", memory={memory: facts},
+                reproducer=snippet + "\nprint(hex(v.data_ptr()), hex(v.numpy().ctypes.data))",
             )
+
+
+@check("memory-info.tensor-size")
+def tensor_size(ctx, dtype: str, shape: str) -> Iterator[Violation]:
+    dt = tensors.DTYPES[dtype]
+    shp = tensors.parse_shape(shape, dt)
+    with ctx.precondition(f"allocating a {dt.name} {list(shp)} value in DEFAULT memory"):
+        value = ctx.allocate("default", dt, shp)
+    expected, reported = dt.nbytes(tensors.element_count(shp)), value.tensor_size_in_bytes()
+    if reported != expected:
+        snippet = (f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr('default')})\n"
+                   "print(v.tensor_size_in_bytes())")
+        yield Violation(f"tensor_size_in_bytes() of a {list(shp)} {dt.name} value in DEFAULT memory is {reported}", expected=f"{expected} bytes",
+                        actual=f"{reported} bytes", memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
 
 
 def _declared(memory) -> dict[str, Any] | None:

@@ -39,7 +39,7 @@ def _source_layout(values: np.ndarray, layout: str) -> np.ndarray:
     return np.ascontiguousarray(values.T).T
 
 
-def _diff_violation(ctx, what: str, expected: tensors.Bytes, got: tensors.Bytes, memory: str, snippet: str) -> Iterator[Violation]:
+def _diff_violation(ctx, what: str, expected: tensors.Bytes | list[str], got: tensors.Bytes | list[str], memory: str, snippet: str) -> Iterator[Violation]:
     diff = ctx.compare(expected, got)
     if diff:
         yield Violation(f"{what}: values differ after update_inplace: {diff.describe()}",

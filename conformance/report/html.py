@@ -225,9 +225,9 @@ def _throughput(matrix: dict[str, Any]) -> list[str]:
            + "".join(f"<th>{_e(size)}</th>" for size in figures.sizes) + "</tr></thead><tbody>",
            '<tr class="host"><th colspan="3">host memcpy (numpy)</th>'
            + "".join(f'<td class="figure" data-size="{_e(size)}" data-gbps="{_e(g)}">{"-" if g is None else _e(throughput.gbps_text(g)) + " GB/s"}</td>'
-                     for size, g in zip(figures.sizes, figures.host_memcpy)) + "</tr>"]
+                     for size, g in zip(figures.sizes, figures.host_memcpy, strict=False)) + "</tr>"]
     for row in figures.rows:
-        cells = [_figure_cell(size, figure) for size, figure in zip(figures.sizes, row.figures)]
+        cells = [_figure_cell(size, figure) for size, figure in zip(figures.sizes, row.figures, strict=False)]
         out.append(f'<tr data-method="{_e(row.method)}"><td>{_e(row.source)}</td><td>{_e(row.destination)}</td><td><code>{_e(row.method)}</code></td>'
                    + "".join(cells) + "</tr>")
     return out + ["</tbody></table></div>"]
@@ -350,8 +350,9 @@ def _lost(lost: list[dict[str, Any]]) -> list[str]:
     if not lost:
         return []
     out = ['<h2 id="lost">Checks lost to crashes or hangs</h2>']
-    return out + _table(("check", "outcome", "message"), ([f"<td><code>{_e(l['nodeid'])}</code></td>", f'<td class="out-{_e(l["outcome"])}">{_e(l["outcome"])}</td>',
-                                                          f"<td>{_e(l['message'])}</td>"] for l in lost))
+    return out + _table(("check", "outcome", "message"), ([f"<td><code>{_e(one['nodeid'])}</code></td>",
+                                                           f'<td class="out-{_e(one["outcome"])}">{_e(one["outcome"])}</td>',
+                                                           f"<td>{_e(one['message'])}</td>"] for one in lost))
 
 
 def _all_results(data: dict[str, Any]) -> list[str]:

@@ -44,11 +44,12 @@ def render(data: dict[str, Any]) -> str:
     failures = [r for r in results if r["outcome"] in BROKEN and r["subject"] in AGAINST_EP]
     out += ["## Failures of the EP", ""]
     out += [_detail(r) for r in failures] or ["None.", ""]
-    out += ["## Findings against onnxruntime", "", "Broken `runtime`-subject contracts: defects of onnxruntime itself; they do not make the EP non-conformant.", ""]
+    out += ["## Findings against onnxruntime", "",
+            "Broken `runtime`-subject contracts: defects of onnxruntime itself; they do not make the EP non-conformant.", ""]
     out += [_detail(r) for r in data["findings"]] or ["None.", ""]
     if data["run"]["lost"]:
         out += ["## Checks lost to crashes or hangs", ""]
-        out += [f"- `{cell(l['nodeid'])}`: {l['outcome']}: {cell(l['message'])}" for l in data["run"]["lost"]] + [""]
+        out += [f"- `{cell(one['nodeid'])}`: {one['outcome']}: {cell(one['message'])}" for one in data["run"]["lost"]] + [""]
 
     if data.get("waivers"):
         out += ["## Waivers", "", "| contract | status | cases | reason | upstream | until | declared in |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -69,12 +70,15 @@ def render(data: dict[str, Any]) -> str:
         out += throughput_table(matrix, "####")
         out += imports_lines(matrix.get("imports")) + ([""] if matrix.get("imports") else [])
 
-    out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
-        out.append(f"| {r['contract']} | {r['device']} | {cell(params_label(r['params']))} | {r['outcome']} | {r['severity']} | {r['subject']} | {cell(r['message'][:200])} | {r['spec']} |")
+        out.append(f"| {r['contract']} | {r['device']} | {cell(params_label(r['params']))} | {r['outcome']} | {r['severity']} | {r['subject']} "
+                   f"| {cell(r['message'][:200])} | {r['spec']} |")
     out.append("")
     run = data["run"]
-    out.append(f"Run: {run['started']}, {run['duration_s']} s, {run['collected']} checks collected, isolation {run['isolation']}, Python {run['python']} on {run['platform']}.")
+    out.append(f"Run: {run['started']}, {run['duration_s']} s, {run['collected']} checks collected, isolation {run['isolation']}, "
+               f"Python {run['python']} on {run['platform']}.")
     return "\n".join(out) + "\n"
 
 
