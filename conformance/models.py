@@ -237,12 +237,14 @@ class ModelCache:
                 self._listing = sorted(os.listdir(self.directory))
             except (FileNotFoundError, NotADirectoryError):
                 self._listing = []
+        directory = self.directory
+        assert directory is not None  # _read is only called for a cache on disk
         for file_name in (f for f in self._listing if f.startswith(named.prefix)):
-            data = safe_io.read_in(self.directory, file_name, MAX_MODEL_BYTES, what="model")
+            data = safe_io.read_in(directory, file_name, MAX_MODEL_BYTES, what="model")
             found = ModelName.parse(file_name)
             if data is not None and found is not None and found.holds(data):
-                return data, self.directory / file_name
+                return data, directory / file_name
             if data is not None:
                 with contextlib.suppress(OSError):  # a regular file (read_in refuses a symlink): unlink never follows one
-                    os.unlink(self.directory / file_name)
+                    os.unlink(directory / file_name)
         return None

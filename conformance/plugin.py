@@ -94,7 +94,8 @@ class ConformanceRun:
         self.started = time.time()
         self.primary = not hasattr(config, "workerinput")  # the xdist controller, or a plain run
         self.written: list[Path] = []
-        self.verdict, self.selection = "", None  # selection: which part of the catalogue ran (set by _record)
+        self.verdict = ""
+        self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
         self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
         self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"))
         # Planned ahead only where this process runs the whole session in order. With

@@ -124,9 +124,10 @@ def tensor_size(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     with ctx.precondition(f"allocating a {dt.name} {list(shp)} value in DEFAULT memory"):
         value = ctx.allocate("default", dt, shp)
     expected, reported = dt.nbytes(tensors.element_count(shp)), value.tensor_size_in_bytes()
+    ctx.prove("tensor_size_in_bytes", {"reported": reported, "expected": expected})
     if reported != expected:
         snippet = (f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr('default')})\n"
-                   "print(v.tensor_size_in_bytes())")
+                   f"assert v.tensor_size_in_bytes() == {expected}, f'expected {expected} bytes, got {{v.tensor_size_in_bytes()}}'")
         yield Violation(f"tensor_size_in_bytes() of a {list(shp)} {dt.name} value in DEFAULT memory is {reported}", expected=f"{expected} bytes",
                         actual=f"{reported} bytes", memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
 
