@@ -98,8 +98,7 @@ class ConformanceRun:
         self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
         self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
         self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"))
-        # Planned ahead only where this process runs the whole session in order. With
-        # --conformance-isolation none only the worker of the isolated contracts has a plan.
+        # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
         self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
 
     def start(self, names: list[str]) -> None:
