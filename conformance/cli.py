@@ -345,10 +345,6 @@ def _found(args) -> int:
     return status
 
 
-if __name__ == "__main__":
-    sys.exit(main())
-
-
 def _rebuild(args) -> int:
     from conformance import journal, report, runfolder, safe_io
     from conformance.spec import SpecErrors, load_catalogue
@@ -382,3 +378,7 @@ def _rebuild(args) -> int:
     print(f"{len(contents.results)} results of a run that {'finished' if contents.finished else 'did not finish (interrupted)'}, "
           f"verdict {data['verdict']}: " + ", ".join(str(p) for p in written))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

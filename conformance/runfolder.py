@@ -59,6 +59,14 @@ class FolderRefused(Exception):
 
 def check(folder: Path) -> None:
     """The folder and its models/ made, real folders, and writable; FolderRefused otherwise."""
+    if not folder.is_symlink() and folder.exists() and not folder.is_dir():
+        raise FolderRefused(f"--conformance-report {folder}: is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        pass  # a symlink, refused below
+    except OSError as exc:
+        raise FolderRefused(f"--conformance-report {folder}: cannot be written: {exc.strerror or exc}") from None
     try:
         safe_io.ensure_folder(folder)
         safe_io.ensure_folder(folder / "models")

@@ -1,0 +1,211 @@
+"""The results journal (conformance/journal.py), `ort-conformance rebuild`, the signals that end
+a run (conformance/signals.py) and the report folder's lock (conformance/runfolder.py).
+
+The runs killed here are pytest processes of their own, on the reference EP in its `hang` fault
+mode: the first copy never returns, so the run is stopped mid-check, as CI's cancel or the OOM
+killer stops one."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conformance import journal, runfolder, signals
+from conformance.cli import main as cli
+from conformance.outcomes import Outcome, Result
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def processes_in(folder: Path) -> set[int]:
+    """Every process started in `folder` (its working directory), the test's own aside: the
+    run's pytest, its workers, and the fork server, whose parent (the first worker) may have
+    been lost to a hang by then, leaving it a child of init."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if Path(os.readlink(entry / "cwd")) == folder:
+                    found.add(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def results_in(folder: Path) -> int:
+    path = folder / journal.NAME
+    return path.read_text().count('"kind": "result"') if path.exists() else 0
+
+
+def hung_run(library: Path, folder: Path, *extra: str) -> subprocess.Popen:
+    """pytest on refdev in hang mode, returned once it has journaled results and a worker is
+    stuck in a copy: each hung copy costs the 4 s timeout, then its replacement hangs in the next."""
+    env = dict(os.environ, ORT_REFDEV_FAULT="hang")
+    process = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library), "--ep", "refdev",
+                                "--conformance-timeout", "4", "--conformance-report", str(folder / "reports"), *extra],
+                               cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while results_in(folder / "reports") < 3:
+        assert process.poll() is None, process.stdout.read().decode()[-3000:]
+        assert time.monotonic() < deadline, "no results journaled in two minutes"
+        time.sleep(0.1)
+    time.sleep(1.0)  # the worker is in the copy that never returns by now
+    return process
+
+
+def assert_none_outlive(pids: set[int], seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in pids if alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)  # not left behind by the test either
+    assert not left, f"processes outlived the run by {seconds:g} s: {left}"
+
+
+def test_after_sigkill_every_result_is_in_the_journal_and_rebuild_writes_the_report(refdev_library, tmp_path, capsys):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "report.json").write_text('{"verdict": "conformant"}')  # the last run's, to be replaced
+    process = hung_run(refdev_library, tmp_path)
+    workers = processes_in(tmp_path) - {process.pid}
+    assert workers, "the run has no workers to outlive it"
+    before = results_in(reports)
+    process.kill()
+    process.wait()
+    assert_none_outlive(workers)  # a worker hung in CopyTensors too
+    contents = journal.read(reports)
+    assert contents.finished is None and len(contents.results) >= before >= 3
+    assert contents.eps and contents.eps[0]["label"] == "refdev"
+    assert cli(["rebuild", str(reports)]) == 0
+    assert "did not finish (interrupted)" in capsys.readouterr().out
+    report = json.loads((reports / "report.json").read_text())
+    assert report["run"]["interrupted"] is True and report["verdict"] in ("incomplete", "non_conformant")
+    assert len(report["results"]) == len(contents.results)
+    assert {r["nodeid"] for r in report["results"]} == {r.nodeid for r in contents.results}
+    assert (reports / "report.md").exists() and (reports / "report.html").exists()
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_end_the_run_as_ctrl_c_does_with_its_report(refdev_library, tmp_path, sent):
+    process = hung_run(refdev_library, tmp_path)
+    workers = processes_in(tmp_path) - {process.pid}
+    process.send_signal(sent)
+    output = process.communicate(timeout=60)[0].decode()
+    assert process.returncode == pytest.ExitCode.INTERRUPTED, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    report = json.loads((tmp_path / "reports" / "report.json").read_text())
+    assert report["run"]["interrupted"] is True and report["verdict"] != "conformant"
+    assert journal.read(tmp_path / "reports").finished["interrupted"] is True
+    assert_none_outlive(workers)
+
+
+def test_a_journal_cut_short_by_a_kill_is_read_up_to_its_last_whole_line(tmp_path):
+    written = journal.Journal(tmp_path, {"started": 1.0, "specs": []})
+    written.eps([{"label": "cpu", "declared": False}], "d1")
+    result = Result(contract="c.x", ep="CPUExecutionProvider", device="cpu", params={}, outcome=Outcome.PASS, message="ok",
+                    spec="x.yaml:1", severity="required", subject="ep", nodeid="x.yaml::c.x[cpu]")
+    written.result(result.to_dict())
+    written.close()
+    with open(tmp_path / journal.NAME, "a") as file:
+        file.write('{"kind": "result", "resu')  # the line being written when the process was killed
+    contents = journal.read(tmp_path)
+    assert contents.cut_short and contents.finished is None and contents.digest == "d1"
+    assert [r.nodeid for r in contents.results] == ["x.yaml::c.x[cpu]"]
+
+
+def test_a_file_that_is_not_a_journal_is_one_clear_error(tmp_path, capsys):
+    (tmp_path / journal.NAME).write_text('{"kind": "result"}\n')
+    assert cli(["rebuild", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip().endswith("journal.jsonl:1: not a journal of this kit (expected its first line to be the run's, "
+                                                    f"{journal.SCHEMA})")
+    (tmp_path / journal.NAME).unlink()
+    assert cli(["rebuild", str(tmp_path)]) == 2
+    assert "no journal there" in capsys.readouterr().err
+
+
+def test_rebuild_refuses_a_journal_whose_spec_files_changed(tmp_path, capsys):
+    written = journal.Journal(tmp_path, {"started": 1.0, "specs": None})
+    written.eps([], "0" * 64)
+    written.close()
+    assert cli(["rebuild", str(tmp_path)]) == 2
+    assert "spec files changed since it ran" in capsys.readouterr().err
+
+
+def test_a_journal_that_cannot_be_written_stops_without_stopping_the_run(tmp_path):
+    written = journal.Journal(tmp_path, {"started": 1.0})
+
+    class Full:
+        def write(self, text):
+            raise OSError(28, "No space left on device")
+
+        def close(self):
+            pass
+
+    written._file = Full()
+    written.collected(3)
+    written.collected(4)  # no second error
+    assert "No space left on device" in written.broken
+
+
+def test_a_symlink_planted_as_the_journal_is_refused(tmp_path):
+    target = tmp_path / "elsewhere"
+    target.write_text("precious\n")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / journal.NAME).symlink_to(target)
+    completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep=cpu", "--conformance-report", "reports"],
+                               cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert completed.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "journal.jsonl: is a symlink: refusing to write through it" in completed.stderr
+    assert "Traceback" not in completed.stderr and target.read_text() == "precious\n"
+
+
+def test_a_second_run_into_the_same_folder_is_refused_naming_it(tmp_path):
+    lock = runfolder.claim(tmp_path / "reports")  # as the first run holds it
+    try:
+        completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep=cpu", "--conformance-report", "reports"],
+                                   cwd=tmp_path, capture_output=True, text=True, timeout=180)
+        assert completed.returncode == pytest.ExitCode.USAGE_ERROR
+        assert completed.stderr.strip() == (f"ERROR: --conformance-report reports: another run (pid {os.getpid()}) is writing into this folder; "
+                                            "wait for it to end, or give this run a folder of its own")
+        assert not (tmp_path / "reports" / journal.NAME).exists()  # it wrote nothing there
+    finally:
+        lock.close()
+    with pytest.raises(runfolder.FolderRefused):  # the lock, not the file, refuses: a second claim in-process too
+        with runfolder.claim(tmp_path / "reports"):
+            runfolder.claim(tmp_path / "reports")
+
+
+def test_signals_during_the_report_are_noted_not_acted_on():
+    with signals.held() as received:
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+    assert received == [signal.SIGINT, signal.SIGTERM]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # back as it was
+
+
+def test_sigterm_raises_keyboard_interrupt_once_installed():
+    replaced = signals.install()
+    try:
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    finally:
+        signals.restore(replaced)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
