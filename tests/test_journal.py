@@ -18,68 +18,11 @@ from pathlib import Path
 import pytest
 
 from conformance import journal, runfolder, signals
+from processes import assert_none_outlive, hung_run, processes_in, results_in
 from conformance.cli import main as cli
 from conformance.outcomes import Outcome, Result
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def processes_in(folder: Path) -> set[int]:
-    """Every process started in `folder` (its working directory), the test's own aside: the
-    run's pytest, its workers, and the fork server, whose parent (the first worker) may have
-    been lost to a hang by then, leaving it a child of init."""
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                if Path(os.readlink(entry / "cwd")) == folder:
-                    found.add(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def results_in(folder: Path) -> int:
-    path = folder / journal.NAME
-    return path.read_text().count('"kind": "result"') if path.exists() else 0
-
-
-def hung_run(library: Path, folder: Path, *extra: str) -> subprocess.Popen:
-    """pytest on refdev in hang mode, returned once it has journaled results and a worker is
-    stuck in a copy: the first check's copy hangs until the 8 s timeout, the results of the
-    checks that make the same call follow at once, then the next call hangs."""
-    env = dict(os.environ, ORT_REFDEV_FAULT="hang")
-    process = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library), "--ep", "refdev",
-                                "--conformance-timeout", "8", "--conformance-report", str(folder / "reports"), *extra],
-                               cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 120
-    count, since = 0, time.monotonic()
-    # Hung again once results stop coming for 2 s after a few came: the others take milliseconds.
-    while count < 3 or time.monotonic() - since < 2.0:
-        assert process.poll() is None, process.stdout.read().decode()[-3000:]
-        assert time.monotonic() < deadline, "no hang in two minutes"
-        if results_in(folder / "reports") != count:
-            count, since = results_in(folder / "reports"), time.monotonic()
-        time.sleep(0.05)
-    return process
-
-
-def assert_none_outlive(pids: set[int], seconds: float = 5.0) -> None:
-    deadline = time.monotonic() + seconds
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = [pid for pid in pids if alive(pid)]
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)  # not left behind by the test either
-    assert not left, f"processes outlived the run by {seconds:g} s: {left}"
 
 
 def test_after_sigkill_every_result_is_in_the_journal_and_rebuild_writes_the_report(refdev_library, tmp_path, capsys):
