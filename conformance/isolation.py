@@ -132,9 +132,10 @@ class Worker:
         self.facts = None
 
     def ready(self) -> dict[str, Any]:
-        """The facts the worker answered to init (waiting for them)."""
-        timeout = max(self.timeout, 120.0)
-        reply = self._receive(time.monotonic() + timeout, timeout, "starting the worker")
+        """The facts the worker answered to init, waiting for them as long as a check may take:
+        the timeout holds for loading the EP library too (one that hangs as it loads would
+        otherwise hold the run)."""
+        reply = self._receive(time.monotonic() + self.timeout, self.timeout, "starting the worker (importing onnxruntime, loading the EP)")
         if not reply.get("ok"):
             self._kill()  # a worker without an EP serves nothing; a later request starts afresh
             raise WorkerRefused.from_reply(reply)

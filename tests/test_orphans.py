@@ -91,3 +91,28 @@ def test_a_parent_already_gone_is_seen_once_the_signal_is_asked_for():
                           env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))).returncode
     assert code == 70
     assert orphans.spawned_parent() is None or isinstance(orphans.spawned_parent(), int)
+
+
+def test_an_ep_library_that_hangs_as_it_loads_costs_the_timeout_then_one_clear_error(tmp_path):
+    """--conformance-timeout holds for the worker's start too: loading the EP library is a
+    call into the vendor's code like any other."""
+    source = tmp_path / "hang.c"
+    source.write_text("#include <unistd.h>\n__attribute__((constructor)) static void hang(void) { for (;;) sleep(1); }\n")
+    library = tmp_path / "libhang.so"
+    try:
+        built = subprocess.run(["cc", "-shared", "-fPIC", "-o", str(library), str(source)], capture_output=True, text=True)
+    except FileNotFoundError:
+        built = None
+    if built is None or built.returncode != 0:
+        import pytest
+
+        pytest.skip("no C compiler here to build a library that hangs as it loads")
+    started = time.monotonic()
+    completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library), "--ep", "Hang",
+                                "--conformance-timeout", "3", "--conformance-report", "reports"],
+                               cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert time.monotonic() - started < 30  # not the two minutes a worker's start was once given
+    assert completed.returncode == 4  # pytest's usage error
+    assert completed.stderr.strip() == ("ERROR: EP 'Hang' could not be loaded: starting the worker (importing onnxruntime, loading the EP) "
+                                        "did not finish within 3 s; the worker was killed and replaced")
+    assert_none_outlive(processes_in(tmp_path))
