@@ -37,6 +37,9 @@ def spec(first: int, contracts: int) -> str:
       - kind: onnxruntime-docs
         ref: "onnxruntime Python API: copy_tensors"
     check: copy.roundtrip
+    params:
+      dtype: [float32]
+      shape: ["16"]
 """ for i in range(first, first + contracts))
     return f"family: many\ntitle: A vendor's large catalogue, for timing\ncontracts:\n{entries}"
 

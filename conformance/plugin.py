@@ -67,7 +67,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
                     help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements "
                          "only), except contracts marked isolated or own_process (bad requests, the library's lifecycle), which "
-                         "always run in a worker: they can take the process down")
+                         "always run in a worker: they can take the process down. An EP that aborts in another check takes "
+                         "pytest down with it: the results before are in the journal (ort-conformance rebuild)")
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")

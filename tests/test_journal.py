@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -156,3 +157,33 @@ def test_sigterm_raises_keyboard_interrupt_once_installed():
     finally:
         signals.restore(replaced)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+
+
+def test_with_isolation_none_a_crash_of_pytest_itself_loses_only_the_check_it_was_in(tmp_path, capsys):
+    """--conformance-isolation none runs checks in pytest's process: an EP that aborts there
+    takes pytest down (README, "Isolation"). What was decided before is in the journal; here
+    the process aborts once 20 results are in, as an abort in the 21st check's copy would."""
+    (tmp_path / "abort_after.py").write_text(textwrap.dedent("""
+        import os
+        import pytest
+
+        seen = []
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_runtest_logreport(report):
+            if report.when == "teardown" and getattr(report, "conformance_result", None):
+                seen.append(report.nodeid)
+                if len(seen) == 20:
+                    os.abort()
+    """))
+    completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "abort_after", "--ep=cpu",
+                                "--conformance-isolation", "none", "--conformance-report", "reports"],
+                               cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(tmp_path)), capture_output=True, text=True, timeout=180)
+    assert completed.returncode == -signal.SIGABRT, completed.stdout[-2000:] + completed.stderr[-2000:]
+    assert not (tmp_path / "reports" / "report.json").exists()
+    contents = journal.read(tmp_path / "reports")
+    assert len(contents.results) == 20 and contents.finished is None and contents.run["isolation"] == "none"
+    assert cli(["rebuild", str(tmp_path / "reports")]) == 0
+    report = json.loads((tmp_path / "reports" / "report.json").read_text())
+    assert len(report["results"]) == 20 and report["run"]["interrupted"] and report["run"]["isolation"] == "none"
+    assert report["verdict"] != "conformant"
