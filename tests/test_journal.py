@@ -187,3 +187,15 @@ def test_with_isolation_none_a_crash_of_pytest_itself_loses_only_the_check_it_wa
     report = json.loads((tmp_path / "reports" / "report.json").read_text())
     assert len(report["results"]) == 20 and report["run"]["interrupted"] and report["run"]["isolation"] == "none"
     assert report["verdict"] != "conformant"
+
+
+def test_rebuild_waits_for_no_run_it_refuses_a_folder_a_run_holds(tmp_path, capsys):
+    written = journal.Journal(tmp_path, {"started": 1.0, "specs": None})
+    written.close()
+    lock = runfolder.claim(tmp_path)
+    try:
+        assert cli(["rebuild", str(tmp_path)]) == 2
+        assert "another run (pid" in capsys.readouterr().err
+    finally:
+        lock.close()
+    assert not (tmp_path / "report.json").exists()
