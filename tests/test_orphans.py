@@ -94,8 +94,9 @@ def test_a_parent_already_gone_is_seen_once_the_signal_is_asked_for():
 
 
 def test_an_ep_library_that_hangs_as_it_loads_costs_the_timeout_then_one_clear_error(tmp_path):
-    """--conformance-timeout holds for the worker's start too: loading the EP library is a
-    call into the vendor's code like any other."""
+    """A worker's start is bounded too (by --conformance-timeout, 10 s at least for the
+    interpreter and onnxruntime's import): loading the EP library is a call into the vendor's
+    code like any other."""
     source = tmp_path / "hang.c"
     source.write_text("#include <unistd.h>\n__attribute__((constructor)) static void hang(void) { for (;;) sleep(1); }\n")
     library = tmp_path / "libhang.so"
@@ -111,8 +112,8 @@ def test_an_ep_library_that_hangs_as_it_loads_costs_the_timeout_then_one_clear_e
     completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library), "--ep", "Hang",
                                 "--conformance-timeout", "3", "--conformance-report", "reports"],
                                cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert time.monotonic() - started < 30  # not the two minutes a worker's start was once given
+    assert time.monotonic() - started < 40  # not the two minutes a worker's start was once given
     assert completed.returncode == 4  # pytest's usage error
-    assert completed.stderr.strip() == ("ERROR: EP 'Hang' could not be loaded: starting the worker (importing onnxruntime, loading the EP) "
-                                        "did not finish within 3 s; the worker was killed and replaced")
+    assert completed.stderr.strip() == ("ERROR: EP 'Hang' could not be loaded: starting the worker did not finish within 10 s; "
+                                        "the worker was killed and replaced")
     assert_none_outlive(processes_in(tmp_path))
