@@ -4,7 +4,6 @@ each spec file once (item 9 of "Nothing lost, nothing written outside")."""
 
 from __future__ import annotations
 
-import errno
 import os
 import subprocess
 import sys
