@@ -14,16 +14,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
 from conformance import journal, runfolder, signals
-from processes import assert_none_outlive, hung_run, processes_in, results_in
 from conformance.cli import main as cli
 from conformance.outcomes import Outcome, Result
-
-ROOT = Path(__file__).resolve().parents[1]
+from processes import assert_none_outlive, hung_run, processes_in, results_in
 
 
 def test_after_sigkill_every_result_is_in_the_journal_and_rebuild_writes_the_report(refdev_library, tmp_path, capsys):
