@@ -44,9 +44,10 @@ class Journal:
         self._file: IO[str] | None = safe_io.open_in(folder, NAME, "w") if folder is not None else None
         self._write({"kind": "run", "schema": SCHEMA, **run})
 
-    def eps(self, facts: list[dict[str, Any]], spec_digest: str) -> None:
-        """The EPs' facts, and the digest of the spec files the run read (rebuild reads them again)."""
-        self._write({"kind": "eps", "eps": facts, "spec_digest": spec_digest})
+    def eps(self, facts: list[dict[str, Any]], spec_digest: str, platform: str) -> None:
+        """The EPs' facts, the digest of the spec files the run read (rebuild reads them
+        again) and the machine's platform (asked while the workers start, not before)."""
+        self._write({"kind": "eps", "eps": facts, "spec_digest": spec_digest, "platform": platform})
 
     def collected(self, count: int) -> None:
         self._write({"kind": "collected", "count": count})
@@ -147,6 +148,7 @@ def _take(contents: Contents, kind: str, line: dict[str, Any], where: str) -> No
         if kind == "eps":
             contents.eps = list(line["eps"])
             contents.digest = str(line.get("spec_digest", ""))
+            contents.run.setdefault("platform", str(line.get("platform", "")))
         elif kind == "collected":
             contents.collected = int(line["count"])
         elif kind == "result":

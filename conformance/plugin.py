@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance import runfolder, signals
+from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
 from conformance.options import ep_options, seconds
 from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
@@ -129,7 +129,7 @@ class ConformanceRun:
             _refuse_twice(self.eps, ep)
             ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
             self.eps.append(ep)
-        self.folder.journal.eps([ep.facts for ep in self.eps], self.catalogue.digest)
+        self.folder.journal.eps([ep.facts for ep in self.eps], self.catalogue.digest, _machine())
 
     def worker_init(self, name: str) -> dict[str, Any]:
         # This process reads and validates the spec files; its workers are handed them (see start).
@@ -229,12 +229,10 @@ class ConformanceRun:
 def _open_folder(run: ConformanceRun) -> None:
     """The report folder checked (and, by the primary, locked) before any worker starts, and
     the primary's journal opened in it, beginning with what the run is."""
-    from conformance.report import machine
-
     try:
         run.folder.open({"started": run.started, "specs": run.spec_paths, "strict": bool(run.strict),
                          "isolation": "worker" if run.isolated else "none", "command": " ".join(sys.argv),
-                         "python": sys.version.split()[0], "platform": machine()})
+                         "python": sys.version.split()[0]})
     except runfolder.FolderRefused as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -259,6 +257,12 @@ def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: boo
     run.verdict = data["verdict"]
     run.folder.journal.finished(run.verdict, interrupted, record.finished)
     return data
+
+
+def _machine() -> str:
+    from conformance.report import machine  # asked already, while the workers started (see start)
+
+    return machine()
 
 
 def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:

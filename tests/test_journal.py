@@ -62,7 +62,7 @@ def test_sigterm_and_sighup_end_the_run_as_ctrl_c_does_with_its_report(refdev_li
 
 def test_a_journal_cut_short_by_a_kill_is_read_up_to_its_last_whole_line(tmp_path):
     written = journal.Journal(tmp_path, {"started": 1.0, "specs": []})
-    written.eps([{"label": "cpu", "declared": False}], "d1")
+    written.eps([{"label": "cpu", "declared": False}], "d1", "Linux")
     result = Result(contract="c.x", ep="CPUExecutionProvider", device="cpu", params={}, outcome=Outcome.PASS, message="ok",
                     spec="x.yaml:1", severity="required", subject="ep", nodeid="x.yaml::c.x[cpu]")
     written.result(result.to_dict())
@@ -86,7 +86,7 @@ def test_a_file_that_is_not_a_journal_is_one_clear_error(tmp_path, capsys):
 
 def test_rebuild_refuses_a_journal_whose_spec_files_changed(tmp_path, capsys):
     written = journal.Journal(tmp_path, {"started": 1.0, "specs": None})
-    written.eps([], "0" * 64)
+    written.eps([], "0" * 64, "Linux")
     written.close()
     assert cli(["rebuild", str(tmp_path)]) == 2
     assert "spec files changed since it ran" in capsys.readouterr().err
