@@ -115,13 +115,24 @@ def main(argv: list[str] | None = None) -> int:
     found.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per lane (reports/<lane>/report.json)")
     found.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
+    rebuild = command("rebuild", "write a run's report set again from its results journal",
+                      "Every result a pytest run decides is appended to DIR/journal.jsonl as it comes. A run that\n"
+                      "was killed (SIGKILL, the OOM killer, an EP that aborted the pytest process) or could not write\n"
+                      "its report (a full disk) leaves its results there: this writes report.json, report.md and\n"
+                      "report.html from them, marked interrupted unless the run had finished. The run's spec files\n"
+                      "are read again, and must be those the run read. Exit 0; 2 when there is no journal to read, it\n"
+                      "is not one, the spec files changed or a run holds the folder; 3 when the report cannot be written.",
+                      "  ort-conformance rebuild\n"
+                      "  ort-conformance rebuild reports/refdev")
+    rebuild.add_argument("report_dir", nargs="?", default="reports", metavar="DIR", help="the run's report folder (default: reports/)")
+
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     try:
-        handlers = {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff, "found": _found}
-        return handlers[args.command](args)
+        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff, "found": _found,
+                "rebuild": _rebuild}[args.command](args)
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
@@ -353,6 +364,41 @@ def _found(args) -> int:
     if args.output and status == 0:
         print(f"wrote {args.output} from {len(args.reports)} reports")
     return status
+
+
+def _rebuild(args) -> int:
+    from conformance import journal, report, runfolder, safe_io
+    from conformance.spec import SpecErrors, load_catalogue
+
+    folder = Path(args.report_dir)
+    try:
+        lock = runfolder.claim(folder) if folder.is_dir() else None  # not while a run writes there
+        contents = journal.read(folder)
+    except (runfolder.FolderRefused, journal.JournalError) as exc:
+        print(f"ort-conformance: {exc}", file=sys.stderr)
+        return 2
+    try:
+        catalogue = load_catalogue(contents.run.get("specs"))
+    except SpecErrors as exc:
+        print(f"ort-conformance: the run's spec files cannot be read again:\n{exc}", file=sys.stderr)
+        return 2
+    digest = contents.digest
+    if digest and digest != catalogue.digest:
+        print(f"ort-conformance: {folder / journal.NAME}: the run's spec files changed since it ran (digest {digest[:12]}, now "
+              f"{catalogue.digest[:12]}): its report would describe other contracts", file=sys.stderr)
+        return 2
+    data = report.build(journal.record(contents, catalogue))
+    try:
+        written = report.write_all(data, folder)
+    except safe_io.UnsafeFile as exc:
+        print(f"ort-conformance: the report was not written: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        if lock:
+            lock.close()
+    print(f"{len(contents.results)} results of a run that {'finished' if contents.finished else 'did not finish (interrupted)'}, "
+          f"verdict {data['verdict']}: " + ", ".join(str(p) for p in written))
+    return 0
 
 
 if __name__ == "__main__":

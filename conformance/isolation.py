@@ -43,6 +43,12 @@ def handover(catalogue: Catalogue, recipes: dict[str, Any]) -> dict[str, Any]:
     return {"op": "handover", "data": base64.b64encode(data).decode("ascii")}
 
 
+# The least a worker's start is given, whatever --conformance-timeout: an interpreter start and
+# onnxruntime's import take seconds on a busy machine. A library that hangs as it loads costs
+# the larger of the two, not the two minutes a start was once given.
+START_SECONDS = 10.0
+
+
 class WorkerLost(Exception):
     """The worker crashed or timed out, as facts: `outcome` ('crash' or 'timeout'), `message`
     (what happened to the process), `actual` (the same, short), `tail` (its last output), `call`
@@ -132,8 +138,8 @@ class Worker:
         self.facts = None
 
     def ready(self) -> dict[str, Any]:
-        """The facts the worker answered to init (waiting for them)."""
-        timeout = max(self.timeout, 120.0)
+        """The facts the worker answered to init, waiting as long as a check may take (START_SECONDS at least): it loads the EP library."""
+        timeout = max(self.timeout, START_SECONDS)
         reply = self._receive(time.monotonic() + timeout, timeout, "starting the worker")
         if not reply.get("ok"):
             self._kill()  # a worker without an EP serves nothing; a later request starts afresh

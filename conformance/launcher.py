@@ -17,8 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from conformance import safe_io
 from conformance.forkserver import ForkedProcess, ForkServer
 from conformance.lines import LineChannel, widen_pipe, write
+from conformance.orphans import PARENT
 
 TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -97,7 +99,8 @@ class Launcher:
         write(process.stdin, message)
 
     def _new_process(self, fork_only: bool = False) -> subprocess.Popen | ForkedProcess | None:
-        log = open(self.log, "ab") if self.log else subprocess.DEVNULL
+        # Through safe_io: a symlink planted as reports/worker-cpu.log is refused, not appended to.
+        log = safe_io.open_in(self.log.parent, self.log.name, "ab") if self.log else subprocess.DEVNULL
         try:
             forked = _forked(self.fork_server, log) if self.fork_server is not None and not self.env else None
             process = forked or (None if fork_only else self._spawned(log))
@@ -114,7 +117,7 @@ class Launcher:
         server, self.hosts = self.hosts, None
         if server:  # see forkserver.py: one OpenBLAS thread, so that the host can fork the server
             command, fds, hosting = command + server.host_args, (server.host_fd,), {"OPENBLAS_NUM_THREADS": "1"}
-        env = {**os.environ, **hosting, **(self.env or {})}
+        env = {**os.environ, **hosting, **(self.env or {}), PARENT: str(os.getpid())}  # see orphans.die_with_parent
         try:
             return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, pass_fds=fds)
         finally:
@@ -135,7 +138,11 @@ class Launcher:
     def log_tail(self, lines: int = 3) -> str:
         if not self.log or not self.log.exists():
             return ""
-        with open(self.log, "rb") as log:
+        try:
+            log = safe_io.open_regular(self.log, follow_symlinks=False)
+        except (OSError, safe_io.UnsafeFile):
+            return ""
+        with log:
             log.seek(self._log_start)
             text = TERMINAL_COLOURS.sub("", log.read().decode(errors="replace"))  # onnxruntime colours its log lines
         tail = [line for line in text.splitlines() if line.strip()][-lines:]

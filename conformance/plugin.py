@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import gc
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from conformance import runfolder, signals
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
-from conformance.options import ep_options, reason_of, seconds
+from conformance.options import ep_options, seconds
 from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
 from conformance.pool import EpUnderTest, WorkerPool
+from conformance.safe_io import UnsafeFile
 from conformance.record import EpRecord, RunRecord
 from conformance.scheduler import Planned, Scheduler
 from conformance.selection import SelectionWatch, case_key, compare
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
 RESULT_KEY = pytest.StashKey[Result]()
+SIGNALS_KEY = pytest.StashKey[dict]()  # the handlers signals.install replaced
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -66,7 +68,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
                     help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements "
                          "only), except contracts marked isolated or own_process (bad requests, the library's lifecycle), which "
-                         "always run in a worker: they can take the process down")
+                         "always run in a worker: they can take the process down. An EP that aborts in another check takes "
+                         "pytest down with it: the results before are in the journal (ort-conformance rebuild)")
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
@@ -97,6 +100,7 @@ class ConformanceRun:
         self.verdict = ""
         self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
         self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
+        self.folder = runfolder.RunFolder(self.report_dir, self.primary)  # its lock and the journal
         self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"))
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
         self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
@@ -104,7 +108,7 @@ class ConformanceRun:
     def start(self, names: list[str]) -> None:
         if self.watch.collect_only:
             return _start_listing(self, names)
-        _check_writable(self.report_dir)
+        _open_folder(self)
         # Workers import onnxruntime and load their EP while this process loads the catalogue;
         # the first forks the fork server off itself before it imports onnxruntime.
         if self.isolated:
@@ -129,6 +133,7 @@ class ConformanceRun:
             _refuse_twice(self.eps, ep)
             ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
             self.eps.append(ep)
+        self.folder.journal.eps([ep.facts for ep in self.eps], self.catalogue.digest, _machine())
 
     def worker_init(self, name: str) -> dict[str, Any]:
         # This process reads and validates the spec files; its workers are handed them (see start).
@@ -161,6 +166,7 @@ class ConformanceRun:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
+        self.folder.journal.collected(self.collected)
         # The catalogue, the items and every module loaded live until the end of the run: moved
         # out of the cyclic collector's reach, they are not traversed again by each collection
         # during the run, by pytest's at unconfigure and by the interpreter's at exit (a tenth
@@ -173,8 +179,8 @@ class ConformanceRun:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "conformance_result", None)
         if data is not None and self.primary:
-            result = Result.from_dict(data)
-            self.results.append(result)
+            self.folder.journal.result(data)
+            self.results.append(result := Result.from_dict(data))
             self.config.hook.pytest_conformance_result(result=result, config=self.config)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -194,12 +200,10 @@ class ConformanceRun:
         # Nothing more is asked of the workers: they end while the report is written (a worker
         # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
         self.pool.ask_to_exit()
-        from conformance import report
-
-        data = report.build(_record(self, interrupted))
-        self.written = report.write_all(data, self.report_dir)
-        self.verdict = data["verdict"]
-        self.config.hook.pytest_conformance_report(report=data, folder=self.report_dir, config=self.config)
+        with signals.held():  # a second Ctrl-C (or a SIGTERM) now is noted: the report set is written whole
+            data = _write_report(self, session, interrupted)
+        if data is not None:
+            self.config.hook.pytest_conformance_report(report=data, folder=self.report_dir, config=self.config)
         if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a strict run is a yes/no answer
         # What the run made since collection (pytest's reports of every item, the results) lives
@@ -222,6 +226,46 @@ class ConformanceRun:
 
     def close(self) -> None:
         self.pool.close()
+        self.folder.close()
+
+
+def _open_folder(run: ConformanceRun) -> None:
+    """The report folder checked (and, by the primary, locked) before any worker starts, and
+    the primary's journal opened in it, beginning with what the run is."""
+    try:
+        run.folder.open({"started": run.started, "specs": run.spec_paths, "strict": bool(run.strict),
+                         "isolation": "worker" if run.isolated else "none", "command": " ".join(sys.argv),
+                         "python": sys.version.split()[0]})
+    except runfolder.FolderRefused as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: bool) -> dict[str, Any] | None:
+    """The report set written (report.write_all), and the journal told; on a write that fails
+    (a full disk, a symlink planted at a report's name), one line saying so, the previous set
+    left as it was, and exit status 3. The journal keeps every result then: `ort-conformance
+    rebuild` writes the report from it once there is room."""
+    from conformance import report
+
+    for ep in run.eps:
+        run.folder.journal.capabilities(ep.label, ep.capabilities)
+    record = _record(run, interrupted)
+    data = report.build(record)
+    try:
+        run.written = report.write_all(data, run.report_dir)
+    except UnsafeFile as exc:
+        sys.stderr.write(f"ERROR: the conformance report was not written: {exc}\n")
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        return None
+    run.verdict = data["verdict"]
+    run.folder.journal.finished(run.verdict, interrupted, record.finished)
+    return data
+
+
+def _machine() -> str:
+    from conformance.report import machine  # asked already, while the workers started (see start)
+
+    return machine()
 
 
 def _verdict_label(strict: bool, selection: dict[str, Any] | None) -> str:
@@ -302,17 +346,6 @@ def _unprobed(catalogue: Catalogue, name: str) -> EpUnderTest:
 
 def _isolated(item: pytest.Item) -> bool:
     return isinstance(item, ContractItem) and item.contract.isolated
-
-
-def _check_writable(folder: Path) -> None:
-    """Refuses, before any check runs, a report folder whose report could not be written at the end."""
-    if folder.exists() and not folder.is_dir():
-        raise pytest.UsageError(f"--conformance-report {folder}: is a file, not a folder")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=folder).close()
-    except OSError as exc:
-        raise pytest.UsageError(f"--conformance-report {folder}: cannot be written: {reason_of(exc)}") from None
 
 
 def _parse_options(pairs: list[str]) -> dict[str, str]:
@@ -406,8 +439,18 @@ def pytest_configure(config: pytest.Config) -> None:
     run = ConformanceRun(config)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(run, "conformance-run")
+    if run.primary:
+        # SIGTERM (CI's cancel) and SIGHUP end the run as Ctrl-C does: with a report of what ran.
+        config.stash[SIGNALS_KEY] = signals.install()
+    else:
+        from conformance import orphans
+
+        orphans.die_with_parent()  # an xdist worker whose controller is killed ends too, and its workers with it
     try:
         run.start(names)
+    except UnsafeFile as exc:  # a symlink planted as a worker's log
+        run.close()
+        raise pytest.UsageError(f"--conformance-report {run.report_dir}: {exc}") from None
     except BaseException:
         run.close()
         raise
@@ -425,6 +468,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     run = config.stash.get(RUN_KEY, None)
     if run:
         run.close()
+        signals.restore(config.stash.get(SIGNALS_KEY, {}))
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):

@@ -116,8 +116,14 @@ class Handler:
 def main() -> None:
     # A terminal's Ctrl-C reaches the whole process group; the parent decides what an interrupt
     # ends (it writes the report and closes its workers), so the worker does not die mid-check
-    # with a traceback in its log.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # with a traceback in its log. The same for SIGTERM and SIGHUP, which CI and a closed
+    # terminal send to the whole group: the parent takes them as Ctrl-C (conformance.signals).
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_IGN)
+    from conformance import orphans
+
+    # Dies with the process that spawned it, even hung in an EP call (see orphans.py).
+    orphans.die_with_parent(orphans.spawned_parent())
     if sys.argv[1:2] == ["--fork-server"]:
         from conformance import forkhost
 
@@ -141,6 +147,13 @@ def preload() -> None:
 def run() -> None:
     """Serves the requests on stdin until exit or their end, then ends the process (also in a
     worker forked by the fork server)."""
+    from conformance import orphans
+
+    # A forked worker dies with the fork server that forked it (a spawned one was set up in
+    # main); either ends shortly after its parent's end of the requests' pipe is gone. Here,
+    # not before: the host of the fork server must run one thread when it forks the server.
+    orphans.die_with_parent()
+    orphans.watch_stdin()
     replies = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -1,21 +1,20 @@
 """The conformance report: one summary (`build`) feeds report.json, report.md and the terminal.
 
 report.json's top-level keys are an interface (DESIGN.md): schema, kit_version, onnxruntime,
-ep, devices, verdict, summary, results, capabilities. Files are written atomically (a temporary
-file, then a rename), so an interrupted run never leaves half a report.
+ep, devices, verdict, summary, results, capabilities. The three files are written as one set
+(safe_io.write_set: each aside, then renamed), so an interrupted run or a full disk never
+leaves half a report, nor a new report.json beside the last run's report.md.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from conformance import __version__
+from conformance import __version__, safe_io
 from conformance.claims import spec_claims
 from conformance.eps import memory_label
 from conformance import waivers as waiver_rules
@@ -51,7 +50,7 @@ def build(record: RunRecord) -> dict[str, Any]:
         "findings": [r.to_dict() for r in results if r.is_finding],
         "results": [r.to_dict() for r in results],
         "capabilities": [matrix for ep in record.eps for matrix in ep.capabilities],
-        "contracts": {c.id: _contract(c) for c in record.contracts},
+        "contracts": _contracts(record.contracts),
         "waivers": waiver_rules.summary(results),
         "strict": strict,
         "selection": selection,
@@ -95,7 +94,16 @@ def _ep(facts: dict[str, Any], spec) -> dict[str, Any]:
     }
 
 
-def _contract(contract) -> dict[str, Any]:
+def _contracts(contracts) -> dict[str, Any]:
+    """Each contract's entry, its spec file read once for all of its contracts (not once per
+    contract: a vendor's file of 10 000 contracts would be read 10 000 times)."""
+    files: dict[str, list[str] | None] = {}
+    return {c.id: _contract(c, files) for c in contracts}
+
+
+def _contract(contract, files: dict[str, list[str] | None]) -> dict[str, Any]:
+    if contract.file not in files:
+        files[contract.file] = _spec_lines(contract.file)
     return {
         "family": contract.family,
         "statement": contract.statement,
@@ -103,15 +111,24 @@ def _contract(contract) -> dict[str, Any]:
         "subject": contract.subject,
         "spec": str(contract.location),
         "sources": [s.to_dict() for s in contract.sources],
-        "excerpt": spec_excerpt(contract.file, contract.location.line),
+        "excerpt": _excerpt(files[contract.file], contract.location.line),
     }
+
+
+def _spec_lines(path: str) -> list[str] | None:
+    try:
+        return Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def spec_excerpt(path: str, line: int, limit: int = 30) -> str:
     """The YAML entry that starts at `line`: up to the next entry at the same indentation."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError:
+    return _excerpt(_spec_lines(path), line, limit)
+
+
+def _excerpt(lines: list[str] | None, line: int, limit: int = 30) -> str:
+    if lines is None:
         return ""
     start = line - 1
     if not 0 <= start < len(lines):
@@ -126,33 +143,18 @@ def spec_excerpt(path: str, line: int, limit: int = 30) -> str:
     return "\n".join(entry).rstrip()
 
 
-def atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        # mkstemp creates the file readable by its owner only; a report is for everyone the umask allows.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-
-
 def write_all(data: dict[str, Any], directory: Path) -> list[Path]:
+    """report.json, report.md, report.html and summary.md (a CI job's summary, linking into
+    report.html), rendered, then written as one set: all replaced, or (a full disk, a symlink
+    planted at one of the names) none of them, with one safe_io.UnsafeFile naming the folder and
+    why. The summary also goes on GitHub Actions' job page when $GITHUB_STEP_SUMMARY is set."""
     from conformance.report import html, markdown, summary
 
-    json_path, md_path, html_path = directory / "report.json", directory / "report.md", directory / "report.html"
-    atomic_write(json_path, json_text(data))
-    atomic_write(md_path, markdown.render(data))
-    atomic_write(html_path, html.render(data))
-    atomic_write(directory / "summary.md", text := summary.render(data))  # a CI job's summary, linking into report.html
-    summary.append_step_summary(text)  # and on GitHub Actions' job page when $GITHUB_STEP_SUMMARY is set
-    return [json_path, md_path, html_path]
+    text = summary.render(data)
+    files: dict[str, bytes | str] = {"report.json": json_text(data), "report.md": markdown.render(data), "report.html": html.render(data), "summary.md": text}
+    written = safe_io.write_set(directory, files)
+    summary.append_step_summary(text)
+    return written
 
 
 def json_text(data: dict[str, Any]) -> str:

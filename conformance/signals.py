@@ -1,0 +1,56 @@
+"""How a run takes the signals that end it: SIGTERM and SIGHUP as Ctrl-C, and none while the
+report set is written.
+
+CI sends SIGTERM when a job is cancelled or times out, a closed terminal sends SIGHUP; by
+default either ends Python at once, and the run writes nothing. `install` makes both raise
+KeyboardInterrupt as SIGINT does, so pytest ends the session as it does on Ctrl-C and the plugin
+writes the report of what ran, marked interrupted. `held` keeps all three from interrupting the
+writing of the report set: a second Ctrl-C there would otherwise leave a traceback and the old
+report; it is noted, and the run ends once the set is written. Must not know: pytest, reports.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"{signal.Signals(signum).name} received")
+
+
+def install() -> dict[int, Any]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt from now on (where this is the main thread:
+    only it can set handlers); returns the handlers replaced, for `restore`."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    replaced: dict[int, Any] = {}
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(number) in (signal.SIG_DFL, None):  # a handler someone set on purpose is theirs
+            replaced[number] = signal.signal(number, _interrupt)
+    return replaced
+
+
+def restore(replaced: dict[int, Any]) -> None:
+    for number, handler in replaced.items():
+        signal.signal(number, handler)
+
+
+@contextmanager
+def held() -> Iterator[list[int]]:
+    """While in it, SIGINT, SIGTERM and SIGHUP are noted (in the list it yields) rather than
+    acted on; the handlers before are back afterwards."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    before = {number: signal.signal(number, lambda signum, frame: received.append(signum)) for number in ENDING}
+    try:
+        yield received
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
