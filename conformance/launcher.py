@@ -136,17 +136,7 @@ class Launcher:
         return how, (f"was {how}" if code < 0 else how)
 
     def log_tail(self, lines: int = 3) -> str:
-        if not self.log or not self.log.exists():
-            return ""
-        try:
-            log = safe_io.open_regular(self.log, follow_symlinks=False)
-        except (OSError, safe_io.UnsafeFile):
-            return ""
-        with log:
-            log.seek(self._log_start)
-            text = TERMINAL_COLOURS.sub("", log.read().decode(errors="replace"))  # onnxruntime colours its log lines
-        tail = [line for line in text.splitlines() if line.strip()][-lines:]
-        return ("; its last output: " + " | ".join(tail)) if tail else ""
+        return _log_tail(self.log, self._log_start, lines)
 
     def kill(self) -> None:
         if self.process:
@@ -184,6 +174,21 @@ class Launcher:
         except subprocess.TimeoutExpired:
             return False
         return True
+
+
+def _log_tail(log_path: Path | None, start: int, lines: int) -> str:
+    """The last `lines` lines a process wrote to its log from `start` on, for a loss's message."""
+    if not log_path or not log_path.exists():
+        return ""
+    try:
+        log = safe_io.open_regular(log_path, follow_symlinks=False)
+    except (OSError, safe_io.UnsafeFile):
+        return ""
+    with log:
+        log.seek(start)
+        text = TERMINAL_COLOURS.sub("", log.read().decode(errors="replace"))  # onnxruntime colours its log lines
+    tail = [line for line in text.splitlines() if line.strip()][-lines:]
+    return ("; its last output: " + " | ".join(tail)) if tail else ""
 
 
 def _forked(server: ForkServer, log) -> ForkedProcess | None:

@@ -13,7 +13,7 @@ import gc
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
@@ -216,17 +216,23 @@ class ConformanceRun:
         terminalreporter.section("conformance")
         colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(self.verdict, {"yellow": True})
         terminalreporter.write_line(f"verdict: {self.verdict}" + _verdict_label(self.strict, self.selection), bold=True, **colour)
-        for ep in self.eps:
-            if ep.facts.get("unusable"):
-                terminalreporter.write_line(f"{ep.label}: nothing ran: {ep.facts['unusable']}", yellow=True)
-            if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
-                terminalreporter.write_line(f"{ep.label}: EP spec {ep.facts['spec']}")
+        for line, markup in _ep_lines(self.eps):
+            terminalreporter.write_line(line, **markup)
         for path in self.written:
             terminalreporter.write_line(f"report: {path}")
 
     def close(self) -> None:
         self.pool.close()
         self.folder.close()
+
+
+def _ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
+    """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own."""
+    for ep in eps:
+        if ep.facts.get("unusable"):
+            yield f"{ep.label}: nothing ran: {ep.facts['unusable']}", {"yellow": True}
+        if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
+            yield f"{ep.label}: EP spec {ep.facts['spec']}", {}
 
 
 def _open_folder(run: ConformanceRun) -> None:
