@@ -191,10 +191,11 @@ class ConformanceRun:
         # Nothing more is asked of the workers: they end while the report is written (a worker
         # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
         self.pool.ask_to_exit()
-        from conformance import report
+        from conformance import repro, report
 
         data = report.build(_record(self, interrupted))
         self.written = report.write_all(data, self.report_dir)
+        self.written += repro.write(data, self.report_dir)  # each failing case's script, under repro/
         self.verdict = data["verdict"]
         self.config.hook.pytest_conformance_report(report=data, folder=self.report_dir, config=self.config)
         if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:

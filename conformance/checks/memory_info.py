@@ -26,7 +26,7 @@ def _session_memory(ctx, recipe: str, dtype: str, which: str):
 
 def _snippet(ctx, info, which: str) -> str:
     getter = "get_input_memory_infos" if which == "input" else "get_output_memory_infos"
-    return f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])"
+    return ctx.snippets.script(f"where the session's {which}s live (compare with the expected memory)", f"{ctx.session_snippet(info.model_path)}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])")
 
 
 @check("memory-info.session-inputs", apis=("session_memory_infos",))
@@ -81,7 +81,8 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
     if facts is None:
         raise NotApplicable(f"the EP device advertises no {memory.upper()} memory info")
     dtype, shape = tensors.DTYPES["uint8"], (4, 1024)
-    snippet = f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type([4, 1024], np.uint8, memory_info={ctx.memory_expr(memory)})"
+    snippet = ctx.snippets.script(f"allocating from the {memory.upper()} memory info", "v = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, [4, 1024], np.uint8"
+                                  + ("" if ctx.memory_expr(memory) == "None" else f", memory_info={ctx.memory_expr(memory)}") + ")\nassert v.data_ptr(), 'the allocator returned a null buffer'")
     try:
         value = ctx.allocate(memory, dtype, shape)
     except Exception as exc:
@@ -116,10 +117,11 @@ def declaration(ctx) -> Iterator[Violation]:
     hardware = ctx.facts["hardware"]
     if spec.device_type and hardware and hardware["type"] != spec.device_type:
         yield Violation("the EP device's hardware type differs from the declaration",
-                        expected=spec.device_type, actual=hardware["type"], reproducer=f"{ctx.preamble()}\nprint(dev.device.type)")
+                        expected=spec.device_type, actual=hardware["type"], reproducer=ctx.snippets.script("the EP device's hardware type", f"assert str(dev.device.type).lower().endswith({spec.device_type!r}), dev.device.type"))
     for kind, memory in (("default", spec.default_memory), ("host_accessible", spec.host_accessible)):
         declared, advertised = _declared(memory), ctx.memory_facts(kind)
-        snippet = f"{ctx.preamble()}\nm = {ctx.memory_expr(kind)}\nprint(m and (m.name, m.device_vendor_id, m.device_mem_type))"
+        snippet = ctx.snippets.script(f"the advertised {kind.upper()} memory (compare with the declaration)",
+                                      f"m = dev.memory_info(ort.OrtDeviceMemoryType.{kind.upper()})\nprint(m and (m.name, m.device_vendor_id, m.device_mem_type))")
         if declared is None and advertised is None:
             continue
         if declared is None or advertised is None:

@@ -7,6 +7,7 @@ from typing import Iterator
 from conformance import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
+from conformance.context import steps
 from conformance.findings import NotRun, Violation
 
 
@@ -14,7 +15,7 @@ from conformance.findings import NotRun, Violation
 def sync_stream(ctx) -> Iterator[Violation]:
     if ctx.device is None:
         raise NotRun("the EP is not listed by get_ep_devices(); streams belong to EP devices")
-    snippet = f"{ctx.preamble()}\nstream = dev.create_sync_stream()"
+    snippet = ctx.snippets.script("create_sync_stream() of the EP device", "stream = dev.create_sync_stream()")
     try:
         with ctx.calling(Call("create_sync_stream")):
             stream = ctx.device.create_sync_stream()
@@ -29,6 +30,7 @@ def sync_stream(ctx) -> Iterator[Violation]:
                         expected="a clear error", actual=f"a stream: {stream!r}", reproducer=snippet)
         return
     dt, shape = tensors.DTYPES["float32"], (64, 33)
+    ctx.attempt("copies on the EP device's sync stream", steps.stream_copies(ctx.snippets, dt, shape))
     values = tensors.sample(dt, shape, seed=12)
     destination = ctx.allocate("default", dt, shape)
     ctx.copy([ctx.wrap_cpu(values, dt)], [destination], "cpu>default", stream)
@@ -36,4 +38,4 @@ def sync_stream(ctx) -> Iterator[Violation]:
     ctx.copy([destination], [ctx.wrap_cpu(landing, dt)], "default>cpu", stream)
     diff = tensors.compare(tensors.payload(values, dt), tensors.payload(landing, dt))
     if diff:
-        yield Violation(f"copies on the EP's sync stream changed the bytes: {diff.describe()}", reproducer=snippet + "\nort.copy_tensors([src], [dst], stream)")
+        yield Violation(f"copies on the EP's sync stream changed the bytes: {diff.describe()}", reproducer=steps.stream_copies(ctx.snippets, dt, shape))

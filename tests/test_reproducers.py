@@ -1,0 +1,97 @@
+"""Reproducers reproduce: the scripts a run of the reference EP in a fault mode writes to
+`reports/repro/` fail, run on their own from another folder, under that broken build (an
+AssertionError, or the signal that ends the process) and pass under the good one; they need
+onnxruntime and numpy only.
+
+The library is built by the `refdev_library` fixture (tests/conftest.py); where that is not
+possible the tests skip with the build's own reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import conformance_run
+
+from conformance import repro
+
+# The copy, update and session fault modes of refdev (refdev/README.md), and the crash and hang.
+FAULTS = ["corrupt", "short-copy", "no-data-transfer", "no-d2d", "no-d2h", "no-h2d", "slow-d2d", "wrong-compute", "abort", "hang"]
+PER_MODE = 5  # scripts run per mode: one of each failing contract first
+SCRIPT_TIMEOUT = 8  # the scripts' own alarm (REPRO_TIMEOUT_SECONDS) ends a hang by SIGALRM within it
+
+
+def _run(library: Path, folder: Path, fault: str | None) -> dict:
+    run = conformance_run(folder, "--ep-library", str(library), "--ep", "refdev", "--conformance-timeout", "5",
+                          env={"ORT_REFDEV_FAULT": fault})
+    return run.report | {"_folder": str(run.reports)}
+
+
+def _key(result: dict) -> tuple:
+    return result["contract"], result["device"], tuple(sorted(result["params"].items()))
+
+
+@pytest.fixture(scope="module")
+def good_failures(refdev_library, tmp_path_factory) -> set[tuple]:
+    """The cases that fail under the good build too: onnxruntime's own findings, not the fault's."""
+    report = _run(refdev_library, tmp_path_factory.mktemp("good"), None)
+    return {_key(r) for r in report["results"] if r["outcome"] in repro.FAILING}
+
+
+def run_script(path: Path, cwd: Path, fault: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ORT_REFDEV_FAULT")}
+    env.update(ORT_REFDEV_FAULT=fault, REPRO_TIMEOUT_SECONDS=str(SCRIPT_TIMEOUT))
+    return subprocess.run([sys.executable, "-I", str(path)], cwd=cwd, env=env, capture_output=True, text=True, timeout=SCRIPT_TIMEOUT + 30)
+
+
+def sample(report: dict, good: set[tuple]) -> list[Path]:
+    """Up to PER_MODE scripts of the cases the fault broke, one per contract first."""
+    folder = Path(report["_folder"]) / repro.FOLDER
+    chosen, seen = [], set()
+    broken = [r for r in report["results"] if r["outcome"] in repro.FAILING and _key(r) not in good]
+    for first_of_each in (True, False):
+        for result in broken:
+            path = folder / repro.script_name(result)
+            if path in chosen or (first_of_each and result["contract"] in seen) or not path.exists():
+                continue
+            seen.add(result["contract"])
+            chosen.append(path)
+    return chosen[:PER_MODE]
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_the_scripts_of_a_fault_run_fail_on_the_broken_build_and_pass_on_the_good_one(refdev_library, tmp_path, good_failures, fault):
+    (tmp_path / "run").mkdir()
+    report = _run(refdev_library, tmp_path / "run", fault)
+    scripts = sample(report, good_failures)
+    assert scripts, f"fault {fault}: no script under repro/ for the cases it broke"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for script in scripts:
+        text = script.read_text(encoding="utf-8")
+        imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(text)) if isinstance(node, (ast.Import, ast.ImportFrom))
+                    for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])}
+        assert imported <= {"ctypes", "os", "signal", "time", "gc", "numpy", "onnxruntime"}, f"{script.name} imports {imported}"
+        assert "register_execution_provider_library" in text and str(refdev_library.resolve()) in text, script.name
+        broken = run_script(script, elsewhere, fault)
+        failed_right = broken.returncode < 0 or (broken.returncode != 0 and "AssertionError" in broken.stderr)
+        assert failed_right, f"{script.name} under {fault}: exit {broken.returncode}\n{broken.stdout[-1500:]}\n{broken.stderr[-1500:]}"
+        good = run_script(script, elsewhere, "none")
+        assert good.returncode == 0, f"{script.name} on the good build: exit {good.returncode}\n{good.stdout[-1500:]}\n{good.stderr[-1500:]}"
+
+
+def test_only_failing_cases_get_a_script_and_an_earlier_run_s_are_removed(tmp_path):
+    fail = {"contract": "copy.direction", "device": "x", "params": {"direction": "cpu>default"}, "outcome": "fail",
+            "details": {"violations": [{"reproducer": "assert False\n"}]}}
+    passed = dict(fail, outcome="pass", params={"direction": "default>cpu"})
+    (tmp_path / "repro").mkdir()
+    (tmp_path / "repro" / "old.py").write_text("# an earlier run's\n")
+    written = repro.write({"results": [fail, passed]}, tmp_path)
+    assert [p.name for p in written] == ["copy.direction_x-cpu_default.py"]
+    assert sorted(p.name for p in (tmp_path / "repro").iterdir()) == ["copy.direction_x-cpu_default.py"]
+    assert repro.write({"results": [passed]}, tmp_path) == [] and not list((tmp_path / "repro").iterdir())
