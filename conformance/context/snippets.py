@@ -25,33 +25,25 @@ ALARM_SECONDS = 120  # longer than any check's own calls take on a healthy build
 
 # The helpers every script has: values, placing and reading them, and the two endings of a step.
 HELPERS = '''\
-import ctypes
-import os
-import signal
-
+import ctypes, os, signal
 import numpy as np
 import onnxruntime as ort
 
-# A call that never returns ends the script by SIGALRM (REPRO_TIMEOUT_SECONDS, default %d).
-signal.alarm(int(os.environ.get("REPRO_TIMEOUT_SECONDS", "%d")))
+signal.alarm(int(os.environ.get("REPRO_TIMEOUT_SECONDS", "%d")))  # a call that never returns ends the script by SIGALRM
+NATIVE = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13)  # onnx element types numpy has
 
 
-def filled(shape, storage, seed, specials=()):
-    """Distinct, type-revealing values: nonzero pseudo-random bytes (read as another element
-    type they are other values), the element type's special values (NaN payloads, -0, ...) first."""
+def filled(shape, storage, seed, specials=()):  # distinct, type-revealing: nonzero random bytes, special values first
     storage, count = np.dtype(storage), int(np.prod(shape, dtype=np.int64))
     raw = np.random.default_rng(seed).integers(1, 256, size=count * storage.itemsize, dtype=np.uint8)
     if storage == np.bool_:
         return (raw %% 2).astype(np.bool_).reshape(shape)
-    values = raw.view(storage)
-    bits = values.view(f"u{storage.itemsize}")
-    n = min(count, len(specials))
+    bits, n = raw.view(f"u{storage.itemsize}"), min(count, len(specials))
     bits[:n] = np.array(specials[:n], dtype=np.uint64).astype(bits.dtype)
-    return values.reshape(shape)
+    return raw.view(storage).reshape(shape)
 
 
-def sentinel(shape, storage, byte=0x5A):
-    """One byte pattern throughout: a copy that did nothing leaves it visible."""
+def sentinel(shape, storage, byte=0x5A):  # one byte throughout: a copy that did nothing leaves it visible
     if np.dtype(storage) == np.bool_:
         return np.full(shape, bool(byte & 1))
     array = np.empty(shape, storage)
@@ -59,68 +51,53 @@ def sentinel(shape, storage, byte=0x5A):
     return array
 
 
-def cpu_value(array, onnx_type=None):
-    """A CPU OrtValue over `array` itself (no copy): what is copied into it shows in `array`."""
-    value = ort.OrtValue.ortvalue_from_numpy(array) if onnx_type is None else ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, onnx_type)
+def cpu_value(array, onnx_type=1):  # a CPU OrtValue over the array itself: what is copied into it shows there
+    value = ort.OrtValue.ortvalue_from_numpy(array) if onnx_type in NATIVE else ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, onnx_type)
     assert not array.size or value.data_ptr() == array.ctypes.data, "onnxruntime copied the array instead of wrapping it"
     return value
 
 
-def place(array, memory, onnx_type):
-    """A value in `memory` (None: CPU memory, the array itself) holding `array`'s bytes,
-    allocated from the EP's allocator and filled by copy_tensors."""
-    host = cpu_value(array, None if native(onnx_type) else onnx_type)
+def place(array, memory, onnx_type):  # a value in `memory` (None: the array itself) holding the array's bytes
     if memory is None:
-        return host
+        return cpu_value(array, onnx_type)
     value = works("allocating from the EP memory info", ort.OrtValue.ortvalue_from_shape_and_type, list(array.shape), onnx_type, memory_info=memory)
-    works("copy_tensors CPU > EP memory", ort.copy_tensors, [host], [value], None)
+    works("copy_tensors CPU > EP memory", ort.copy_tensors, [cpu_value(array, onnx_type)], [value], None)
     return value
 
 
-def native(onnx_type):
-    return onnx_type in (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13)  # element types numpy has
-
-
-def read(value, like, through_copy, onnx_type):
-    """`value`'s bytes: CPU-readable memory directly, other memory through copy_tensors into a
-    CPU buffer shaped `like` and filled with another sentinel, so a copy that did nothing shows."""
+def read(value, like, through_copy, onnx_type):  # the value's bytes: directly, or copied into another sentinel
     if not through_copy:
         size = value.tensor_size_in_bytes()
         return np.frombuffer(ctypes.string_at(value.data_ptr(), size) if size else b"", np.uint8)
     landing = sentinel(like.shape, like.dtype, 0xA5)
-    works("copy_tensors EP memory > CPU", ort.copy_tensors, [value], [cpu_value(landing, None if native(onnx_type) else onnx_type)], None)
+    works("copy_tensors EP memory > CPU", ort.copy_tensors, [value], [cpu_value(landing, onnx_type)], None)
     return landing
 
 
-def same_bytes(what, expected, actual, nbytes=None):
-    """Asserts `actual` holds `expected`'s bytes (the first `nbytes` of them: 4-bit types)."""
+def same_bytes(what, expected, actual, nbytes=None):  # the assertion: expected against actual, byte for byte
     e = np.frombuffer(np.ascontiguousarray(expected).tobytes(), np.uint8)[:nbytes]
     a = np.frombuffer(np.ascontiguousarray(actual).tobytes(), np.uint8)[:nbytes]
-    n = min(e.size, a.size)
-    where = np.flatnonzero(e[:n] != a[:n])
+    where = np.flatnonzero(e[:min(e.size, a.size)] != a[:min(e.size, a.size)])
     shown = ", ".join(f"@{i}: expected 0x{e[i]:02x} got 0x{a[i]:02x}" for i in where[:5])
-    assert e.size == a.size and not where.size, f"{what}: {where.size + abs(e.size - a.size)} of {e.size} bytes differ (expected {e.size} bytes, got {a.size}); first: {shown}"
+    assert e.size == a.size and not where.size, f"{what}: {where.size + abs(e.size - a.size)} of {e.size} bytes differ (got {a.size}); first: {shown}"
     print(f"{what}: the {e.size} bytes are right")
 
 
-def works(what, call, *args, **kwargs):
-    """`call(*args)`, which must succeed: an error is the assertion that fails."""
+def works(what, call, *args, **kwargs):  # a call that must succeed: its error is the assertion that fails
     try:
         return call(*args, **kwargs)
     except Exception as error:
         raise AssertionError(f"{what}: expected it to succeed, got {type(error).__name__}: {error}") from None
 
 
-def refused(what, call, *args):
-    """`call(*args)`, which must be refused with a message."""
+def refused(what, call, *args):  # a call that must be refused, with a message
     try:
         call(*args)
     except Exception as error:
         assert str(error).strip(), f"{what}: expected an error message, got {error!r}"
-        print(f"{what}: refused as expected: {str(error).splitlines()[0]}")
-        return
+        return print(f"{what}: refused as expected: {str(error).splitlines()[0]}")
     raise AssertionError(f"{what}: expected an error, got: accepted")
-''' % (ALARM_SECONDS, ALARM_SECONDS)
+''' % ALARM_SECONDS
 
 
 class Snippets:
