@@ -15,6 +15,7 @@ set-up) around the body of one kind of step, which `conformance.context.steps` b
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from conformance import tensors
@@ -113,7 +114,7 @@ class Snippets:
         path, `dev` the EP device under test, `DEFAULT` and `HOST_ACCESSIBLE` its memory infos."""
         target, lines = self.under_test.target, []
         if target.registration and target.library:
-            lines.append(f"ort.register_execution_provider_library({target.registration!r}, {str(Path(target.library).resolve())!r})")
+            lines.append(f"ort.register_execution_provider_library({target.registration!r}, {os.path.abspath(target.library)!r})")
         if self.under_test.device is not None:
             lines.append(f"dev = [d for d in ort.get_ep_devices() if d.ep_name == {target.provider!r}][{self.under_test.index}]")
             lines += [f"{kind.upper()} = dev.memory_info(ort.OrtDeviceMemoryType.{kind.upper()})" for kind in ("default", "host_accessible")
@@ -127,7 +128,7 @@ class Snippets:
         EP took nodes of it."""
         target = self.under_test.target
         options = target.provider_options
-        path = str(Path(model_path).resolve()) if model_path is not None else "<the model: not saved in this run>"
+        path = os.path.abspath(model_path) if model_path is not None else "<the model: not saved in this run>"
         lines = ["so = ort.SessionOptions()", "so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL",
                  "so.intra_op_num_threads = so.inter_op_num_threads = 1", f"so.add_session_config_entry({ASSIGNMENT_CONFIG!r}, '1')"]
         lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in target.session_config.items()]

@@ -7,6 +7,7 @@ types, shapes and memories as the case; the values are the script's own."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from conformance import tensors
@@ -152,8 +153,8 @@ def lifecycle(sn: Snippets, model_path: Path | None, recipe: str, shape: tuple[i
     release what was made, unregister the library, find its EP devices gone; the library
     registered again between them. A crash in a release or unregister path kills the script."""
     target, index = sn.under_test.target, sn.under_test.index
-    library = str(Path(target.library or "").resolve())
-    path = str(Path(model_path).resolve()) if model_path is not None else "<the model: not saved in this run>"
+    library = os.path.abspath(target.library or "")
+    path = os.path.abspath(model_path) if model_path is not None else "<the model: not saved in this run>"
     reference = REFERENCES[recipe].format("x")
     body = f"""import gc
 
