@@ -106,3 +106,62 @@ def test_only_failing_cases_get_a_script_and_an_earlier_run_s_are_removed(tmp_pa
     assert [p.name for p in written] == ["copy.direction_x-cpu_default.py"]
     assert sorted(p.name for p in (tmp_path / "repro").iterdir()) == ["copy.direction_x-cpu_default.py"]
     assert repro.write({"results": [passed]}, tmp_path) == [] and not list((tmp_path / "repro").iterdir())
+
+
+# Loaded before the script (sitecustomize): an onnxruntime whose OrtValue.ortvalue_from_shape_and_type
+# takes no memory_info (as onnxruntime-openvino 1.24.1), and, with CORRUPT=1, whose
+# OrtValue.update_inplace flips a bit of the destination's middle byte.
+OLD_AND_BROKEN = '''
+import ctypes, os
+import onnxruntime as ort
+
+_allocate, _update = ort.OrtValue.ortvalue_from_shape_and_type, ort.OrtValue.update_inplace
+
+def ortvalue_from_shape_and_type(shape, element_type, device_type="cpu", device_id=0, vendor_id=-1, **kwargs):
+    if "memory_info" in kwargs:
+        raise TypeError("ortvalue_from_shape_and_type() got an unexpected keyword argument 'memory_info'")
+    return _allocate(shape, element_type, device_type, device_id, vendor_id)
+
+def update_inplace(self, source):
+    _update(self, source)
+    if os.environ.get("CORRUPT") == "1" and self.tensor_size_in_bytes():
+        byte = ctypes.c_uint8.from_address(self.data_ptr() + self.tensor_size_in_bytes() // 2)
+        byte.value ^= 1
+
+ort.OrtValue.ortvalue_from_shape_and_type = staticmethod(ortvalue_from_shape_and_type)
+ort.OrtValue.update_inplace = update_inplace
+'''
+
+
+@pytest.mark.parametrize("step", ["update_from_ortvalue", "update_from_numpy", "session_run"])
+def test_a_cpu_script_asks_for_no_memory_info_and_fails_when_the_update_is_wrong(tmp_path, step):
+    from conformance import tensors
+    from conformance.context import steps
+    from conformance.runner import Runner
+
+    runner = Runner("cpu", models_dir=str(tmp_path / "models"))
+    ctx = runner.context(0)
+    int32 = tensors.DTYPES["int32"]
+    if step == "update_from_ortvalue":
+        script = steps.update_from_ortvalue(ctx.snippets, "cpu", "default", int32, (2, 3))
+    elif step == "update_from_numpy":
+        script = steps.update_from_numpy(ctx.snippets, int32, (2, 3), "default", "strided")
+    else:
+        _, model = runner.models.get("relu", tensors.DTYPES["float32"], (3, 5))
+        script = steps.session_run(ctx.snippets, model, "relu", ("x",), tensors.DTYPES["float32"], (3, 5))
+    assert "import conformance" not in script and "from conformance" not in script
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(OLD_AND_BROKEN)
+    (tmp_path / "repro.py").write_text(script)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def run(corrupt: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "CORRUPT": corrupt}
+        return subprocess.run([sys.executable, str(tmp_path / "repro.py")], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120)
+
+    good = run("0")
+    assert good.returncode == 0, good.stderr
+    if step != "session_run":  # (a session does not call update_inplace)
+        broken = run("1")
+        assert broken.returncode == 1 and "AssertionError: " in broken.stderr and "expected 0x" in broken.stderr, broken.stderr
