@@ -1,7 +1,7 @@
 """The scripts of a run's failing results, written to `reports/repro/`: one standalone Python
 file per failed, crashed or timed-out case (its first violation's reproducer), named after the
 case, so that a vendor runs `python reports/repro/<case>.py` without the kit. Written only for
-failing cases, so a passing run writes nothing; scripts of an earlier run in that folder are
+failing cases, so a passing run writes nothing (and only standalone scripts); scripts of an earlier run in that folder are
 removed, so that what is there is this run's."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from conformance import safe_io
 
 FOLDER = "repro"
 FAILING = ("fail", "crash", "timeout")
+SCRIPT = "# Reproduces: "  # how a standalone script (conformance.context.snippets) begins
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
 
 
@@ -28,12 +29,13 @@ def script_name(result: dict[str, Any]) -> str:
 
 
 def scripts(results: list[dict[str, Any]]) -> dict[str, str]:
-    """{file name: script} of the failing results that have a reproducer."""
+    """{file name: script} of the failing results whose reproducer is a standalone script (not
+    the case run through the kit, nor the import family's outline of its C calls)."""
     files: dict[str, str] = {}
     for result in results:
         if result.get("outcome") not in FAILING:
             continue
-        reproducer = next((v.get("reproducer") for v in result.get("details", {}).get("violations", []) if v.get("reproducer")), "")
+        reproducer = next((v["reproducer"] for v in result.get("details", {}).get("violations", []) if str(v.get("reproducer", "")).startswith(SCRIPT)), "")
         if reproducer:
             name, base, n = script_name(result), script_name(result)[:-3], 2
             while name in files:

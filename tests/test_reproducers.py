@@ -98,11 +98,12 @@ def test_the_scripts_of_a_fault_run_fail_on_the_broken_build_and_pass_on_the_goo
 
 def test_only_failing_cases_get_a_script_and_an_earlier_run_s_are_removed(tmp_path):
     fail = {"contract": "copy.direction", "device": "x", "params": {"direction": "cpu>default"}, "outcome": "fail",
-            "details": {"violations": [{"reproducer": "assert False\n"}]}}
+            "details": {"violations": [{"reproducer": "# Reproduces: a copy\nassert False\n"}]}}
     passed = dict(fail, outcome="pass", params={"direction": "default>cpu"})
+    through_the_kit = dict(fail, params={"direction": "default>default"}, details={"violations": [{"reproducer": "from conformance.runner import Runner\n"}]})
     (tmp_path / "repro").mkdir()
     (tmp_path / "repro" / "old.py").write_text("# an earlier run's\n")
-    written = repro.write({"results": [fail, passed]}, tmp_path)
+    written = repro.write({"results": [fail, passed, through_the_kit]}, tmp_path)
     assert [p.name for p in written] == ["copy.direction_x-cpu_default.py"]
     assert sorted(p.name for p in (tmp_path / "repro").iterdir()) == ["copy.direction_x-cpu_default.py"]
     assert repro.write({"results": [passed]}, tmp_path) == [] and not list((tmp_path / "repro").iterdir())

@@ -61,24 +61,28 @@ def host_accessible_in_place(ctx, binding: str, recipe: str = "relu", dtype: str
     ctx.require_nodes_on_ep(info)
     (values,) = small_integers(("x",), dt, shp).values()
     expected = tensors.payload(reference(recipe, {"x": values}).astype(dt.storage), dt)
+    snippet = ctx.snippets.script(f"model '{recipe}' ({dt.name} {list(shp)}) with its {binding} bound in HOST_ACCESSIBLE memory, which the CPU "
+                                  f"{'writes' if binding == 'input' else 'reads'} in place",
+               f"{ctx.session_snippet(info.model_path)}\nb = s.io_binding()\nx_name, y_name = s.get_inputs()[0].name, s.get_outputs()[0].name\n"
+               f"x = np.random.default_rng(11).integers(-8, 9, size={list(shp)}).astype(np.{dt.storage.name})\n"
+               f"v = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, {list(shp)}, {dt.onnx_type}, memory_info=HOST_ACCESSIBLE)\n"
+               "assert v.numpy().ctypes.data == v.data_ptr(), 'numpy() of a HOST_ACCESSIBLE value: expected a view, got a copy'\n"
+               + ("v.numpy()[...] = x\nb.bind_ortvalue_input(x_name, v); b.bind_output(y_name, 'cpu')\n" if binding == "input" else
+                  "b.bind_cpu_input(x_name, x); b.bind_ortvalue_output(y_name, v)\n")
+               + "works('run_with_iobinding', s.run_with_iobinding, b)\n"
+               + ("" if binding == "input" else "assert b.get_outputs()[0].data_ptr() == v.data_ptr(), 'the bound output: expected it used in place'\n")
+               + f"same_bytes('the result', np.maximum(x, 0), {'b.copy_outputs_to_cpu()[0]' if binding == 'input' else 'v.numpy()'})")
     landing = tensors.sentinel(dt, shp, OUTPUT_SENTINEL)
+    ctx.attempt("writing a HOST_ACCESSIBLE value through numpy()", snippet)
     with ctx.precondition("writing a HOST_ACCESSIBLE value through numpy()"):
         source = _written_in_place(ctx, values, dt) if binding == "input" else ctx.wrap_cpu(values, dt)
         output = _written_in_place(ctx, landing, dt) if binding == "output" else ctx.wrap_cpu(landing, dt)
-    ctx.attempt(f"running with the {binding} bound in HOST_ACCESSIBLE memory")
+    ctx.attempt(f"running with the {binding} bound in HOST_ACCESSIBLE memory", snippet)
     bindings = info.session.io_binding()
     bindings.bind_ortvalue_input(info.session.get_inputs()[0].name, source)
     bindings.bind_ortvalue_output(info.session.get_outputs()[0].name, output)
     with ctx.calling(Call("run_with_iobinding", "host_accessible", binding)):
         info.session.run_with_iobinding(bindings)
-    ha = ctx.memory_expr("host_accessible")
-    snippet = ctx.snippets.script(f"model '{recipe}' with its {binding} bound in HOST_ACCESSIBLE memory (compare the two printed arrays)",
-               f"{ctx.session_snippet(info.model_path)}\nb = s.io_binding()\n"
-               f"x = np.random.default_rng(11).integers(-8, 9, size={list(shp)}).astype(np.{dt.storage.name})\n"
-               f"v = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info={ha})\n"
-               + ("v.numpy()[...] = x\nb.bind_ortvalue_input('x', v); b.bind_output('y')\n" if binding == "input" else
-                  "b.bind_cpu_input('x', x); b.bind_ortvalue_output('y', v)\n")
-               + "s.run_with_iobinding(b)\nsame_bytes('the result', np.maximum(x, 0), b.get_outputs()[0].numpy())")
     memory = {"host_accessible": ctx.memory_facts("host_accessible")}
     produced = bindings.get_outputs()[0]
     if produced.data_ptr() != output.data_ptr():
@@ -131,6 +135,8 @@ def _binding_setup(ctx, memory: str) -> BindingSetup:
     ctx.require_nodes_on_ep(info)
     (values,) = small_integers(("x",), dt, BINDING_SHAPE).values()
     expected = tensors.payload(reference(BINDING_RECIPE, {"x": values}).astype(dt.storage), dt)
+    # What comes before the bad binding: the input placed, a valid run (see _require_valid_run).
+    ctx.attempt(f"placing the input in {memory} memory", steps.iobinding_in_place(ctx.snippets, info.model_path, BINDING_RECIPE, dt, BINDING_SHAPE, memory))
     with ctx.precondition(f"placing the input in {memory} memory"):
         source = ctx.place(values, memory, dt)
     (input_name,), (output_name,) = [i.name for i in info.session.get_inputs()], [o.name for o in info.session.get_outputs()]

@@ -20,6 +20,7 @@ def _session_memory(ctx, recipe: str, dtype: str, which: str):
     info = ctx.session(recipe, tensors.DTYPES[dtype], SESSION_SHAPE)
     ctx.require_nodes_on_ep(info)
     values = info.session.get_inputs() if which == "input" else info.session.get_outputs()
+    ctx.attempt(f"reading the session's {which} memory infos", _snippet(ctx, info, which))
     infos = info.session.get_input_memory_infos() if which == "input" else info.session.get_output_memory_infos()
     return info, [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos)]
 
@@ -83,6 +84,7 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
     dtype, shape = tensors.DTYPES["uint8"], (4, 1024)
     snippet = ctx.snippets.script(f"allocating from the {memory.upper()} memory info", "v = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, [4, 1024], np.uint8"
                                   + ("" if ctx.memory_expr(memory) == "None" else f", memory_info={ctx.memory_expr(memory)}") + ")\nassert v.data_ptr(), 'the allocator returned a null buffer'")
+    ctx.attempt(f"allocating from the {memory.upper()} memory info", snippet)
     try:
         value = ctx.allocate(memory, dtype, shape)
     except Exception as exc:
@@ -120,8 +122,7 @@ def declaration(ctx) -> Iterator[Violation]:
                         expected=spec.device_type, actual=hardware["type"], reproducer=ctx.snippets.script("the EP device's hardware type", f"assert str(dev.device.type).lower().endswith({spec.device_type!r}), dev.device.type"))
     for kind, memory in (("default", spec.default_memory), ("host_accessible", spec.host_accessible)):
         declared, advertised = _declared(memory), ctx.memory_facts(kind)
-        snippet = ctx.snippets.script(f"the advertised {kind.upper()} memory (compare with the declaration)",
-                                      f"m = dev.memory_info(ort.OrtDeviceMemoryType.{kind.upper()})\nprint(m and (m.name, m.device_vendor_id, m.device_mem_type))")
+        snippet = _declaration_snippet(ctx, kind, declared)
         if declared is None and advertised is None:
             continue
         if declared is None or advertised is None:
@@ -140,3 +141,18 @@ def declaration(ctx) -> Iterator[Violation]:
                 actual=", ".join(f"{k}={a!r}" for k, (_, a) in differs.items()),
                 memory={kind: advertised}, reproducer=snippet,
             )
+
+
+def _declaration_snippet(ctx, kind: str, declared: dict[str, Any] | None) -> str:
+    """A script asserting the EP device's `kind` memory info is what the declaration says (its
+    name and vendor id; none at all where none is declared)."""
+    lines = [f"m = dev.memory_info(ort.OrtDeviceMemoryType.{kind.upper()})"]
+    if declared is None:
+        lines.append(f"assert m is None, f'{kind.upper()} memory: expected none (as declared), got {{m.name}} vendor {{m.device_vendor_id:#x}}'")
+    else:
+        wanted = {key: declared[key] for key in ("name", "vendor_id") if key in declared}
+        lines += [f"assert m is not None, {f'expected {kind.upper()} memory {wanted}, got none'!r}",
+                  "advertised = {'name': m.name, 'vendor_id': m.device_vendor_id}",
+                  f"expected = {wanted!r}",
+                  "assert {k: advertised[k] for k in expected} == expected, f'expected {expected}, got {advertised}'"]
+    return ctx.snippets.script(f"the advertised {kind.upper()} memory is the declared one", "\n".join(lines))

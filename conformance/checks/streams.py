@@ -16,6 +16,7 @@ def sync_stream(ctx) -> Iterator[Violation]:
     if ctx.device is None:
         raise NotRun("the EP is not listed by get_ep_devices(); streams belong to EP devices")
     snippet = ctx.snippets.script("create_sync_stream() of the EP device", "stream = dev.create_sync_stream()")
+    ctx.attempt("creating the EP device's sync stream", snippet)
     try:
         with ctx.calling(Call("create_sync_stream")):
             stream = ctx.device.create_sync_stream()
