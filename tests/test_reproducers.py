@@ -21,8 +21,9 @@ from conftest import conformance_run
 
 from conformance import repro
 
-# The copy, update and session fault modes of refdev (refdev/README.md), and the crash and hang.
-FAULTS = ["corrupt", "short-copy", "no-data-transfer", "no-d2d", "no-d2h", "no-h2d", "slow-d2d", "wrong-compute", "abort", "hang"]
+# The copy, update and session fault modes of refdev (refdev/README.md), the crash and the hang, and cpu-default.
+FAULTS = ["corrupt", "short-copy", "no-data-transfer", "no-d2d", "no-d2h", "no-h2d", "slow-d2d", "wrong-compute", "abort", "hang",
+          "cpu-default"]  # DEFAULT memory said to be CPU memory: a script reads it as its value says, not as the run saw it
 # How a script ends under the broken build: killed by the fault's signal, else its AssertionError.
 SIGNALS = {"abort": signal.SIGABRT, "hang": signal.SIGALRM}
 PER_MODE = 5  # scripts run per mode: one of each failing contract first

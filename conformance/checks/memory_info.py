@@ -8,7 +8,7 @@ from conformance import tensors
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
 from conformance.checks.session import SESSION_SHAPE  # the session checks' shape: their sessions serve these too
-from conformance.eps import memory_facts, memory_label
+from conformance.eps import DEVICE_NAMES, memory_facts, memory_label
 
 
 def _same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
@@ -150,9 +150,11 @@ def _declaration_snippet(ctx, kind: str, declared: dict[str, Any] | None) -> str
     if declared is None:
         lines.append(f"assert m is None, f'{kind.upper()} memory: expected none (as declared), got {{m.name}} vendor {{m.device_vendor_id:#x}}'")
     else:
-        wanted = {key: declared[key] for key in ("name", "vendor_id") if key in declared}
+        wanted = {key: declared[key] for key in ("device_type", "name", "vendor_id") if key in declared}
         lines += [f"assert m is not None, {f'expected {kind.upper()} memory {wanted}, got none'!r}",
-                  "advertised = {'name': m.name, 'vendor_id': m.device_vendor_id}",
+                  # the device type as the kit reads it (conformance.eps.memory_device_type): what a value allocated there says
+                  "device = ort.OrtValue.ortvalue_from_shape_and_type([1], np.uint8, memory_info=m).device_name().lower()",
+                  f"advertised = {{'device_type': {DEVICE_NAMES!r}.get(device, device), 'name': m.name, 'vendor_id': m.device_vendor_id}}",
                   f"expected = {wanted!r}",
                   "assert {k: advertised[k] for k in expected} == expected, f'expected {expected}, got {advertised}'"]
     return ctx.snippets.script(f"the advertised {kind.upper()} memory is the declared one", "\n".join(lines))

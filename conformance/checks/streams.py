@@ -27,8 +27,13 @@ def sync_stream(ctx) -> Iterator[Violation]:
             yield Violation("create_sync_stream() failed without saying why", expected="an error message", actual=repr(exc), reproducer=snippet)
         return
     if ctx.is_cpu_memory("default"):
+        refusal = ctx.snippets.script("create_sync_stream() is refused for an EP device whose DEFAULT memory is CPU memory",
+                                      "memory = dev.memory_info(ort.OrtDeviceMemoryType.DEFAULT)\n"
+                                      "if memory is None or ort.OrtValue.ortvalue_from_shape_and_type([1], np.uint8, memory_info=memory).device_name().lower() == 'cpu':\n"
+                                      "    refused('create_sync_stream() of an EP device whose DEFAULT memory is CPU memory', dev.create_sync_stream)\n"
+                                      "else:\n    print('the DEFAULT memory is device memory: a sync stream is allowed')")
         yield Violation("create_sync_stream() succeeded for an EP device whose DEFAULT memory is CPU memory",
-                        expected="a clear error", actual=f"a stream: {stream!r}", reproducer=snippet)
+                        expected="a clear error", actual=f"a stream: {stream!r}", reproducer=refusal)
         return
     dt, shape = tensors.DTYPES["float32"], (64, 33)
     ctx.attempt("copies on the EP device's sync stream", steps.stream_copies(ctx.snippets, dt, shape))

@@ -66,8 +66,8 @@ def place(array, memory, onnx_type):  # a value in `memory` (None: the array its
     return value
 
 
-def read(value, like, through_copy, onnx_type):  # the value's bytes: directly, or copied into another sentinel
-    if not through_copy:
+def read(value, like, onnx_type):  # the value's bytes: directly where the CPU reads them, else copied into another sentinel
+    if value.device_name().lower() == "cpu":
         size = value.tensor_size_in_bytes()
         return np.frombuffer(ctypes.string_at(value.data_ptr(), size) if size else b"", np.uint8)
     landing = sentinel(like.shape, like.dtype, 0xA5)
@@ -149,11 +149,6 @@ class Snippets:
         """The expression of memory `kind`'s OrtMemoryInfo in a script ('None': plain CPU memory)."""
         return "None" if self.under_test.memory_info(kind) is None else kind.upper()
 
-    def through_copy(self, kind: str) -> bool:
-        """Whether a script reads memory `kind` through copy_tensors (the CPU cannot read it)."""
-        facts = None if kind == "cpu" else self.under_test.facts["memory"][kind]
-        return not (facts is None or facts["device_type"] == "cpu")
-
     def values(self, name: str, dt: tensors.DType, shape: tuple[int, ...], seed: int) -> str:
         """`name = ...`: distinct, type-revealing values of `dt` and `shape` (a storage array)."""
         specials = tensors._FLOAT_SPECIALS.get(dt.name)
@@ -166,10 +161,10 @@ class Snippets:
         return f"{name} = place({array}, {self.memory_expr(kind)}, {dt.onnx_type})"
 
     def read(self, value: str, like: str, kind: str, dt: tensors.DType) -> str:
-        """The expression of `value`'s bytes (in memory `kind`; `like`: an array of its shape and storage)."""
-        if kind == "cpu" or self.under_test.memory_info(kind) is None:
-            return f"read({value}, {like}, False, {dt.onnx_type})"
-        return f"read({value}, {like}, {self.through_copy(kind)}, {dt.onnx_type})"
+        """The expression of `value`'s bytes (`like`: an array of its shape and storage). The
+        script decides as the kit does (`Memories.read`), from what the value says of its
+        device: directly where it is CPU memory, else through copy_tensors."""
+        return f"read({value}, {like}, {dt.onnx_type})"
 
     def nbytes(self, dt: tensors.DType, shape: tuple[int, ...]) -> str:
         """same_bytes' `nbytes` argument: only 4-bit types compare fewer bytes than their storage."""
