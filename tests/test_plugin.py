@@ -242,7 +242,7 @@ def test_a_crash_finding_names_the_step_it_died_in_and_how_to_reproduce_it(cpu_r
     assert violation["actual"] == "killed by SIGABRT"
     reproducer = violation["reproducer"]
     assert reproducer.startswith("# Reproduces: IOBinding refuses a bad input") and "b.bind_input('x', 'npu', 0" in reproducer
-    assert reproducer.endswith("works('the run after binding again', s.run_with_iobinding, b)\nsame_bytes('the output after binding again', np.maximum(xs, 0), read(y, ys, False, 1))\n")
+    assert reproducer.endswith("works('the run after binding again', s.run_with_iobinding, b)\nsame_bytes('the output after binding again', np.maximum(xs, 0), read(y, ys, 1))\n")
     assert "reproduce with" not in crash["message"] and "b.bind_input" in (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8")
 
 
