@@ -103,7 +103,8 @@ def _copy_section(sizes: tuple[int, ...], ep: str | None, library: str | None) -
         to_device = f"{row.gbps / row.device_memcpy:.2f}" if row.device_memcpy else ""
         table.append([row.ep, row.device, row.method, f"{row.source}>{row.destination}", label, f"{row.gbps:.2f}",
                       f"{row.gbps / host[row.nbytes]:.2f}", to_device, ""])
-    _print_table("copy throughput (best of 5 trials)", ["ep", "device", "method", "direction", "size", "GB/s", "x host memcpy", "x device memcpy", "note"], table)
+    _print_table("copy throughput (best of 5 trials)",
+                 ["ep", "device", "method", "direction", "size", "GB/s", "x host memcpy", "x device memcpy", "note"], table)
     print("device memcpy: " + (device.tool if device.gbps else f"not measured: {device.reason}"))
     for line in skipped:
         print(f"skipped: {line}")
@@ -144,7 +145,7 @@ def _print_table(title: str, header: list[str], rows: list[list]) -> None:
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
     print(f"## {title}")
     for index, row in enumerate(cells):
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
         if index == 0:
             print("  ".join("-" * width for width in widths))
     print()

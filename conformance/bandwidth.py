@@ -90,7 +90,7 @@ class Endpoints:
 
     def __init__(self, ctx, source_info, destination_info, nbytes: int, host: HostBuffers | None = None):
         self.ctx = ctx
-        self._storage = []  # numpy arrays backing CPU values, kept alive with them
+        self._storage: list[np.ndarray] = []  # numpy arrays backing CPU values, kept alive with them
         host = host or HostBuffers(nbytes)
         self.source = self._value(source_info, host.array(0))
         self.destination = self._value(destination_info, host.array(1))

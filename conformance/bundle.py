@@ -12,6 +12,7 @@ results give. It checks consistency, not authorship: the bundle is not signed.
 
 from __future__ import annotations
 
+import calendar
 import gzip
 import hashlib
 import io
@@ -95,12 +96,25 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
         # is sent away. Only the folder and a JUnit file named by the user may be links.
         try:
             if name.startswith(("models/", "logs/")):
-                files[name] = safe_io.read_in(path.parent, path.name, MAX_MEMBER_BYTES, what="bundle member")
+                if (member := safe_io.read_in(path.parent, path.name, MAX_MEMBER_BYTES, what="bundle member")) is not None:  # None: gone since listed
+                    files[name] = member
             else:
                 files[name] = safe_io.read_regular(path, MAX_MEMBER_BYTES, what="bundle member")
         except safe_io.UnsafeFile as exc:
             raise BundleError(path, exc.message) from None
-    return files
+    return _intact_models(files)
+
+
+def _intact_models(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The files without a model whose bytes are not the model its name says (garbage or another
+    model planted in the models folder): the run rebuilt its own, and a bundle holds only those."""
+    from conformance.models import ModelName
+
+    def intact(name: str, data: bytes) -> bool:
+        model = ModelName.parse(name.removeprefix("models/"))
+        return model is not None and model.holds(data)
+
+    return {name: data for name, data in files.items() if not name.startswith("models/") or intact(name, data)}
 
 
 def _report(files: dict[str, bytes], report_dir: Path) -> dict[str, Any]:
@@ -117,7 +131,9 @@ def manifest(report: dict[str, Any], files: dict[str, bytes], vendor: str | None
     ep = report["ep"]
     return {
         "schema": SCHEMA,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        # The run's start, not the clock when the bundle was made: one report folder bundles to
+        # the same bytes each time (a verifier or a vendor comparing two submissions hashes them).
+        "created": report["run"].get("started"),
         "vendor": vendor,
         "ep": {"name": ep.get("name"), "version": ep.get("version"), "library": ep.get("library"), "library_sha256": ep.get("library_sha256")},
         "onnxruntime": report["onnxruntime"],
@@ -143,17 +159,37 @@ def write(report_dir: Path, output: Path | None = None, *, junit_file: Path | No
     files[MANIFEST] = (json.dumps(data, indent=2) + "\n").encode()
     if output.is_dir():
         raise BundleError(output, "is a folder: give the archive's file name")
-    archive_bytes = io.BytesIO()  # a bundle is megabytes at most: made in memory, then written whole
-    with tarfile.open(fileobj=archive_bytes, mode="w:gz") as archive:
-        for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(files[name]), int(time.time()), 0o644
-            archive.addfile(info, io.BytesIO(files[name]))
     try:
-        safe_io.write_file(output.parent, output.name, archive_bytes.getvalue())
+        safe_io.write_file(output.parent, output.name, archive(files, _epoch(report)))
     except safe_io.UnsafeFile as exc:
         raise BundleError(output, f"cannot be written: {exc}") from None
     return output, data
+
+
+def archive(files: dict[str, bytes], mtime: int) -> bytes:
+    """The .tar.gz of `files`, the same bytes for the same files: the manifest first, then
+    the rest sorted by name; every member dated `mtime`, owned by 0:0 with no owner names,
+    mode 0644; the gzip header dated `mtime` too and naming no file (tarfile's "w:gz" would
+    write the clock and the output's name there). Made in memory: a bundle is megabytes at most."""
+    raw = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=mtime, compresslevel=9) as compressed:
+        with tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as tar:
+            for name in [MANIFEST, *sorted(n for n in files if n != MANIFEST)]:
+                info = tarfile.TarInfo(name)
+                info.size, info.mtime, info.mode = len(files[name]), mtime, 0o644
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                tar.addfile(info, io.BytesIO(files[name]))
+    return raw.getvalue()
+
+
+def _epoch(report: dict[str, Any]) -> int:
+    """The run's start in seconds since 1970 (report.json's run.started), the date of every
+    member; 0 when the report does not say."""
+    try:
+        return calendar.timegm(time.strptime(report["run"]["started"], "%Y-%m-%dT%H:%M:%SZ"))
+    except (KeyError, TypeError, ValueError):
+        return 0
 
 
 # --- verify ----------------------------------------------------------------------------------
@@ -224,7 +260,9 @@ def _members(bundle: Path, archive: tarfile.TarFile) -> dict[str, bytes]:
         total += member.size
         if total > MAX_BUNDLE_BYTES:
             raise BundleError(bundle, f"its members hold more than {MAX_BUNDLE_BYTES} bytes, over the limit for a bundle")
-        data = archive.extractfile(member).read(member.size + 1)
+        extracted = archive.extractfile(member)
+        assert extracted is not None, "a regular file's member"
+        data = extracted.read(member.size + 1)
         if len(data) != member.size:
             raise BundleError(bundle, f"member {member.name}: {len(data)} bytes where its header says {member.size}")
         files[member.name] = data
@@ -251,6 +289,7 @@ def verify(bundle: Path, files: dict[str, bytes], *, required_contracts: set[str
     if malformed:
         return problems + malformed
     problems += _versions(data, report)
+    problems += _models(files)
     problems += _results(report, required_contracts or set())
     if "junit.xml" in files:
         problems += _junit(files["junit.xml"], report)
@@ -291,6 +330,16 @@ def _hashes(files: dict[str, bytes], data: dict[str, Any]) -> list[Problem]:
     return problems
 
 
+def _models(files: dict[str, bytes]) -> list[Problem]:
+    """Each bundled model against its name and, where this kit has the recipe it was made from,
+    against that recipe (rebuilt: a few milliseconds a model)."""
+    from conformance import models
+
+    recipes = models.load_recipes()
+    found = ((name, models.recipe_mismatch(name.removeprefix("models/"), data, recipes)) for name, data in sorted(files.items()) if name.startswith("models/"))
+    return [Problem(name, why) for name, why in found if why]
+
+
 def _versions(data: dict[str, Any], report: dict[str, Any]) -> list[Problem]:
     pairs = {
         "kit_version": (data.get("kit_version"), report.get("kit_version")),
@@ -329,7 +378,9 @@ def _results(report: dict[str, Any], required_contracts: set[str]) -> list[Probl
     if collected is not None and collected != len(results):
         problems.append(Problem("report.json", f"{collected} checks were collected but {len(results)} results are listed"))
     run = report.get("run", {})
-    decided, _ = verdict(results, interrupted=bool(run.get("interrupted")) or (collected or 0) > len(results), strict=bool(report.get("strict")))
+    selection = report.get("selection") or {}
+    subset = selection.get("text", "") if not selection.get("complete", True) else ""
+    decided, _ = verdict(results, interrupted=bool(run.get("interrupted")) or (collected or 0) > len(results), strict=bool(report.get("strict")), subset=subset)
     if decided.value != report["verdict"]:
         problems.append(Problem("report.json", f"verdict {report['verdict']!r}, but the results give {decided.value!r}"))
     return problems
@@ -341,7 +392,7 @@ def _junit(text: bytes, report: dict[str, Any]) -> list[Problem]:
     except ET.ParseError as exc:
         return [Problem("junit.xml", f"not XML: {exc}")]
     problems = [Problem("junit.xml", str(p)) for p in junit.check(root)]
-    cases = Counter()
+    cases: Counter[tuple[Any, ...]] = Counter()
     for case in root.iter("testcase"):
         values = {p.get("name"): p.get("value") for p in case.iter("property")}
         cases[(values.get("contract"), values.get("ep"), values.get("device"), values.get("outcome"))] += 1
@@ -349,5 +400,6 @@ def _junit(text: bytes, report: dict[str, Any]) -> list[Problem]:
     for key in sorted(set(cases) | set(results), key=str):
         if cases[key] != results[key]:
             contract, ep, device, outcome = key
-            problems.append(Problem("junit.xml", f"{contract} on {ep} {device}, outcome {outcome}: {cases[key]} JUnit cases, {results[key]} results in report.json"))
+            problems.append(Problem("junit.xml",
+                                    f"{contract} on {ep} {device}, outcome {outcome}: {cases[key]} JUnit cases, {results[key]} results in report.json"))
     return problems

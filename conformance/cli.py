@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from conformance import __version__
+from conformance.matrix import STATUSES
 from conformance.options import ep_options, reason_of, seconds
 
 EXAMPLES = """\
@@ -55,14 +56,20 @@ def main(argv: list[str] | None = None) -> int:
                     "Tries every copy direction among CPU memory, each EP device's DEFAULT and HOST_ACCESSIBLE memory\n"
                     "and other EP devices' memory, with real bytes in a worker process: supported, unverified,\n"
                     "broken, required_but_missing, not_required or unsupported, with GB/s figures.\n"
-                    "Exit 0; 1 when the probe of a device was lost (crash or timeout); 2 on bad input or an EP that\n"
-                    "is not here; 3 when the EP's worker could not start.",
+                    "The JSON (--json) follows conformance/schemas/probe.schema.json.\n"
+                    "Exit 0; 1 when a pair's status is one --fail-on names (default: broken) or the probe of a\n"
+                    "device was lost (crash or timeout); 2 on bad input or an EP that is not here; 3 when the EP's\n"
+                    "worker could not start.",
                     "  ort-conformance probe --ep cpu\n"
+                    "  ort-conformance probe --ep cuda --no-throughput --fail-on broken,required_but_missing\n"
                     "  ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json")
     probe.add_argument("--ep", metavar="NAME", help="EP alias or provider name (default: every EP listed by get_ep_devices())")
     probe.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first (needs --ep)")
     probe.add_argument("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option; repeatable")
     probe.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    probe.add_argument("--fail-on", type=statuses, default=("broken",), metavar="STATUS[,STATUS]",
+                       help=f"exit 1 when a pair has one of these statuses ({', '.join(STATUSES)}; 'none' for never; default: broken)")
+    probe.add_argument("--no-throughput", action="store_true", help="skip the GB/s figures (the probe takes a fraction of a second)")
     probe.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS",
                        help="time the probe of one EP device may take before its worker is killed (default: 60)")
 
@@ -113,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff, "found": _found}[args.command](args)
+        handlers = {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff, "found": _found}
+        return handlers[args.command](args)
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
@@ -161,7 +169,7 @@ def _probe(args) -> int:
         print("ort-conformance: --ep-library needs --ep naming the EP the library provides", file=sys.stderr)
         return 2
     try:
-        matrix = probe_eps(args.ep, library=args.ep_library, options=options, timeout=args.timeout)
+        matrix = probe_eps(args.ep, library=args.ep_library, options=options, timeout=args.timeout, throughput=not args.no_throughput)
     except WorkerRefused as exc:
         print(f"ort-conformance: {exc}", file=sys.stderr)
         return 2
@@ -169,11 +177,24 @@ def _probe(args) -> int:
         print(f"ort-conformance: the EP could not be loaded: {exc}", file=sys.stderr)
         return 3
     if args.json:
-        print(json.dumps(matrix, indent=2))
+        print(matrix.to_json())
     else:
-        _print_matrix(matrix)
-    lost = any(device.get("error") for ep in matrix["eps"] for device in ep["devices"])
-    return 1 if lost else 0
+        _print_matrix(matrix.to_dict())
+    failing = sorted(matrix.statuses() & set(args.fail_on))
+    if failing:
+        print(f"ort-conformance: pairs that are {' or '.join(failing)} (--fail-on {','.join(args.fail_on) or 'none'})", file=sys.stderr)
+    return 1 if matrix.lost or failing else 0
+
+
+def statuses(text: str) -> tuple[str, ...]:
+    """--fail-on's value: statuses of the matrix, comma-separated, or 'none'."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if names == ("none",):
+        return ()
+    unknown = [name for name in names if name not in STATUSES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"not a status: {', '.join(unknown) or repr(text)} (statuses: {', '.join(STATUSES)}, or none)")
+    return names
 
 
 def _print_matrix(matrix: dict) -> None:
@@ -267,6 +288,7 @@ def _verify(args) -> int:
     from conformance import bundle
 
     path = Path(args.bundle)
+    files: dict[str, bytes] | None
     try:
         files = bundle.read(path)
     except bundle.BundleError as exc:

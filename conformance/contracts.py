@@ -66,7 +66,7 @@ class Contract:
         if not self.params:
             return [{}]
         keys = list(self.params)
-        return [dict(zip(keys, values)) for values in itertools.product(*self.params.values())]
+        return [dict(zip(keys, values, strict=True)) for values in itertools.product(*self.params.values())]
 
 
 class CheckSignature(Protocol):

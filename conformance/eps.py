@@ -118,6 +118,7 @@ def resolve(name: str, catalogue: Catalogue, *, library: str | None = None, opti
     spec = catalogue.ep_spec(name)
     provider = spec.provider if spec else name
     target = EpTarget(name, provider, spec, [], dict(options or {}))
+    listed_before = {d.ep_name for d in ort.get_ep_devices()} if library else set()
     if library:
         _register_library(ort, target, library, registration=f"conformance-{os.path.basename(library)}")
     elif spec and spec.plugin_module:
@@ -139,6 +140,11 @@ def resolve(name: str, catalogue: Catalogue, *, library: str | None = None, opti
                 _register_library(ort, target, path, registration=ep_name)
                 break
     target.devices = [d for d in ort.get_ep_devices() if d.ep_name == target.provider]
+    if library and (target.provider in listed_before or not target.devices):
+        # --ep-library LIB --ep X --ep cpu: LIB is registered in every EP's worker, but it is the
+        # library of the EP whose devices it added, not of the CPU EP, whose contracts are then
+        # not the plugin library's (lifecycle.*, import.* of a plugin EP).
+        target.library = target.library_sha256 = target.registration = None
     if not target.devices and target.provider not in ort.get_available_providers():
         raise EpUnavailable(unknown_ep_message(name, catalogue, ort, library))
     if not target.devices:

@@ -11,11 +11,15 @@ from typing import Any
 
 @dataclass
 class Violation:
+    """`subject`: whose defect this violation is, where it is not the contract's own subject:
+    "both" when onnxruntime passed a bad request through unchecked and the EP accepted it."""
+
     message: str
     expected: str = ""
     actual: str = ""
     memory: dict[str, Any] = field(default_factory=dict)
     reproducer: str = ""
+    subject: str = ""
 
 
 class NotApplicable(Exception):
@@ -34,6 +38,16 @@ class ClaimedButUnrunnable(NotRun):
 
     def __init__(self, violation: Violation):
         super().__init__(f"the session could not be created: {violation.message} (the failure of session.claimed-nodes-run)")
+        self.violation = violation
+
+
+class SilentRetry(Exception):
+    """A session run that onnxruntime retried on another EP after the EP under test failed it
+    (Python's InferenceSession falls back to the CPU EP on an EP failure): the result came from
+    elsewhere, so the run is the check's failure (`violation`), naming the EP's error."""
+
+    def __init__(self, violation: Violation):
+        super().__init__(violation.message)
         self.violation = violation
 
 

@@ -66,9 +66,10 @@ def serve(channel: socket.socket, run: Callable[[], None]) -> None:
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD writes to the wakeup fd
+    watched: list[socket.socket | int] = [channel, wake_read]
     try:
         while True:
-            readable, _, _ = select.select([channel, wake_read], [], [])
+            readable, _, _ = select.select(watched, [], [])
             if wake_read in readable:
                 os.read(wake_read, 512)
                 _report_ended(channel)

@@ -181,7 +181,7 @@ class ForkedProcess:
         if self.returncode is None:
             self.returncode = self.server.returncode(self.pid, timeout)
             if self.returncode is None:
-                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout)
+                raise subprocess.TimeoutExpired(f"worker {self.pid}", timeout or 0.0)
         return self.returncode
 
     def poll(self) -> int | None:

@@ -26,6 +26,9 @@ from conformance.report_schema import REPORT_SCHEMA_PREFIX, parse_json, report_p
 from conformance.spec import load_known_issues
 
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
+# Who answers for a broken result, by its subject: "both" is listed under onnxruntime (it passed
+# the bad request through unchecked) and under the EP (it accepted it), which the verdict counts.
+WHOSE = {"ep": "the EP", "runtime": "onnxruntime", "both": "onnxruntime and the EP"}
 # The keys of report.json that render() reads.
 READ_KEYS = ("onnxruntime", "ep", "devices", "verdict", "verdict_reasons", "summary", "findings", "results", "capabilities", "run")
 
@@ -147,7 +150,7 @@ def _failures(report: dict[str, Any], spec: EpSpec | None, known: tuple[KnownIss
     for (contract, outcome, _), results in _groups(broken).items():
         first = results[0]
         issue = _match(contract, first["message"], spec, known)
-        whose = "onnxruntime" if first["subject"] == "runtime" else "the EP"
+        whose = WHOSE.get(first["subject"], "the EP")
         link = f"[{cell(issue.title)}]({issue.url})" if issue else "none found"
         examples = "; ".join(_params(r["params"]) for r in results[:3]) + ("; ..." if len(results) > 3 else "")
         out.append(f"| {contract} | {whose} | {outcome} | {len(results)} | {cell(examples)} | {cell(first['message'][:220])} | {link} |")

@@ -102,13 +102,14 @@ class Launcher:
             forked = _forked(self.fork_server, log) if self.fork_server is not None and not self.env else None
             process = forked or (None if fork_only else self._spawned(log))
         finally:
-            if self.log:
+            if not isinstance(log, int):  # DEVNULL otherwise
                 log.close()
         if process is not None:
             widen_pipe(process.stdin)
         return process
 
     def _spawned(self, log) -> subprocess.Popen:
+        fds: tuple[int, ...]
         command, fds, hosting = [sys.executable, "-m", "conformance.worker"], (), {}
         server, self.hosts = self.hosts, None
         if server:  # see forkserver.py: one OpenBLAS thread, so that the host can fork the server
@@ -124,6 +125,7 @@ class Launcher:
         """How the process whose output ended did end: as a fact ('killed by SIGABRT'), and as
         said of it ('was killed by SIGABRT', 'exited with status 3'). It is no longer running."""
         process, self.process = self.process, None
+        assert process is not None, "reap() follows the end of a process's output"
         code = process.wait()
         how = f"killed by {signal_name(code)}" if code < 0 else f"exited with status {code}"
         if isinstance(process, ForkedProcess) and process.status_lost:
@@ -136,7 +138,7 @@ class Launcher:
         with open(self.log, "rb") as log:
             log.seek(self._log_start)
             text = TERMINAL_COLOURS.sub("", log.read().decode(errors="replace"))  # onnxruntime colours its log lines
-        tail = [l for l in text.splitlines() if l.strip()][-lines:]
+        tail = [line for line in text.splitlines() if line.strip()][-lines:]
         return ("; its last output: " + " | ".join(tail)) if tail else ""
 
     def kill(self) -> None:
@@ -149,7 +151,7 @@ class Launcher:
         """Tells the process to end, without waiting; a spare standing by is killed."""
         if self._standby and self._standby.poll() is None:
             self._standby.kill()
-        if self.process and self.process.poll() is None and not self.process.stdin.closed:
+        if self.process and self.process.poll() is None and self.process.stdin and not self.process.stdin.closed:
             try:
                 self.process.stdin.write(b'{"op": "exit"}\n')
                 self.process.stdin.close()
@@ -169,6 +171,7 @@ class Launcher:
         deadline = time.monotonic() + seconds
         if not self.channel.drained_within(seconds):
             return False
+        assert self.process is not None
         try:
             self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:

@@ -3,17 +3,29 @@
 A model is a recipe instantiated for one element type and shape. Models are checked with
 `onnx.checker`, cached in memory and on disk by the hash of what they are made from, and written
 beside the report so that a failure can be reproduced without the kit.
+
+Nothing on disk is trusted: a model file is named `RECIPE-DTYPE-SHAPE-KEY-CONTENT.onnx`, KEY the
+hash of what it is made from (the recipe, element type, shape, opset, IR version and seed) and
+CONTENT the hash of its bytes, so that a file read back is the model its recipe makes only when
+its bytes hash to its name (`ModelName.holds`). Garbage, a truncated file or another model copied
+under that name is removed and the model rebuilt; a symlink is refused, never read through.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance import data, safe_io, tensors
+
+if TYPE_CHECKING:  # imported where a model is built: see build()
+    import onnx
 
 OPSET = 21
 IR_VERSION = 10  # the IR version that goes with opset 21; onnxruntime >= 1.20 reads it
@@ -67,7 +79,9 @@ def _tensor(name: str, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx.Te
     if dtype.numpy_native:
         return numpy_helper.from_array(values, name)
     tensor = onnx.TensorProto(name=name, data_type=dtype.onnx_type, dims=list(shape))
-    tensor.raw_data = tensors.payload(values, dtype).tobytes()
+    raw = tensors.payload(values, dtype)
+    assert not isinstance(raw, list), "strings are made above"
+    tensor.raw_data = raw.tobytes()
     return tensor
 
 
@@ -115,6 +129,71 @@ def _first_line(exc: Exception) -> str:
     return lines[-1] if lines else type(exc).__name__
 
 
+def content_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ModelName:
+    """What a model file's name says: made from `recipe` for `dtype` and `shape` (their labels),
+    with the hash `key` of all it is made of, its bytes hashing to `content`."""
+
+    recipe: str
+    dtype: str
+    shape: str
+    key: str
+    content: str
+
+    @classmethod
+    def parse(cls, file_name: str) -> "ModelName | None":
+        """The name of a model file the kit writes, or None for any other name."""
+        stem, dot, suffix = file_name.rpartition(".")
+        parts = stem.rsplit("-", 4) if dot and suffix == "onnx" else []
+        if len(parts) != 5 or not all(parts) or not all(_is_hex(h, 16) for h in parts[3:]):
+            return None
+        return cls(*parts)
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.recipe}-{self.dtype}-{self.shape}-{self.key}-"
+
+    def file_name(self) -> str:
+        return f"{self.prefix}{self.content}.onnx"
+
+    def holds(self, data: bytes) -> bool:
+        """Whether `data` is the model this name says (its bytes hash to the name)."""
+        return content_digest(data) == self.content
+
+
+def _is_hex(text: str, length: int) -> bool:
+    return len(text) == length and all(c in "0123456789abcdef" for c in text)
+
+
+def recipe_mismatch(file_name: str, data: bytes, recipes: dict[str, Recipe]) -> str:
+    """Why the model file `file_name` with bytes `data` is not the model its recipe makes ('' when
+    it is, or when its recipe, as this kit has it, is not the one it was made from)."""
+    name = ModelName.parse(file_name)
+    if name is None:
+        return "not a model file this kit writes (RECIPE-DTYPE-SHAPE-KEY-CONTENT.onnx)"
+    if not name.holds(data):
+        return f"its bytes (sha256 {hashlib.sha256(data).hexdigest()[:16]}...) are not the model its name says ({name.content}...)"
+    recipe, dtype = recipes.get(name.recipe), tensors.DTYPES.get(name.dtype)
+    if recipe is None or dtype is None:
+        return ""
+    try:
+        shape = tensors.parse_shape(name.shape, dtype)
+    except ValueError:
+        return f"its shape {name.shape!r} is not one the kit writes"
+    if ModelCache.key_hash(recipe, dtype, shape) != name.key:
+        return ""  # made from another version of the recipe: its bytes are checked above
+    try:
+        if build(recipe, dtype, shape).SerializeToString() != data:
+            return f"it is not the model recipe '{name.recipe}' makes for {name.dtype} {name.shape}"
+    except UnbuildableModel as exc:
+        return str(exc)
+    return ""
+
+
 class ModelCache:
     """Serialized models by (recipe, dtype, shape); written to `directory` when one is given."""
 
@@ -122,8 +201,10 @@ class ModelCache:
         self.directory = directory
         self.recipes = recipes if recipes is not None else load_recipes()
         self._built: dict[tuple[str, str, tuple[int, ...]], tuple[bytes, Path | None]] = {}
+        self._listing: list[str] | None = None  # the folder's file names, read once
 
-    def key_hash(self, recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
+    @staticmethod
+    def key_hash(recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
         made_of = json.dumps([recipe.__dict__, dtype.name, shape, OPSET, IR_VERSION, INITIALIZER_SEED], sort_keys=True)
         return hashlib.sha256(made_of.encode()).hexdigest()[:16]
 
@@ -132,20 +213,38 @@ class ModelCache:
         key = (name, dtype.name, shape)
         if key not in self._built:
             recipe = self.recipes[name]
-            digest = self.key_hash(recipe, dtype, shape)
+            named = ModelName(name, dtype.name, tensors.shape_label(shape), self.key_hash(recipe, dtype, shape), "")
+            cached = self._read(named) if self.directory is not None else None
+            if cached is not None:
+                self._built[key] = cached
+                return cached
+            data = build(recipe, dtype, shape).SerializeToString()
             path = None
             if self.directory is not None:
-                path = self.directory / f"{name}-{dtype.name}-{tensors.shape_label(shape)}-{digest}.onnx"
-                # Read and written with safe_io: a symlink planted as the models folder or as a
-                # model file is refused (UnsafeFile), never read or written through.
-                cached = safe_io.read_in(self.directory, path.name, MAX_MODEL_BYTES, what="model")
-                if cached is not None:
-                    self._built[key] = (cached, path)
-                    return self._built[key]
-            data = build(recipe, dtype, shape).SerializeToString()
-            if path is not None:
                 # Written aside and renamed: writers sharing a models folder (pytest -n 2) never
                 # see each other's half-written file.
-                safe_io.write_file(self.directory, path.name, data)
+                path = safe_io.write_file(self.directory, dataclasses.replace(named, content=content_digest(data)).file_name(), data)
             self._built[key] = (data, path)
         return self._built[key]
+
+    def _read(self, named: ModelName) -> tuple[bytes, Path] | None:
+        """The model file of `named`'s recipe, key and shape whose bytes hash to its name. Read
+        with safe_io: a symlink planted as the models folder or as a model file is refused
+        (UnsafeFile), never read through. A file of that recipe and key that is not the model
+        (garbage, a copy of another model, a stale build) is removed, to be rebuilt."""
+        if self._listing is None:
+            try:
+                self._listing = sorted(os.listdir(self.directory))
+            except (FileNotFoundError, NotADirectoryError):
+                self._listing = []
+        directory = self.directory
+        assert directory is not None  # _read is only called for a cache on disk
+        for file_name in (f for f in self._listing if f.startswith(named.prefix)):
+            data = safe_io.read_in(directory, file_name, MAX_MODEL_BYTES, what="model")
+            found = ModelName.parse(file_name)
+            if data is not None and found is not None and found.holds(data):
+                return data, directory / file_name
+            if data is not None:
+                with contextlib.suppress(OSError):  # a regular file (read_in refuses a symlink): unlink never follows one
+                    os.unlink(directory / file_name)
+        return None

@@ -32,6 +32,13 @@ class Verdict(str, enum.Enum):
 
 
 BROKEN = (Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT)
+# Whose promise a result is (its subject): the EP's, onnxruntime's own layer's, or both, when
+# onnxruntime passed a bad request through without checking it and the EP accepted it. A broken
+# `both` result counts against the EP in the verdict and is listed among the findings against
+# onnxruntime too.
+SUBJECTS = ("ep", "runtime", "both")
+AGAINST_EP = ("ep", "both")
+AGAINST_RUNTIME = ("runtime", "both")
 COULD_NOT_RUN = (Outcome.NOT_RUN, Outcome.ERROR)
 BROKEN_OR_ERROR = (*BROKEN, Outcome.ERROR)  # what a person looks into after a run
 # Raised in an item's setup, so that pytest and JUnit count them as errors, not failures
@@ -58,8 +65,14 @@ class Result:
 
     @property
     def is_finding(self) -> bool:
-        """A broken runtime-subject contract: a defect of onnxruntime, not of the EP."""
-        return self.subject == "runtime" and self.outcome in BROKEN
+        """A broken result of onnxruntime's promise (subject runtime or both): a defect of
+        onnxruntime, listed among the findings against it."""
+        return self.subject in AGAINST_RUNTIME and self.outcome in BROKEN
+
+    @property
+    def against_ep(self) -> bool:
+        """Whether the result is the EP's to answer for (subject ep or both): the verdict counts it."""
+        return self.subject in AGAINST_EP
 
     def case_properties(self) -> list[tuple[str, str]]:
         """(name, value) of each of CASE_PROPERTIES, the outcome by its value."""
@@ -85,11 +98,12 @@ def counts(results: Iterable[Result]) -> dict[str, int]:
     return summary
 
 
-def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = False) -> tuple[Verdict, list[str]]:
+def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = False, subset: str = "") -> tuple[Verdict, list[str]]:
     """The verdict and the reasons for it.
 
-    Only required, EP-subject contracts decide: a runtime-subject failure is a finding against
-    onnxruntime, and recommended or informational contracts inform without deciding.
+    Only required results against the EP (subject ep, or both) decide: a runtime-subject failure
+    is a finding against onnxruntime alone, and recommended or informational contracts inform
+    without deciding.
 
     A waived failure counts as shown: the check ran, and its failure is covered by a waiver
     that cites an upstream issue (the Vulkan CTS rule), so a run whose only failures are waived
@@ -98,8 +112,13 @@ def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = 
     In a strict (certification) run nothing required may be left unshown: whatever would make
     the run `incomplete`, a required contract that could not run on one of the EP devices, and
     every case marked `details["strict"]` by the plugin (a required contract the vendor declared
-    not applicable), make it `non_conformant`."""
-    deciding = [r for r in results if r.severity == "required" and r.subject == "ep"]
+    not applicable), make it `non_conformant`.
+
+    `subset` names the part of the catalogue that ran when it was not all of it (see
+    conformance.selection). A strict subset is never a certification: it is `incomplete`, unless
+    it showed a failure or a self-exemption, which no larger run would undo. A subset outside a
+    strict run is decided as usual; the reports label it partial."""
+    deciding = [r for r in results if r.severity == "required" and r.against_ep]
     broken = sorted({r.contract for r in deciding if r.outcome in BROKEN})
     if broken:
         return Verdict.NON_CONFORMANT, [f"required contract broken: {c}" for c in broken]
@@ -124,8 +143,10 @@ def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = 
             reasons.insert(0, f"no check could run: {causes.pop()}")
     if strict:
         reasons += _unshown_on_a_device(deciding, set(missing))
-        reasons += sorted({f"{r.contract}: {r.details['strict']}" for r in results if r.details.get("strict")})
-        reasons = [f"strict run: {reason}" for reason in dict.fromkeys(reasons)]
+        exempted = sorted({f"{r.contract}: {r.details['strict']}" for r in results if r.details.get("strict")})
+        reasons = [f"strict run: {reason}" for reason in dict.fromkeys(reasons + exempted)]
+        if subset and not exempted:
+            return Verdict.INCOMPLETE, [f"strict run: a subset of the catalogue cannot certify: {subset}", *reasons]
         if reasons:
             return Verdict.NON_CONFORMANT, reasons
     if reasons:

@@ -25,6 +25,7 @@ from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
 from conformance.pool import EpUnderTest, WorkerPool
 from conformance.record import EpRecord, RunRecord
 from conformance.scheduler import Planned, Scheduler
+from conformance.selection import SelectionWatch, case_key, compare
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
@@ -85,7 +86,7 @@ class ConformanceRun:
         self.options = _parse_options(config.getoption("ep_option"))
         self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
-        self.catalogue: Catalogue | None = None  # loaded by start(), once the workers are launched
+        self.catalogue: Catalogue  # loaded by start(), once the workers are launched
         self.contract_files: set[Path] = set()
         self.eps: list[EpUnderTest] = []
         self.results: list[Result] = []
@@ -94,12 +95,16 @@ class ConformanceRun:
         self.primary = not hasattr(config, "workerinput")  # the xdist controller, or a plain run
         self.written: list[Path] = []
         self.verdict = ""
+        self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
+        self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
         self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"))
         # Planned ahead only where this process runs the whole session in order. With
         # --conformance-isolation none only the worker of the isolated contracts has a plan.
         self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
 
     def start(self, names: list[str]) -> None:
+        if self.watch.collect_only:
+            return _start_listing(self, names)
         _check_writable(self.report_dir)
         # Workers import onnxruntime and load their EP while this process loads the catalogue;
         # the first forks the fork server off itself before it imports onnxruntime.
@@ -162,10 +167,9 @@ class ConformanceRun:
         # during the run, by pytest's at unconfigure and by the interpreter's at exit (a tenth
         # of a CPU run's wall time). Memory freed by reference counting is still freed.
         gc.freeze()
-        if self.scheduler.lookahead:
+        if self.scheduler.lookahead and not self.watch.collect_only:
             self.scheduler.plan(item for item in session.items if isinstance(item, ContractItem) and item.decision() is None)
-            if not self.config.option.collectonly:
-                self.scheduler.start_plans()
+            self.scheduler.start_plans()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "conformance_result", None)
@@ -175,8 +179,8 @@ class ConformanceRun:
             self.config.hook.pytest_conformance_result(result=result, config=self.config)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.primary:
-            return
+        if not self.primary or self.watch.collect_only:
+            return  # --collect-only ran nothing: it leaves the last run's report as it was
         # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
         self.collected = max(self.collected, session.testscollected)
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
@@ -209,7 +213,7 @@ class ConformanceRun:
             return
         terminalreporter.section("conformance")
         colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(self.verdict, {"yellow": True})
-        terminalreporter.write_line(f"verdict: {self.verdict}" + (" (strict run)" if self.strict else ""), bold=True, **colour)
+        terminalreporter.write_line(f"verdict: {self.verdict}" + _verdict_label(self.strict, self.selection), bold=True, **colour)
         for ep in self.eps:
             if ep.facts.get("unusable"):
                 terminalreporter.write_line(f"{ep.label}: nothing ran: {ep.facts['unusable']}", yellow=True)
@@ -222,15 +226,36 @@ class ConformanceRun:
         self.pool.close()
 
 
+def _verdict_label(strict: bool, selection: dict[str, Any] | None) -> str:
+    """' (strict run)', and what a subset ran: a strict subset is never a certification, and a
+    non-strict one is partial."""
+    label = " (strict run" if strict else ""
+    if selection is not None and not selection["complete"]:
+        label += ("; " if strict else " (") + "partial run: " + selection["text"]
+    return label + (")" if label else "")
+
+
+def _selection(run: ConformanceRun) -> dict[str, Any]:
+    """Which part of the catalogue ran: its checks for these EP devices against the results
+    (conformance.selection says why by comparison, not by the options)."""
+    expected = (case_key(ep.facts["provider"], contract.id, device["label"], params) for contract in run.catalogue.contracts
+                for ep in run.eps for device in ep.facts["devices"] for params in contract.cases())
+    ran = (case_key(r.ep, r.contract, r.device, r.params) for r in run.results)
+    chosen = [arg for arg in run.spec_selections if "::" in arg or _inside(arg, contracts_dir())]
+    return compare(expected, ran, run.watch.how(chosen)).to_dict()
+
+
 def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
     """What the report reads of the run, once every check and the probe are done."""
     from conformance.report import machine
 
+    run.selection = _selection(run)
     return RunRecord(
         results=tuple(run.results), eps=tuple(EpRecord(ep.facts, ep.spec, tuple(ep.capabilities)) for ep in run.eps),
         contracts=tuple(run.catalogue.contracts), spec_digest=run.catalogue.digest, collected=run.collected,
         started=run.started, finished=time.time(), interrupted=interrupted, strict=bool(run.strict),
         isolation="worker" if run.isolated else "none", python=sys.version.split()[0], platform=machine(), command=" ".join(sys.argv),
+        selection=run.selection,
     )
 
 
@@ -251,6 +276,30 @@ def _in_process(run: ConformanceRun, name: str) -> EpUnderTest:
     except EpUnavailable as exc:
         raise pytest.UsageError(str(exc)) from None
     return EpUnderTest(name, runner.facts, None, runner, init=run.worker_init(name))
+
+
+def _start_listing(run: ConformanceRun, names: list[str]) -> None:
+    """--collect-only: the items are listed from the catalogue alone, without a worker, the EP's
+    library or a device (and without a report); each EP is taken as one device named by its label."""
+    run.catalogue = _load(run.spec_paths, check_ids=False)
+    run.contract_files = {Path(f).resolve() for f in run.catalogue.files}
+    for name in names:
+        ep = _unprobed(run.catalogue, name)
+        _refuse_twice(run.eps, ep)
+        ep.spec = run.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
+        run.eps.append(ep)
+
+
+def _unprobed(catalogue: Catalogue, name: str) -> EpUnderTest:
+    """EP `name` as the catalogue alone describes it (--collect-only): its provider and label from
+    its declaration, or from the name given, and one device."""
+    from conformance.eps import EpTarget
+
+    spec = catalogue.ep_spec(name)
+    target = EpTarget(name, spec.provider if spec else name, spec, [], {})
+    facts = {"requested": name, "provider": target.provider, "label": target.label, "declared": spec is not None,
+             "devices": [{"index": 0, "label": target.label}]}
+    return EpUnderTest(name, facts, None, None)
 
 
 def _isolated(item: pytest.Item) -> bool:
@@ -470,7 +519,7 @@ class ContractItem(pytest.Item):
             result = strict_rules.mark(result, self.contract, self.ep.spec)
         self.stash[RESULT_KEY] = result
         self.user_properties.extend(result.case_properties())
-        if result.is_finding:
+        if result.is_finding and not result.against_ep:
             return  # a fail, crash or timeout of onnxruntime's own promise: xfail in runtest
         if result.outcome in PYTEST_ERRORS:
             pytest.fail(f"[{result.outcome.value}] {result.message}", pytrace=False)
@@ -481,7 +530,7 @@ class ContractItem(pytest.Item):
         result = self.stash[RESULT_KEY]
         if result.details.get("strict"):
             pytest.fail(f"[{result.outcome.value}] strict run: {result.details['strict']}", pytrace=False)
-        if result.is_finding:
+        if result.is_finding and not result.against_ep:
             prefix = "" if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] "
             pytest.xfail(f"finding against onnxruntime, not the EP: {prefix}{result.message}")
         if result.outcome is Outcome.FAIL:

@@ -3,8 +3,9 @@ and `ort-conformance probe`.
 
 The matrix itself is computed inside a worker (conformance.capabilities); this module, in the
 caller's process, starts a worker per EP, asks it for every device's matrix, and records a
-device whose worker was lost instead of failing the whole probe. The caller's process never
-imports onnxruntime: the EPs present are listed by a child process too.
+device whose worker was lost instead of failing the whole probe; it returns the typed
+conformance.matrix.CapabilityMatrix. The caller's process never imports onnxruntime (the EPs
+present are listed by a child process too), nor pytest, onnx or jsonschema.
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ from typing import Any
 
 from conformance.attribution import message_of
 from conformance.isolation import Worker, WorkerLost, WorkerRefused
+from conformance.matrix import CapabilityMatrix, Device, Ep
+
 
 def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, str] | None = None, timeout: float = 60.0,
-              log: Path | None = None) -> dict[str, Any]:
-    """The matrix of every device of `ep` (all EPs present when None), computed in workers."""
+              log: Path | None = None, throughput: bool = True) -> CapabilityMatrix:
+    """The matrix of every device of `ep` (all EPs present when None), computed in workers;
+    `throughput` False skips the GB/s figures (the probe then takes a fraction of a second)."""
     names = [ep] if ep else _present_eps()
-    results = []
+    request: dict[str, Any] = {} if throughput else {"sizes": []}
+    eps = []
     for name in names:
         worker = Worker({"ep": name, "library": library, "options": options or {}}, timeout=timeout, log=log)
         try:
@@ -30,17 +35,17 @@ def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, 
             devices = []
             for device in facts["devices"]:
                 try:
-                    devices.append(worker.request({"op": "probe", "device": device["index"]}, what="the copy probe")["capabilities"])
+                    answer = worker.request({"op": "probe", "device": device["index"], **request}, what="the copy probe")
+                    devices.append(Device.from_dict(answer["capabilities"]))
                 except WorkerLost as lost:
-                    error = f"{lost.outcome}: {message_of(lost)}"
-                    devices.append({"ep": facts["provider"], "device": device["label"], "error": error, "pairs": []})
+                    devices.append(Device(facts["provider"], device["label"], error=f"{lost.outcome}: {message_of(lost)}"))
             # ep_device False: get_ep_devices() does not list the EP, so it advertised no memory
             # infos; its one "device" stands for sessions made with providers=[...].
-            results.append({"ep": facts["provider"], "label": facts["label"], "onnxruntime": facts["onnxruntime"]["version"],
-                            "ep_device": facts["ep_device"], "unusable": facts.get("unusable"), "devices": devices})
+            eps.append(Ep(facts["provider"], facts["label"], facts["onnxruntime"]["version"], facts["ep_device"], tuple(devices),
+                          facts.get("unusable")))
         finally:
             worker.close()
-    return {"eps": results}
+    return CapabilityMatrix(tuple(eps))
 
 
 def _present_eps() -> list[str]:

@@ -28,7 +28,8 @@ class EpRecord:
 class RunRecord:
     """`results` in the order they were decided; `collected`: the checks pytest collected
     (fewer results make an incomplete run); `started`/`finished`: seconds since the epoch;
-    `isolation`: 'worker' or 'none'; `contracts`: the catalogue's, in its order."""
+    `isolation`: 'worker' or 'none'; `contracts`: the catalogue's, in its order; `selection`:
+    which part of the catalogue ran (conformance.selection.Selection.to_dict), None when not known."""
 
     results: tuple[Result, ...]
     eps: tuple[EpRecord, ...]
@@ -43,3 +44,4 @@ class RunRecord:
     python: str = ""
     platform: str = ""
     command: str = ""
+    selection: dict[str, Any] | None = None

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from conformance import eps
 from conformance.checks import CHECKS, load_all
 from conformance.context import CheckContext
-from conformance.findings import CallQuarantined, NotApplicable, NotRun, Violation, first_line
+from conformance.findings import CallQuarantined, NotApplicable, NotRun, SilentRetry, Violation, first_line
 from conformance.contracts import Catalogue
 from conformance.models import ModelCache, recipes_from
 from conformance.outcomes import Outcome
@@ -44,6 +44,8 @@ def raised_by_onnxruntime_python(exc: BaseException) -> bool:
         tb = tb.tb_next
     return last is not None and f"{os.sep}onnxruntime{os.sep}" in last
 
+
+NO_EVIDENCE = "the check passed without recording what it proved"
 
 Handed = Callable[[], tuple[Catalogue, dict[str, Any]]]  # gives the catalogue and the recipes file as parsed
 
@@ -105,6 +107,9 @@ class Runner:
             if not violations:
                 return Outcome.NOT_RUN, f"stopped before {stop}", {"quarantined_call": str(stop.call)}
             violations.append(Violation(f"the check stopped after that, before {stop}"))
+        except SilentRetry as retry:
+            # The result came from another EP: the check's own verdict on it means nothing.
+            violations.append(retry.violation)
         except (NotApplicable, NotRun) as exc:
             if not violations:
                 outcome = Outcome.NOT_APPLICABLE if isinstance(exc, NotApplicable) else Outcome.NOT_RUN
@@ -121,10 +126,16 @@ class Runner:
                 violations.append(_raised(ctx, exc, "onnxruntime's Python layer refused"))
             else:
                 violations.append(_raised(ctx, exc, "onnxruntime raised"))
+        evidence = dict(ctx.evidence.recorded)
         if not violations:
-            return Outcome.PASS, "", {}
+            if not evidence:
+                # A pass states what it proved; one that recorded nothing may have run nothing.
+                return Outcome.ERROR, NO_EVIDENCE, {}
+            return Outcome.PASS, "", {"evidence": evidence}
+        if any(v.subject == "both" for v in violations):
+            details["subject"] = "both"  # onnxruntime passed it through and the EP accepted it: counted against both
         message = violations[0].message + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
-        return Outcome.FAIL, message, {**details, "violations": [asdict(v) for v in violations]}
+        return Outcome.FAIL, message, {**details, "violations": [asdict(v) for v in violations], **({"evidence": evidence} if evidence else {})}
 
 
 def _raised(ctx: CheckContext, exc: BaseException, who: str) -> Violation:

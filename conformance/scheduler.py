@@ -57,6 +57,7 @@ class Scheduler:
 
     def worker_for(self, item: "ContractItem") -> Worker:
         if not item.contract.isolated or (self.lookahead and item.ep.worker):
+            assert item.ep.worker is not None, "run_case sends a contract that is not isolated to the EP's worker only under worker isolation"
             return item.ep.worker
         return self.pool.isolated(item.ep)
 
@@ -125,7 +126,7 @@ class Scheduler:
         """The main workers start on their plans now, not when pytest reaches the first item
         that needs them (which may be an isolated contract's)."""
         for ep in self.eps:
-            if self.plans.get(ep.worker):
+            if ep.worker and self.plans.get(ep.worker):
                 self._send_ahead(ep.worker, self.plans[ep.worker][0])
 
     def _collect(self, worker: Worker, planned: Planned) -> dict[str, Any]:

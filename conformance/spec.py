@@ -17,7 +17,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, cast
 
 from conformance import data, safe_io
 from conformance.contracts import (
@@ -224,7 +224,7 @@ def _beyond_bounds(text: str, path: str) -> SpecError | None:
             elif isinstance(event, yaml.AliasEvent):
                 if any(frame[0] == event.anchor for frame in frames):
                     return at(event, f"the alias *{event.anchor} is inside what it names (a recursive alias)")
-                values, below = closed.get(event.anchor, (1, 0))  # an unknown anchor: the composer says so
+                values, below = closed.get(event.anchor or "", (1, 0))  # an unknown anchor: the composer says so
                 expanded += values
                 if expanded > MAX_NODES:
                     return at(event, f"the aliases expand this document past {MAX_NODES} values (an alias bomb?)")
@@ -248,7 +248,7 @@ def _beyond_bounds(text: str, path: str) -> SpecError | None:
 
 def _record_marks(node: yaml.Node, json_path: JsonPath, doc: Document, errors: list[SpecError]) -> None:
     doc.value_marks[json_path] = (node.start_mark.line + 1, node.start_mark.column + 1)
-    if node.id == "mapping":
+    if node.id == "mapping":  # type: ignore[attr-defined]  # every node PyYAML makes has an id; the stubs' Node lacks it
         seen: set[Any] = set()
         for key_node, value_node in node.value:
             # The key as constructed (3, None, True ...), the way jsonschema reports it.
@@ -259,7 +259,7 @@ def _record_marks(node: yaml.Node, json_path: JsonPath, doc: Document, errors: l
                 errors.append(doc.error(child, f"duplicate key '{key}'", key=True))
             seen.add(key)
             _record_marks(value_node, child, doc, errors)
-    elif node.id == "sequence":
+    elif node.id == "sequence":  # type: ignore[attr-defined]
         for index, item in enumerate(node.value):
             _record_marks(item, (*json_path, index), doc, errors)
 
@@ -328,8 +328,8 @@ def _explain(doc: Document, error: jsonschema.ValidationError) -> Iterator[SpecE
                 yield from _explain(doc, sub)
             return
     if error.validator == "additionalProperties":
-        allowed = sorted(error.schema.get("properties", {}))
-        for key in error.instance:
+        allowed = sorted(cast(Mapping[str, Any], error.schema).get("properties", {}))
+        for key in cast(Iterable[Any], error.instance):
             if key in allowed:
                 continue
             hint = _closest(str(key), allowed, cutoff=0.5)
@@ -341,7 +341,7 @@ def _explain(doc: Document, error: jsonschema.ValidationError) -> Iterator[SpecE
         yield doc.error(json_path, f"missing key '{missing}'")
         return
     if error.validator == "enum":
-        choices = ", ".join(repr(c) for c in error.validator_value)
+        choices = ", ".join(repr(c) for c in cast(Iterable[Any], error.validator_value))
         yield doc.error(json_path, f"{error.instance!r} is not allowed; expected one of: {choices}")
         return
     if error.validator == "type":
@@ -395,7 +395,7 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *,
         display = _display_path(file, shipped_dirs)
         text, unreadable = read_spec(file, display)
         if text is None:
-            errors.append(unreadable)
+            errors += [unreadable] if unreadable else []
             continue
         digest.update(file.name.encode() + b"\0" + text.encode() + b"\0")
         # The kit's own specs are trusted to be within the bounds; checking costs a third of a parse.
@@ -440,6 +440,7 @@ def load_known_issues(path: str | Path) -> tuple[KnownIssue, ...]:
         errors = schema_errors(doc, KNOWN_ISSUES_SCHEMA)
     if errors:
         raise SpecErrors(errors)
+    assert doc is not None, "parse_yaml gives a document or errors"
     return KnownIssue.all_from(doc.data)
 
 
@@ -593,7 +594,7 @@ def _cross_check(contracts: list[Contract], eps: list[EpSpec], where: Where) -> 
             if name in names and not _same_ep_other_packaging(ep, names[name], name):
                 yield at(ep, _name_path(ep, name), f"EP name or alias '{name}' is already declared at {names[name].location}")
             names[name] = ep
-        referenced = [(("not_applicable", cid), True, cid) for cid in ep.not_applicable]
+        referenced: list[tuple[JsonPath, bool, str]] = [(("not_applicable", cid), True, cid) for cid in ep.not_applicable]
         referenced += [(("waivers", i, "contract"), False, w.contract) for i, w in enumerate(ep.waivers)]
         referenced += [(("known_issues", i, "contract"), False, k.contract) for i, k in enumerate(ep.known_issues) if not k.contract.startswith("copy:")]
         for path, is_key, contract_id in referenced:

@@ -11,6 +11,9 @@ The one thing decided per case, here, is a self-exemption: a required contract t
 declared not applicable in its own EP spec, rather than one that does not apply to what the
 EP advertises. The reason is recorded on the result (`details["strict"]`), so that the case
 fails in pytest and JUnit and the verdict and the reports see it.
+
+A strict run of a subset of the catalogue (conformance.selection) certifies nothing: its
+verdict is `incomplete` and the run fails, unless what it ran already makes it non_conformant.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from conformance.outcomes import Outcome, Result
 
 def violation(result: Result, contract: Contract, spec: EpSpec | None) -> str:
     """Why this result fails a strict run, or '' when it does not."""
-    if contract.severity != "required" or result.subject != "ep":
+    if contract.severity != "required" or not result.against_ep:
         return ""
     if result.outcome is Outcome.NOT_APPLICABLE and spec is not None and contract.id in spec.not_applicable:
         return f"a required contract was declared not applicable by the EP spec ({spec.location})"

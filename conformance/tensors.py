@@ -183,7 +183,7 @@ def compare(expected: Bytes | list[str], actual: Bytes | list[str], limit: int =
     if isinstance(expected, list) or isinstance(actual, list):
         if expected == actual:
             return None
-        pairs = list(zip(expected, actual))
+        pairs = list(zip(expected, actual, strict=False))
         first = [(i, 0, 0) for i, (a, b) in enumerate(pairs) if a != b][:limit]
         return ByteDiff(len(expected), sum(a != b for a, b in pairs) + abs(len(expected) - len(actual)), first)
     exp, act = _uint8(expected), _uint8(actual)

@@ -108,7 +108,8 @@ def apply(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Result:
     if result.outcome in BROKEN or result.outcome is Outcome.NOT_RUN:
         details = dict(result.details, waived_outcome=result.outcome.value, waived_message=result.message,
                        waiver_status=_status(waiver, "applied"))
-        return dataclasses.replace(result, outcome=Outcome.WAIVED, message=f"waived ({waiver.url}): {waiver.reason}; was {result.outcome.value}: {result.message}", details=details)
+        message = f"waived ({waiver.url}): {waiver.reason}; was {result.outcome.value}: {result.message}"
+        return dataclasses.replace(result, outcome=Outcome.WAIVED, message=message, details=details)
     return result
 
 

@@ -55,8 +55,8 @@ class Handler:
     """Answers one request at a time; holds the Runner once `init` has created it. `notify`
     sends a line ahead of the answer: what a check is about to do, in case it never answers."""
 
-    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None, incoming: Iterator[str] = iter(())):
-        self.runner = None
+    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None, incoming: Iterator[str] = iter(())):  # noqa: B008  (empty: nothing to share)
+        self.runner: Any = None  # the Runner, once init has made it
         self.notify = notify
         self.incoming = incoming  # the request lines still to come: a handover is read from them
 

@@ -72,6 +72,7 @@ typedef enum {
   FAULT_IMPORT_MISREAD,
   FAULT_IMPORT_NO_BOUNDS,
   FAULT_IMPORT_DENIES,
+  FAULT_KERNEL_FAILS,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -81,14 +82,14 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "cpu-default", "host-accessible-inputs", "alloc-fail", "abort",
     "hang",       "slow-d2d",         "claim-nothing", "wrong-compute",
     "unregister-crash", "host-accessible-as-device", "import-copy", "import-misread",
-    "import-no-bounds", "import-denies",
+    "import-no-bounds", "import-denies", "kernel-fails",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
-  "import-no-bounds, import-denies"
+  "import-no-bounds, import-denies, kernel-fails"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -878,6 +879,11 @@ static OrtStatus* ORT_API_CALL ci_compute(OrtNodeComputeInfo* this_ptr, void* st
   (void)state;
   refdev_compute_info* ci = (refdev_compute_info*)this_ptr;
   refdev_factory* f = ci->ep->factory;
+  /* kernel-fails: ORT_EP_FAIL is the status Python's InferenceSession.run answers by rerunning
+   * the model on the CPU EP, unless the session's fallback is disabled. */
+  if (current_fault() == FAULT_KERNEL_FAILS) {
+    return make_status(ORT_EP_FAIL, "RefDev %s: fault 'kernel-fails': the kernel fails on purpose", ci->name);
+  }
   size_t nin = 0, nout = 0;
   RETURN_IF_STATUS(g_ort->KernelContext_GetInputCount(kctx, &nin));
   RETURN_IF_STATUS(g_ort->KernelContext_GetOutputCount(kctx, &nout));

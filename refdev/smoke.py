@@ -66,6 +66,7 @@ EXPECTED = {
     "slow-d2d": {"perf.d2d_no_host_staging"},
     "claim-nothing": {"session.assignment"},
     "wrong-compute": {"session.values"},
+    "kernel-fails": {"session.run"},  # the session's fallback is disabled: the kernel's error shows
     # Seen only through a HOST_ACCESSIBLE value bound with IOBinding, which smoke.py never binds;
     # the kit's iobinding.host-accessible-in-place catches it (tests/test_refdev.py).
     "host-accessible-as-device": None,
@@ -385,7 +386,10 @@ def session_checks(c, ort, np, dev, DEFAULT, holder):
         so = ort.SessionOptions()
         so.add_provider_for_devices([dev], {})
         so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
-        return ort.InferenceSession(model_bytes, sess_options=so)
+        # No fallback: Python's InferenceSession would rerun a failed kernel on the CPU EP.
+        sess = ort.InferenceSession(model_bytes, sess_options=so, enable_fallback=0)
+        sess.disable_fallback()
+        return sess
 
     def assignment(sess):
         out = {}

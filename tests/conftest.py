@@ -1,5 +1,7 @@
 """What several test modules share: the reference EP library (refdev/), built on first use,
-lanes/run loaded as a module, and conformance runs in pytest processes of their own.
+lanes/run loaded as a module, conformance runs in pytest processes of their own, a vendor's
+contract file to alter, and the requests the worker tests send. Test modules take these as
+fixtures (or import this module's helpers); none imports another test module.
 
 The library is built with `make -C refdev` (headers fetched at build time). Where that is not
 possible every test that needs it skips with the build's own reason (worded as lanes/run words
@@ -62,6 +64,7 @@ def conformance_run(folder: Path, *args: str, env: dict[str, str | None] | None 
     """`pytest ARGS` in a process of its own, started in `folder`, its reports and junit.xml in
     `folder/reports`. `env`: variables to set, or with None to remove, for that process."""
     environ = dict(os.environ)
+    environ.pop("GITHUB_STEP_SUMMARY", None)  # the kit's own test runs stay off a CI job's summary page
     for name, value in (env or {}).items():
         if value is None:
             environ.pop(name, None)
@@ -78,3 +81,45 @@ def conformance_run(folder: Path, *args: str, env: dict[str, str | None] | None 
 def cpu_reports(tmp_path_factory) -> Path:
     """The reports of one conformance run of the CPU EP, for the tests that only read them."""
     return conformance_run(tmp_path_factory.mktemp("cpu"), "--ep=cpu").reports
+
+
+# A vendor's contract file, valid as written: the spec tests alter one line of it at a time, and
+# the worker tests misname its check.
+CONTRACT_FILE = """\
+family: vendor
+title: Vendor contracts
+contracts:
+  - id: vendor.thing
+    statement: The vendor thing MUST work as documented.
+    subject: ep
+    severity: required
+    sources:
+      - {kind: seed, ref: "a reference"}
+    applies_when: {default_memory: device}
+    check: update-inplace.from-numpy
+    isolated: false
+    params:
+      dtype: [float32]
+      shape: ["3"]
+"""
+
+
+@pytest.fixture
+def contract_text() -> str:
+    """CONTRACT_FILE's text."""
+    return CONTRACT_FILE
+
+
+@pytest.fixture
+def cpu_init() -> dict:
+    """An init for a CPU worker with the shipped specs, which the worker reads itself (the plugin
+    hands its workers the catalogue instead: see test_a_worker_handed_the_catalogue_reads_no_yaml).
+    A new dict for each test, which may change it."""
+    return {"ep": "cpu", "specs": None, "library": None, "options": {}, "models_dir": None}
+
+
+@pytest.fixture
+def session_inputs() -> dict:
+    """A request for a check that runs a session on real memory: a worker that answers it is
+    alive and working."""
+    return {"op": "run", "contract": "memory-info.session-inputs", "device": 0, "params": {"recipe": "identity", "dtype": "float32"}}

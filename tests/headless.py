@@ -43,13 +43,18 @@ def _run(executable: str, profile: Path, *args: str) -> subprocess.CompletedProc
     return subprocess.run([executable, *flags, *args], capture_output=True, text=True, timeout=120)
 
 
-def screenshot(executable: str, page: Path, png: Path, profile: Path, size: tuple[int, int] = (1280, 1600)) -> None:
-    completed = _run(executable, profile, f"--screenshot={png}", f"--window-size={size[0]},{size[1]}", page.resolve().as_uri())
+# Chromium's switches for prefers-color-scheme: dark (the second is what newer builds read).
+DARK = ("--force-dark-mode", "--blink-settings=preferredColorScheme=0")
+
+
+def screenshot(executable: str, page: Path, png: Path, profile: Path, size: tuple[int, int] = (1280, 1600), extra: tuple[str, ...] = ()) -> None:
+    completed = _run(executable, profile, *extra, f"--screenshot={png}", f"--window-size={size[0]},{size[1]}", page.resolve().as_uri())
     assert png.exists(), completed.stderr[-2000:]
 
 
-def dump_dom(executable: str, page: Path, profile: Path) -> str:
-    completed = _run(executable, profile, "--dump-dom", page.resolve().as_uri())
+def dump_dom(executable: str, page: Path, profile: Path, size: tuple[int, int] | None = None, extra: tuple[str, ...] = ()) -> str:
+    window = (f"--window-size={size[0]},{size[1]}",) if size else ()
+    completed = _run(executable, profile, *extra, *window, "--dump-dom", page.resolve().as_uri())
     assert completed.returncode == 0 and completed.stdout, completed.stderr[-2000:]
     return completed.stdout
 
@@ -58,14 +63,14 @@ class Element:
     def __init__(self, tag: str, attrs: dict[str, str], parent: "Element | None"):
         self.tag, self.attrs, self.parent = tag, attrs, parent
         self.children: list[Element] = []
-        self.text_parts: list[str] = []
+        self.content: list["str | Element"] = []  # text and children in document order
 
     @property
     def classes(self) -> set[str]:
         return set((self.attrs.get("class") or "").split())
 
     def text(self) -> str:
-        return "".join(self.text_parts) + "".join(child.text() for child in self.children)
+        return "".join(part if isinstance(part, str) else part.text() for part in self.content)
 
     def iter(self):
         yield self
@@ -91,6 +96,7 @@ class _TreeBuilder(HTMLParser):
     def handle_starttag(self, tag, attrs):
         element = Element(tag, {k: v or "" for k, v in attrs}, self.current)
         self.current.children.append(element)
+        self.current.content.append(element)
         if tag not in VOID:
             self.current = element
 
@@ -102,7 +108,7 @@ class _TreeBuilder(HTMLParser):
             self.current = node.parent
 
     def handle_data(self, data):
-        self.current.text_parts.append(data)
+        self.current.content.append(data)
 
 
 def parse_dom(text: str) -> Element:

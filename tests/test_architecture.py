@@ -116,7 +116,11 @@ def test_no_class_of_the_kit_is_longer_than_a_reader_can_hold():
     assert not long, f"classes over {MAX_CLASS_LINES} lines: " + ", ".join(long)
 
 
-@pytest.mark.parametrize("module", ["conformance.findings", "conformance.calls"])
+LEAVES = ["conformance.findings", "conformance.calls", "conformance.tensors", "conformance.contracts", "conformance.options",
+          "conformance.outcomes", "conformance.apis", "conformance.safe_io", "conformance.data"]
+
+
+@pytest.mark.parametrize("module", LEAVES)
 def test_the_leaf_modules_import_nothing_of_the_kit(module):
     assert import_graph(_modules())[module] == set()
 
@@ -133,7 +137,7 @@ def imported(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("module", ["markdown", "html", "common", "throughput"])
+@pytest.mark.parametrize("module", ["markdown", "html", "common", "throughput", "page", "summary"])
 def test_the_reports_renderers_and_helpers_do_not_import_the_report_package(module):
     """report/__init__ builds and writes the report with its renderers: they import only its
     leaves (common, throughput), never it, so there is no cycle."""
@@ -143,3 +147,79 @@ def test_the_reports_renderers_and_helpers_do_not_import_the_report_package(modu
 def test_the_report_and_the_run_record_know_nothing_of_pytest_or_the_plugin():
     for path in [PACKAGE / "record.py", *sorted((PACKAGE / "report").glob("*.py"))]:
         assert not {"pytest", "conformance.plugin", "conformance.scheduler", "conformance.pool"} & imported(path), path
+
+
+def test_no_test_module_imports_another():
+    """Tests share what they share through conftest.py's fixtures and helper modules that are not
+    test modules (pytest_runs, headless): a test module imported by another runs its module-level
+    code twice and drags its fixtures along."""
+    tests = Path(__file__).resolve().parent
+    names = {path.stem for path in tests.glob("test_*.py")}
+    offenders = {path.name: sorted(imported(path) & names) for path in sorted(tests.glob("test_*.py")) if imported(path) & names}
+    assert not offenders, offenders
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The kit's modules that importing `start` may load: its imports, theirs, and so on."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def test_only_the_plugin_and_its_hookspecs_import_pytest():
+    """Everything else is a library that a worker, the cli or a vendor's script loads without pytest."""
+    importing = {name for name, path in _modules().items() if {"pytest", "_pytest"} & imported(path)}
+    assert importing == {"conformance.plugin", "conformance.hookspecs"}
+
+
+# The worker's side (the checks, their context, the runner, the matrix) and what it must never load
+# of the parent's: the process side that starts it, the plugin, the verdict rules and the reports.
+WORKER_SIDE = ("conformance.worker", "conformance.runner", "conformance.capabilities", "conformance.context", "conformance.checks")
+PARENT_SIDE = {"conformance.plugin", "conformance.scheduler", "conformance.pool", "conformance.quarantine", "conformance.isolation",
+               "conformance.launcher", "conformance.ledger", "conformance.lines", "conformance.attribution", "conformance.probing",
+               "conformance.forkserver", "conformance.record", "conformance.report", "conformance.waivers", "conformance.strict"}
+
+
+def worker_side_modules(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(name for name in graph if name in WORKER_SIDE or name.startswith(tuple(f"{side}." for side in WORKER_SIDE)))
+
+
+def test_the_worker_side_loads_nothing_of_the_parents():
+    graph = import_graph(_modules())
+    crossing = {name: sorted(reachable(graph, name) & PARENT_SIDE) for name in worker_side_modules(graph)}
+    assert not {name: parents for name, parents in crossing.items() if parents}
+
+
+def test_spec_loading_and_the_contracts_reach_no_module_that_imports_onnxruntime():
+    modules = _modules()
+    graph = import_graph(modules)
+    with_ort = {name for name, path in modules.items() if {"onnxruntime", "onnx"} & imported(path)}
+    for name in ("conformance.spec", "conformance.contracts", "conformance.catalogue"):
+        assert not ({name} | reachable(graph, name)) & with_ort, name
+
+
+# The process side runs workers and attributes their losses: it handles requests and replies as
+# data and names a check only by its id, so it never loads a check, its context or a report.
+PROCESS_SIDE = ("conformance.isolation", "conformance.launcher", "conformance.lines", "conformance.ledger", "conformance.forkserver",
+                "conformance.attribution", "conformance.probing", "conformance.pool", "conformance.quarantine", "conformance.scheduler")
+
+
+def test_the_process_side_knows_no_check_and_no_report():
+    graph = import_graph(_modules())
+    inner = ("conformance.checks", "conformance.context", "conformance.runner", "conformance.report", "conformance.record", "conformance.worker")
+    crossing = {name: sorted(m for m in reachable(graph, name) if m in inner or m.startswith(tuple(f"{i}." for i in inner)))
+                for name in PROCESS_SIDE}
+    assert not {name: found for name, found in crossing.items() if found}
+
+
+def test_every_package_of_the_kit_is_installed():
+    """pyproject.toml lists the packages a wheel or a plain `pip install .` carries: a subpackage
+    left off works in a checkout (and an editable install) and is missing everywhere else."""
+    tomllib = pytest.importorskip("tomllib")
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    packages = {".".join(path.parent.relative_to(PACKAGE.parent).parts) for path in PACKAGE.rglob("__init__.py")}
+    assert packages - listed == set()

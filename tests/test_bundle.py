@@ -205,3 +205,52 @@ def test_bundle_refuses_a_symlink_planted_among_the_runs_files_or_as_the_archive
     assert cli.main(["bundle", "--report-dir", str(run), "-o", str(tmp_path / "b.tar.gz")]) == 2
     assert "b.tar.gz: is a symlink: refusing to write through it" in capsys.readouterr().err
     assert secret.read_text() == "a private key"
+
+
+def test_one_report_folder_bundles_to_the_same_bytes(cpu_reports, tmp_path):
+    """Two bundles of one folder, made a second apart, are byte-identical: members dated the
+    run's start, owned by 0:0 without names, sorted; the gzip header dated the same and
+    naming no file. Without any of these the two archives differ."""
+    import time
+
+    first, _ = bundle.write(cpu_reports, tmp_path / "first.tar.gz")
+    time.sleep(1.1)
+    second, _ = bundle.write(cpu_reports, tmp_path / "second.tar.gz")
+    assert first.read_bytes() == second.read_bytes()
+    report = json.loads((cpu_reports / "report.json").read_text())
+    started = bundle._epoch(report)
+    assert started > 0
+    raw = first.read_bytes()
+    assert int.from_bytes(raw[4:8], "little") == started  # gzip's MTIME field
+    assert raw[3] & 0x08 == 0  # no FNAME: the archive's own name is not in it
+    with tarfile.open(first) as archive:
+        members = archive.getmembers()
+    assert [m.name for m in members] == [bundle.MANIFEST, *sorted(m.name for m in members[1:])]
+    assert {(m.mtime, m.uid, m.gid, m.uname, m.gname, m.mode) for m in members} == {(started, 0, 0, "", "", 0o644)}
+    assert json.loads(bundle.read(first)[bundle.MANIFEST])["created"] == report["run"]["started"]
+
+
+def test_verify_checks_each_bundled_model_against_its_name_and_recipe(cpu_bundle, tmp_path, capsys):
+    """Another model under a model's name, hashes redone: the manifest agrees, the model does not."""
+    def change(files):
+        first, second = sorted(name for name in files if name.startswith("models/"))[:2]
+        files[first] = files[second]
+    code, output = verify(rewrite(cpu_bundle, tmp_path / "b.tar.gz", change, rehash=True), capsys)
+    assert code == 1 and "are not the model its name says" in output
+
+
+def test_a_model_file_planted_in_the_report_folder_is_not_bundled(cpu_reports, tmp_path, capsys):
+    import shutil
+
+    reports = tmp_path / "reports"
+    shutil.copytree(cpu_reports, reports)
+    model = sorted((reports / "models").glob("*.onnx"))[0]
+    model.write_bytes(b"garbage under a model's name")
+    (reports / "models" / "planted.onnx").write_bytes(b"another file")
+    output = tmp_path / "b.tar.gz"
+    assert cli.main(["bundle", "--report-dir", str(reports), "-o", str(output), "--junit", str(cpu_reports / "junit.xml")]) == 0
+    members = bundle.read(output)
+    assert f"models/{model.name}" not in members and "models/planted.onnx" not in members
+    assert any(name.startswith("models/") for name in members)
+    code, text = verify(output, capsys)
+    assert code == 0, text

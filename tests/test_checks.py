@@ -218,10 +218,10 @@ class CheckingCopy:
     def __call__(self, sources, destinations, direction="", stream=None, note=""):
         if not sources or len(sources) != len(destinations):
             raise RuntimeError("Invalid arguments provided to CopyTensors.")
-        for source, destination in zip(sources, destinations):
+        for source, destination in zip(sources, destinations, strict=True):
             if source.data_type() != destination.data_type() or source.shape() != destination.shape():
                 raise RuntimeError("source and destination differ")
-        for source, destination in zip(sources, destinations):
+        for source, destination in zip(sources, destinations, strict=True):
             destination.update_inplace(source.numpy())
 
 
@@ -244,7 +244,7 @@ def test_copy_that_accepts_a_bad_request_fails(runner, ctx, monkeypatch, request
     assert run(runner, "copy.bad-requests", request=request_kind, direction="cpu>default")[0] is Outcome.PASS
 
     def accepting_copy(sources, destinations, direction="", note=""):
-        for source, destination in zip(sources, destinations):
+        for destination in destinations:
             destination.numpy().reshape(-1).view(np.uint8)[:4] = 0  # writes part of the destination
 
     monkeypatch.setattr(ctx, "copy", accepting_copy)
@@ -302,15 +302,15 @@ class FailingUpdate:
 
 
 def test_an_onnxruntime_error_fails_with_the_step_what_it_said_and_a_reproducer(runner, ctx, monkeypatch):
-    params = dict(direction="cpu>default", dtype="float32", shape="3x5")
+    params = dict(direction="default>default", dtype="float32", shape="3x5")  # the CPU EP's one direction (the others are the same copy)
     assert run(runner, "update-inplace.from-ortvalue", **params)[0] is Outcome.PASS
     real_place = ctx.place
     monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: FailingUpdate(real_place(storage, kind, dt)))
     result = runner.run("update-inplace.from-ortvalue", 0, params)
     assert result["outcome"] == "fail"
     (violation,) = result["details"]["violations"]
-    assert violation["message"].startswith("onnxruntime raised while update_inplace(OrtValue) cpu>default: RuntimeError:")
-    assert violation["expected"] == "update_inplace(OrtValue) cpu>default to succeed"
+    assert violation["message"].startswith("onnxruntime raised while update_inplace(OrtValue) default>default: RuntimeError:")
+    assert violation["expected"] == "update_inplace(OrtValue) default>default to succeed"
     assert violation["actual"] == "RuntimeError: [ONNXRuntimeError] : 1 : FAIL : the device was lost"
     assert "destination.update_inplace, source)" in violation["reproducer"] and violation["reproducer"].startswith("# Reproduces: update_inplace(OrtValue) cpu>default")
 
@@ -405,12 +405,15 @@ class KeptInItsMemory:
 
 def test_no_host_staging_is_timed_where_update_inplace_across_memories_is_refused(runner, ctx, monkeypatch):
     real_place, real_allocate = ctx.place, ctx.allocate
-    device = lambda kind: "default" if kind == "default" else "cpu"
+
+    def device(kind):
+        return "default" if kind == "default" else "cpu"
+
     monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: KeptInItsMemory(real_place(storage, kind, dt), device(kind)))
     monkeypatch.setattr(ctx, "allocate", lambda kind, dt, shape: KeptInItsMemory(real_allocate(kind, dt, shape), device(kind)))
 
     def copy(sources, destinations):  # plain onnxruntime has no CPU→CPU copy_tensors: the same bytes moved
-        for source, destination in zip(sources, destinations):
+        for source, destination in zip(sources, destinations, strict=True):
             destination.value.update_inplace(source.value)
 
     monkeypatch.setattr(ctx, "copy", copy)
@@ -564,11 +567,14 @@ def test_every_shipped_contract_has_a_test_that_makes_it_fail():
 
 def test_cpu_default_copy_may_be_refused_but_not_wrong(runner, ctx, monkeypatch):
     params = dict(direction="cpu>default", dtype="float32", shape="3x5")
-    # Plain onnxruntime refuses CPU→CPU copies: a missing data transfer is not a failure here.
-    assert run(runner, "copy.cpu-default-optional", **params)[0] is Outcome.PASS
+    # Plain onnxruntime refuses CPU→CPU copies: a missing data transfer is not a failure here,
+    # nor a pass: no bytes moved, so the case shows nothing (not_applicable, with the refusal).
+    outcome, message = run(runner, "copy.cpu-default-optional", **params)
+    assert outcome is Outcome.NOT_APPLICABLE
+    assert message.startswith("copy_tensors cpu>default is refused, which this contract allows: RuntimeError: Data transfer")
 
     def flipping_copy(sources, destinations, direction=""):
-        for source, destination in zip(sources, destinations):
+        for source, destination in zip(sources, destinations, strict=True):
             data = source.numpy().copy()
             data.view(np.uint8).reshape(-1)[0] ^= 1
             destination.update_inplace(data)
@@ -619,3 +625,29 @@ def test_a_stand_in_set_on_the_context_is_what_its_parts_use(ctx, monkeypatch):
     assert copies == ["default>cpu"]
     monkeypatch.setattr(ctx, "device", None)
     assert ctx.under_test.device is None and "dev = " not in ctx.snippets.preamble()
+
+
+class SizedByElement:
+    """A value whose tensor_size_in_bytes() counts one byte per element, as a size computed
+    without the packing of 4-bit types would."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __getattr__(self, name):
+        return getattr(self.value, name)
+
+    def tensor_size_in_bytes(self):
+        return int(np.prod(self.value.shape()))
+
+
+def test_a_value_reporting_the_wrong_size_fails_memory_info_tensor_size(runner, ctx, monkeypatch):
+    assert run(runner, "memory-info.tensor-size", dtype="int4", shape="3x5")[0] is Outcome.PASS
+    real_allocate = ctx.allocate
+    monkeypatch.setattr(ctx, "allocate", lambda kind, dt, shape: SizedByElement(real_allocate(kind, dt, shape)))
+    assert run(runner, "memory-info.tensor-size", dtype="uint8", shape="3x5")[0] is Outcome.PASS  # one byte an element is right here
+    result = runner.run("memory-info.tensor-size", 0, {"dtype": "int4", "shape": "3x5"})
+    assert (result["outcome"], result["message"]) == ("fail", "tensor_size_in_bytes() of a [3, 5] int4 value in DEFAULT memory is 15"), result
+    violation = result["details"]["violations"][0]
+    assert (violation["expected"], violation["actual"]) == ("8 bytes", "15 bytes")
+    assert reproduce(violation["reproducer"]).strip() == "8"  # onnxruntime's own value, without the stand-in

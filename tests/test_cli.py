@@ -50,7 +50,7 @@ def test_each_command_help_says_what_it_does_its_exit_status_and_an_example(caps
     assert "examples:\n  " in out and f"ort-conformance {command}" in out.split("examples:")[1]
     lines = out.split("examples:")[0].splitlines() + [""]
     # Every argument is explained: its help follows on its line, or on the next, further indented.
-    unexplained = [line for line, after in zip(lines, lines[1:]) if line.startswith("  ") and not line.startswith("   ")
+    unexplained = [line for line, after in zip(lines, lines[1:], strict=False) if line.startswith("  ") and not line.startswith("   ")
                    and len(line.split("  ")) < 3 and not after.startswith("    ")]
     assert not unexplained, unexplained
 
@@ -179,8 +179,8 @@ def test_probe_library_call_returns_the_matrix_even_after_its_module_is_imported
     import conformance.capabilities  # noqa: F401  (a submodule must not shadow the library call)
 
     matrix = conformance.probe("cpu", timeout=60)
-    (device,) = matrix["eps"][0]["devices"]
-    assert [(p["source"], p["destination"], p["status"]) for p in device["pairs"]] == [("cpu", "cpu", "not_required")]
+    (device,) = matrix.devices
+    assert [(p.source, p.destination, p.status) for p in device.pairs] == [("cpu", "cpu", "not_required")]
 
 
 # --- bad input: one clear message naming the file, a non-zero exit, never a traceback ----------

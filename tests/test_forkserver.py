@@ -15,7 +15,6 @@ import pytest
 from conformance.forkhost import why_not_fork_safe
 from conformance.forkserver import ForkedProcess, ForkServer
 from conformance.isolation import Worker, WorkerLost
-from worker_requests import CPU_INIT, SESSION_INPUTS
 
 pytestmark = pytest.mark.skipif(not ForkServer.supported(), reason="the fork server runs on Linux only")
 
@@ -32,78 +31,78 @@ def server():
 
 
 @pytest.fixture
-def host(server):
+def host(server, cpu_init):
     """A started worker hosting `server`, which forks its replacements."""
-    worker = Worker(CPU_INIT, timeout=60)
+    worker = Worker(cpu_init, timeout=60)
     worker.hosts = worker.fork_server = server
     worker.start()
     yield worker
     worker.close()
 
 
-def replaced(worker: Worker) -> ForkedProcess:
-    """Kills the worker, and returns the process that replaces it on the next request."""
+def replaced(worker: Worker, request: dict) -> ForkedProcess:
+    """Kills the worker, and returns the process that replaces it on `request`, the next one."""
     worker.process.kill()
     worker.process.wait()
-    assert worker.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
+    assert worker.request(request)["result"]["outcome"] == "pass"
     assert worker.restarts == 1
     return worker.process
 
 
-def test_the_host_is_spawned_and_its_replacement_forked_by_the_server_it_hosts(host, server):
+def test_the_host_is_spawned_and_its_replacement_forked_by_the_server_it_hosts(host, server, session_inputs):
     assert not isinstance(host.process, ForkedProcess) and parent_of(host.process.pid) == os.getpid()
     assert server.ready()
-    replacement = replaced(host)
+    replacement = replaced(host, session_inputs)
     assert isinstance(replacement, ForkedProcess)
     server_pid = parent_of(replacement.pid)
     assert server_pid != os.getpid()  # the server's child, not this process's
     # The replacement runs checks on real memory like any worker, and the server runs on.
-    assert host.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
+    assert host.request(session_inputs)["result"]["outcome"] == "pass"
     assert Path(f"/proc/{server_pid}").exists()
 
 
-def test_a_forked_worker_that_aborts_is_reported_with_its_signal(host):
-    forked = replaced(host)
+def test_a_forked_worker_that_aborts_is_reported_with_its_signal(host, session_inputs):
+    forked = replaced(host, session_inputs)
     forked.send_signal(signal.SIGABRT)
     with pytest.raises(WorkerLost, match="^the process running the check was killed by SIGABRT") as lost:
-        host.request(SESSION_INPUTS)
+        host.request(session_inputs)
     assert lost.value.outcome == "crash" and forked.returncode == -signal.SIGABRT
 
 
-def test_a_forked_worker_that_hangs_is_killed_at_the_timeout(host):
-    forked = replaced(host)
+def test_a_forked_worker_that_hangs_is_killed_at_the_timeout(host, session_inputs):
+    forked = replaced(host, session_inputs)
     host.timeout = 0.5
     forked.send_signal(signal.SIGSTOP)
     with pytest.raises(WorkerLost, match=r"did not finish within 0\.5 s") as lost:
-        host.request(SESSION_INPUTS)
+        host.request(session_inputs)
     assert lost.value.outcome == "timeout" and forked.returncode == -signal.SIGKILL
 
 
-def test_closing_a_forked_worker_ends_it_cleanly(host):
-    forked = replaced(host)
+def test_closing_a_forked_worker_ends_it_cleanly(host, session_inputs):
+    forked = replaced(host, session_inputs)
     host.close()
     assert forked.returncode == 0 and host.process is None
 
 
-def test_a_worker_exits_with_a_status_the_server_reports(host):
-    forked = replaced(host)
+def test_a_worker_exits_with_a_status_the_server_reports(host, session_inputs):
+    forked = replaced(host, session_inputs)
     forked.stdin.close()  # the end of its requests: it exits as asked
     assert forked.wait(timeout=30) == 0
 
 
-def test_without_a_host_the_server_forks_nothing_and_workers_are_spawned(server):
-    worker = Worker(CPU_INIT, timeout=60)
+def test_without_a_host_the_server_forks_nothing_and_workers_are_spawned(server, cpu_init, session_inputs):
+    worker = Worker(cpu_init, timeout=60)
     worker.fork_server = server
     try:
-        assert worker.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
+        assert worker.request(session_inputs)["result"]["outcome"] == "pass"
         assert not isinstance(worker.process, ForkedProcess)
     finally:
         worker.close()
 
 
-def test_a_closed_server_leaves_replacements_spawned(host, server):
+def test_a_closed_server_leaves_replacements_spawned(host, server, session_inputs):
     server.close()
-    assert not isinstance(replaced(host), ForkedProcess)
+    assert not isinstance(replaced(host, session_inputs), ForkedProcess)
 
 
 def test_a_process_with_another_thread_is_not_forked():
@@ -118,26 +117,26 @@ def test_a_process_with_another_thread_is_not_forked():
         thread.join()
 
 
-def test_a_host_with_another_thread_forks_no_server_and_says_why(server):
+def test_a_host_with_another_thread_forks_no_server_and_says_why(server, cpu_init, session_inputs):
     # OPENBLAS_NUM_THREADS is what keeps numpy's thread pool out of the host; without it (and
     # more than one core) OpenBLAS starts its threads at import.
-    worker = Worker(CPU_INIT, timeout=60, env={"OPENBLAS_NUM_THREADS": "2"})
+    worker = Worker(cpu_init, timeout=60, env={"OPENBLAS_NUM_THREADS": "2"})
     worker.hosts = worker.fork_server = server
     try:
         worker.start()
         assert not server.ready() and server.state.startswith("unavailable: the process runs ")
-        assert worker.request(SESSION_INPUTS)["result"]["outcome"] == "pass"  # the host serves all the same
+        assert worker.request(session_inputs)["result"]["outcome"] == "pass"  # the host serves all the same
     finally:
         worker.close()
 
 
-def test_a_process_standing_by_replaces_a_lost_worker_at_once(host):
+def test_a_process_standing_by_replaces_a_lost_worker_at_once(host, session_inputs):
     host.stand_by()
     standby = host._launcher._standby
     assert isinstance(standby, ForkedProcess) and standby.poll() is None
     host.process.kill()
     host.process.wait()
-    assert host.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
+    assert host.request(session_inputs)["result"]["outcome"] == "pass"
     assert host.process is standby and host.restarts == 1 and host._launcher._standby is None
 
 
@@ -150,20 +149,20 @@ def test_a_process_standing_by_unused_is_killed_at_close(host):
     assert standby.returncode == -signal.SIGKILL
 
 
-def test_without_a_fork_server_nothing_stands_by():
-    worker = Worker(CPU_INIT, timeout=60)
+def test_without_a_fork_server_nothing_stands_by(cpu_init):
+    worker = Worker(cpu_init, timeout=60)
     worker.stand_by()  # a spawned spare would cost a whole interpreter start
     assert worker._launcher._standby is None
 
 
-def test_a_forked_worker_whose_server_is_gone_is_lost_without_a_made_up_status(host, server):
-    forked = replaced(host)
+def test_a_forked_worker_whose_server_is_gone_is_lost_without_a_made_up_status(host, server, session_inputs):
+    forked = replaced(host, session_inputs)
     os.kill(parent_of(forked.pid), signal.SIGKILL)  # the fork server
     forked.kill()
     with pytest.raises(WorkerLost, match="^the process running the check ended, how is unknown: the fork server that could tell is gone"):
-        host.request(SESSION_INPUTS)
+        host.request(session_inputs)
     assert not server.ready()
-    assert host.request(SESSION_INPUTS)["result"]["outcome"] == "pass"  # its replacement is spawned
+    assert host.request(session_inputs)["result"]["outcome"] == "pass"  # its replacement is spawned
     assert not isinstance(host.process, ForkedProcess)
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import bundle, cli, diff, found, models, safe_io, spec, tensors
+from conformance import bundle, cli, found, models, safe_io, spec, tensors
 from conformance.checks import known_checks
 from conformance.options import seconds
 from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # A 400-byte "billion laughs": nine levels of nine aliases each, 9**9 values once expanded.
 ALIAS_BOMB = "a: &a [lol,lol,lol,lol,lol,lol,lol,lol,lol]\n" + "".join(
-    f"{name}: &{name} [{','.join([f'*{previous}'] * 9)}]\n" for previous, name in zip("abcdefgh", "bcdefghi"))
+    f"{name}: &{name} [{','.join([f'*{previous}'] * 9)}]\n" for previous, name in zip("abcdefgh", "bcdefghi", strict=True))
 
 
 def spec_errors(path: Path) -> list[str]:
@@ -101,7 +101,7 @@ def test_a_recursive_alias_is_refused(tmp_path):
     ("[" * 1_000_000, "1:1001"),  # past libyaml's own limit, and without its ends
     ("- " * 1000 + "x\n", "1:129"),
     ("".join("  " * i + "k:\n" for i in range(1000)), "65:129"),
-    ("a: &a [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\nb: [[[[[[[[[[[[[[[[[[[[[[[[[[*a]]]]]]]]]]]]]]]]]]]]]]]]]]\n", "2:30"),
+    ("a: &a [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[x]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\nb: [[[[[[[[[[[[[[[[[[[[[[[[[[*a]]]]]]]]]]]]]]]]]]]]]]]]]]\n", "2:30"),  # noqa: E501  (the YAML document as it is read)
 ], ids=["flow-1000", "flow-1000000", "block-sequences", "block-mappings", "through-an-alias"])
 def test_nesting_past_the_depth_limit_is_one_error_where_it_goes_too_deep(tmp_path, text, where):
     (tmp_path / "deep.yaml").write_text(text)

@@ -73,7 +73,7 @@ def test_vulkan_constants_are_the_headers():
     if not found:
         pytest.skip("no vulkan_core.h here (lanes/softgpu/setup unpacks libvulkan-dev)")
     text = found[0].read_text()
-    for name in [n for n in dir(vulkan) if n.startswith("VK_STRUCTURE_TYPE_") or n.startswith("VK_EXTERNAL_MEMORY_HANDLE") or n.startswith("VK_MEMORY_PROPERTY")]:
+    for name in [n for n in dir(vulkan) if n.startswith(("VK_STRUCTURE_TYPE_", "VK_EXTERNAL_MEMORY_HANDLE", "VK_MEMORY_PROPERTY"))]:
         match = re.search(rf"\b{name} = (0x[0-9A-Fa-f]+|\d+)", text)
         assert match, name
         assert int(match.group(1), 0) == getattr(vulkan, name), name

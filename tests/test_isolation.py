@@ -20,13 +20,11 @@ from conformance.calls import Call
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
 from conformance.launcher import Launcher, signal_name
 from conformance.spec import load_catalogue
-from test_spec import CONTRACT_FILE
-from worker_requests import CPU_INIT, SESSION_INPUTS
 
 
 @pytest.fixture
-def worker():
-    w = Worker(CPU_INIT, timeout=60)
+def worker(cpu_init):
+    w = Worker(cpu_init, timeout=60)
     yield w
     w.close()
 
@@ -38,11 +36,11 @@ def fake_worker(code: str, **popen) -> Worker:
     return w
 
 
-def test_real_worker_starts_and_runs_a_check_on_the_cpu_ep(worker):
+def test_real_worker_starts_and_runs_a_check_on_the_cpu_ep(worker, session_inputs):
     facts = worker.start()
     assert facts["provider"] == "CPUExecutionProvider"
     assert facts["devices"][0]["label"] == "cpu"
-    result = worker.request(SESSION_INPUTS)["result"]
+    result = worker.request(session_inputs)["result"]
     assert result["outcome"] == "pass", result
     assert result["message"] == "" and result["duration"] > 0
 
@@ -53,24 +51,24 @@ def test_request_starts_the_worker_when_needed_and_probes(worker):
     assert worker.restarts == 0
 
 
-def test_a_dead_worker_is_replaced_on_the_next_request(worker):
+def test_a_dead_worker_is_replaced_on_the_next_request(worker, session_inputs):
     worker.start()
     first = worker.process.pid
     worker.process.send_signal(signal.SIGKILL)
     worker.process.wait()
-    assert worker.request(SESSION_INPUTS)["result"]["outcome"] == "pass"
+    assert worker.request(session_inputs)["result"]["outcome"] == "pass"
     assert worker.restarts == 1 and worker.process.pid != first
 
 
-def test_a_loss_quotes_only_what_the_lost_process_wrote_to_its_log(tmp_path):
+def test_a_loss_quotes_only_what_the_lost_process_wrote_to_its_log(tmp_path, cpu_init, session_inputs):
     log = tmp_path / "worker-cpu.log"
     log.write_text("Assertion failed: the abort of an earlier run\n")  # the log is kept across runs
-    w = Worker(CPU_INIT, timeout=60, log=log)
+    w = Worker(cpu_init, timeout=60, log=log)
     try:
         w.start()
         w.process.kill()  # ends without a word
         with pytest.raises(WorkerLost, match="killed by SIGKILL") as lost:
-            w._exchange(SESSION_INPUTS, 10, "the check")
+            w._exchange(session_inputs, 10, "the check")
         assert "earlier run" not in str(lost.value)
     finally:
         w.close()
@@ -83,8 +81,8 @@ def test_an_unknown_request_is_refused_not_lost(worker):
     assert worker.process.poll() is None  # still serving
 
 
-def test_an_unknown_ep_is_refused_with_the_kit_message():
-    w = Worker(dict(CPU_INIT, ep="nosuch"), timeout=60)
+def test_an_unknown_ep_is_refused_with_the_kit_message(cpu_init):
+    w = Worker(dict(cpu_init, ep="nosuch"), timeout=60)
     try:
         with pytest.raises(WorkerRefused, match="unknown EP 'nosuch'"):
             w.start()
@@ -205,31 +203,31 @@ def serve_in_a_child(init: dict, onnx: str = "with onnx") -> dict:
 
 
 @pytest.mark.parametrize("warm_up", [True, False])
-def test_a_worker_told_to_warm_up_imports_onnx_after_its_facts(warm_up):
-    answer = serve_in_a_child(dict(CPU_INIT, warm_up=warm_up))
+def test_a_worker_told_to_warm_up_imports_onnx_after_its_facts(warm_up, cpu_init):
+    answer = serve_in_a_child(dict(cpu_init, warm_up=warm_up))
     assert answer["replies"][0]["ok"] and answer["replies"][0]["facts"]["provider"] == "CPUExecutionProvider"
     assert answer["onnx"] is warm_up
 
 
-def test_a_worker_whose_onnx_does_not_import_warms_up_and_goes_on_serving():
-    answer = serve_in_a_child(dict(CPU_INIT, warm_up=True), "without onnx")
+def test_a_worker_whose_onnx_does_not_import_warms_up_and_goes_on_serving(cpu_init):
+    answer = serve_in_a_child(dict(cpu_init, warm_up=True), "without onnx")
     assert [reply["ok"] for reply in answer["replies"]] == [True, False]  # the next request is answered
 
 
-def test_a_worker_whose_init_failed_does_not_warm_up():
-    answer = serve_in_a_child(dict(CPU_INIT, ep="nosuch", warm_up=True))
+def test_a_worker_whose_init_failed_does_not_warm_up(cpu_init):
+    answer = serve_in_a_child(dict(cpu_init, ep="nosuch", warm_up=True))
     assert not answer["replies"][0]["ok"] and answer["onnx"] is False
 
 
-def test_only_the_first_process_of_a_worker_warms_up(monkeypatch):
+def test_only_the_first_process_of_a_worker_warms_up(monkeypatch, cpu_init):
     """A replacement has requests waiting: it answers them at once."""
     sent = []
     monkeypatch.setattr(Launcher, "_new_process", lambda self, fork_only=False: object())
     monkeypatch.setattr(Launcher, "_write", staticmethod(lambda process, message: sent.append(message)))
-    warm = Worker(CPU_INIT, timeout=5, warm_up=True)
+    warm = Worker(cpu_init, timeout=5, warm_up=True)
     warm.launch()
     warm.launch()
-    Worker(CPU_INIT, timeout=5).launch()
+    Worker(cpu_init, timeout=5).launch()
     assert [message.get("warm_up") for message in sent] == [True, None, None]
 
 
@@ -242,32 +240,32 @@ print(json.dumps({"replies": [json.loads(line) for line in replies.getvalue().sp
 """
 
 
-def serve_handed(catalogue) -> dict:
-    """A worker's answer to an init saying a handover follows, and the handover of `catalogue`."""
-    lines = [json.dumps(dict(CPU_INIT, op="init", handover=True)), json.dumps(handover(catalogue, read_recipes()))]
+def serve_handed(catalogue, init: dict) -> dict:
+    """A worker's answer to `init`, saying a handover follows, and the handover of `catalogue`."""
+    lines = [json.dumps(dict(init, op="init", handover=True)), json.dumps(handover(catalogue, read_recipes()))]
     completed = subprocess.run([sys.executable, "-c", HANDED_WORKER], input="\n".join(lines) + "\n",
                                capture_output=True, text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
 
 
-def test_a_worker_handed_the_catalogue_reads_no_yaml():
-    answer = serve_handed(load_catalogue())
+def test_a_worker_handed_the_catalogue_reads_no_yaml(cpu_init):
+    answer = serve_handed(load_catalogue(), cpu_init)
     assert answer["replies"][0]["ok"] and answer["replies"][0]["facts"]["provider"] == "CPUExecutionProvider"
     assert answer["yaml"] is False
 
 
-def test_a_handed_catalogue_naming_an_unknown_check_is_refused_where_the_check_is_written(tmp_path):
+def test_a_handed_catalogue_naming_an_unknown_check_is_refused_where_the_check_is_written(tmp_path, contract_text, cpu_init):
     """The pytest process loads the catalogue without the check registry; the worker checks
     the ids it was handed against its own."""
-    (tmp_path / "c.yaml").write_text(CONTRACT_FILE.replace("check: update-inplace.from-numpy", "check: update-inplace.from-numpi"), encoding="utf-8")
+    (tmp_path / "c.yaml").write_text(contract_text.replace("check: update-inplace.from-numpy", "check: update-inplace.from-numpi"), encoding="utf-8")
     catalogue = load_catalogue([tmp_path / "c.yaml"])  # as the pytest process does, with no registry
-    (reply,) = serve_handed(catalogue)["replies"]
+    (reply,) = serve_handed(catalogue, cpu_init)["replies"]
     assert reply["kind"] == "SpecErrors"
     assert reply["error"].endswith("c.yaml:11:12: contracts[0].check: unknown check 'update-inplace.from-numpi' (did you mean 'update-inplace.from-numpy'?)")
 
 
-def test_every_process_of_a_worker_is_handed_the_catalogue_after_its_init(monkeypatch):
+def test_every_process_of_a_worker_is_handed_the_catalogue_after_its_init(monkeypatch, cpu_init):
     """Started before the handover exists (the first worker, while the catalogue is read) or
     after it (a replacement, a spare standing by): each gets init, then the handover, once."""
     sent = []
@@ -280,7 +278,7 @@ def test_every_process_of_a_worker_is_handed_the_catalogue_after_its_init(monkey
 
     monkeypatch.setattr(Launcher, "_new_process", lambda self, fork_only=False: Running())
     monkeypatch.setattr(Launcher, "_write", staticmethod(lambda process, message: sent.append(message["op"])))
-    worker = Worker(dict(CPU_INIT, handover=True), timeout=5)
+    worker = Worker(dict(cpu_init, handover=True), timeout=5)
     worker.launch()
     worker.hand_over({"op": "handover"})
     worker.launch()
@@ -289,9 +287,9 @@ def test_every_process_of_a_worker_is_handed_the_catalogue_after_its_init(monkey
     assert sent == ["init", "handover", "init", "handover", "init", "handover"]
 
 
-def test_asking_a_worker_to_exit_kills_its_spare():
+def test_asking_a_worker_to_exit_kills_its_spare(cpu_init):
     killed = []
-    worker = Worker(CPU_INIT, timeout=5)
+    worker = Worker(cpu_init, timeout=5)
     worker._launcher._standby = type("Spare", (), {"poll": lambda self: None, "kill": lambda self: killed.append(True)})()
     worker.ask_to_exit()
     assert killed == [True]
@@ -299,8 +297,8 @@ def test_asking_a_worker_to_exit_kills_its_spare():
 
 @pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ") or int(Path("/proc/sys/fs/pipe-max-size").read_text()) < 1 << 20,
                     reason="pipes cannot be grown to 1 MiB here")
-def test_the_pipe_to_a_worker_holds_a_whole_batch_while_the_worker_is_busy():
-    process = Worker(CPU_INIT, timeout=60)._launcher._new_process()
+def test_the_pipe_to_a_worker_holds_a_whole_batch_while_the_worker_is_busy(cpu_init):
+    process = Worker(cpu_init, timeout=60)._launcher._new_process()
     try:
         assert fcntl.fcntl(process.stdin.fileno(), fcntl.F_GETPIPE_SZ) == 1 << 20
     finally:
@@ -338,7 +336,8 @@ def test_signal_name():
 
 def test_a_reply_that_is_not_json_loses_the_worker_not_the_run(tmp_path):
     lost = Worker({"ep": "cpu"}, timeout=5)
-    lost.process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdout.write('hello from a vendor library\\n'); sys.stdout.flush(); sys.stdin.read()"],
+    chatty = "import sys; sys.stdout.write('hello from a vendor library\\n'); sys.stdout.flush(); sys.stdin.read()"
+    lost.process = subprocess.Popen([sys.executable, "-c", chatty],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     with pytest.raises(WorkerLost, match="not a reply") as caught:
         lost._exchange({"op": "run"}, 5, "the check")
@@ -362,10 +361,10 @@ def batch_of_three(w: Worker) -> None:
     w.submit([(name, {"op": "run", "n": i}, f"check {name}") for i, name in enumerate("abc")])
 
 
-def test_a_batch_runs_ahead_and_each_reply_is_collected_by_its_id(worker):
+def test_a_batch_runs_ahead_and_each_reply_is_collected_by_its_id(worker, session_inputs):
     worker.start()
-    other = dict(SESSION_INPUTS, params={"recipe": "add", "dtype": "float32"})
-    worker.submit([("first", SESSION_INPUTS, "first"), ("bogus", {"op": "bogus"}, "bogus"), ("second", other, "second")])
+    other = dict(session_inputs, params={"recipe": "add", "dtype": "float32"})
+    worker.submit([("first", session_inputs, "first"), ("bogus", {"op": "bogus"}, "bogus"), ("second", other, "second")])
     assert worker.outstanding("first") and worker.outstanding("second")
     assert worker.collect("second")["result"]["outcome"] == "pass"  # out of order: the first is kept
     assert worker.collect("first")["result"]["outcome"] == "pass"
@@ -432,11 +431,11 @@ def test_a_crash_in_a_batch_carries_the_step_and_reproducer_its_check_sent_ahead
     assert violation["actual"] == "killed by SIGABRT" and violation["expected"]
 
 
-def test_a_lost_case_that_announced_nothing_is_reproduced_through_the_kit():
+def test_a_lost_case_that_announced_nothing_is_reproduced_through_the_kit(cpu_init, session_inputs):
     w = fake_worker("import sys, time; sys.stdin.readline(); time.sleep(60)")
-    w.init = dict(CPU_INIT, op="init")
+    w.init = dict(cpu_init, op="init")
     with pytest.raises(WorkerLost) as lost:
-        w._exchange(SESSION_INPUTS, 0.5, "the check")
+        w._exchange(session_inputs, 0.5, "the check")
     details = details_of(lost.value)
     (violation,) = details["violations"]
     assert "step" not in details and violation["actual"] == "no answer after 0.5 s"
@@ -495,7 +494,9 @@ def test_a_crash_after_the_call_returned_is_not_blamed_on_it():
 
 
 def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_the_timeout():
-    hang = "for _ in range(100):\n    sys.stdout.write(json.dumps({'id': None, 'progress': {'call': {'kind': 'copy_tensors', 'direction': 'cpu>default'}}}) + '\\n'); sys.stdout.flush(); time.sleep(0.05)\ntime.sleep(60)"
+    hang = ("for _ in range(100):\n"
+            "    sys.stdout.write(json.dumps({'id': None, 'progress': {'call': {'kind': 'copy_tensors', 'direction': 'cpu>default'}}}) + '\\n')\n"
+            "    sys.stdout.flush(); time.sleep(0.05)\ntime.sleep(60)")
     w = fake_worker(ANNOUNCE_THEN.format(then=hang))
     started = time.monotonic()
     with pytest.raises(WorkerLost, match=r"within 0\.5 s \(stuck in copy_tensors cpu>default\)") as lost:
@@ -550,12 +551,14 @@ def test_a_check_stops_before_a_quarantined_call_as_not_run(worker):
     assert reply["result"]["message"] == f"stopped before InferenceSession.run, inputs in cpu: {why}"
     assert reply["result"]["details"] == {"quarantined_call": "InferenceSession.run, inputs in cpu"}
     # Other calls still run, and the quarantine belongs to the request that carried it.
-    assert worker.request(dict(NODES_ON_EP, quarantined=[{"call": {"kind": "copy_tensors", "direction": "cpu>default", "note": ""}, "reason": why}]))["result"]["outcome"] == "pass"
+    quarantined = [{"call": {"kind": "copy_tensors", "direction": "cpu>default", "note": ""}, "reason": why}]
+    assert worker.request(dict(NODES_ON_EP, quarantined=quarantined))["result"]["outcome"] == "pass"
     assert worker.request(NODES_ON_EP)["result"]["outcome"] == "pass"
 
 
 def test_a_probe_reaching_a_quarantined_call_is_refused_with_the_reason(worker):
     with pytest.raises(WorkerRefused, match="^stopped before copy_tensors cpu>cpu: it hung") as refused:
-        worker.request({"op": "probe", "device": 0, "sizes": [], "quarantined": [{"call": {"kind": "copy_tensors", "direction": "cpu>cpu", "note": ""}, "reason": "it hung"}]})
+        hung = [{"call": {"kind": "copy_tensors", "direction": "cpu>cpu", "note": ""}, "reason": "it hung"}]
+        worker.request({"op": "probe", "device": 0, "sizes": [], "quarantined": hung})
     assert refused.value.kind == "CallQuarantined"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 
@@ -101,7 +102,8 @@ def test_cache_writes_a_file_named_recipe_dtype_shape_hash(tmp_path):
     cache = ModelCache(tmp_path)
     data, path = cache.get("identity", FLOAT32, (3, 5))
     assert path is not None and path.parent == tmp_path
-    assert re.fullmatch(r"identity-float32-3x5-[0-9a-f]{16}\.onnx", path.name), path.name
+    assert re.fullmatch(r"identity-float32-3x5-[0-9a-f]{16}-[0-9a-f]{16}\.onnx", path.name), path.name
+    assert path.name.endswith(f"-{hashlib.sha256(data).hexdigest()[:16]}.onnx")  # the name says what the bytes hash to
     assert path.read_bytes() == data
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no temporary file left behind
     assert onnx.load_from_string(data).graph.node[0].op_type == "Identity"
@@ -177,3 +179,58 @@ def test_two_writers_of_the_same_model_do_not_collide(tmp_path, monkeypatch):
     assert interleaved, "the cache no longer renames a temporary file into place; rewrite this test"
     assert path.read_bytes() == data == second.get("identity", FLOAT32, SHAPE)[0]
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+# --- nothing on disk is trusted ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("planted", ["garbage", "truncated", "another model"])
+def test_a_model_file_that_is_not_its_recipes_model_is_rebuilt(tmp_path, planted):
+    """Garbage, half a file, or another model copied under a model's own name: a new cache
+    (the next run) does not use it; it rebuilds the model and leaves only the right file."""
+    data, path = ModelCache(tmp_path).get("add", FLOAT32, SHAPE)
+    other, _ = ModelCache(tmp_path).get("identity", FLOAT32, SHAPE)
+    path.write_bytes({"garbage": b"not a model", "truncated": data[: len(data) // 2], "another model": other}[planted])
+    again, same = ModelCache(tmp_path).get("add", FLOAT32, SHAPE)
+    assert (again, same) == (data, path)
+    assert path.read_bytes() == data
+
+
+def test_a_stale_file_of_the_same_recipe_and_key_is_removed(tmp_path):
+    data, path = ModelCache(tmp_path).get("add", FLOAT32, SHAPE)
+    stale = path.with_name(path.name.rsplit("-", 1)[0] + "-" + "0" * 16 + ".onnx")
+    stale.write_bytes(b"whatever was there")
+    path.unlink()
+    assert ModelCache(tmp_path).get("add", FLOAT32, SHAPE) == (data, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def test_model_names_round_trip_and_refuse_what_the_kit_does_not_write():
+    name = models.ModelName("add_relu", "float32", "7x13", "0123456789abcdef", "fedcba9876543210")
+    assert models.ModelName.parse(name.file_name()) == name
+    for other in ("add.onnx", "add-float32-7x13-0123456789abcdef.onnx", "a-b-c-0123456789abcdef-XYZ.onnx", f"{name.file_name()}.bak"):
+        assert models.ModelName.parse(other) is None, other
+
+
+def test_recipe_mismatch_checks_a_file_against_its_name_and_its_recipe(tmp_path):
+    data, path = ModelCache(tmp_path).get("add", FLOAT32, SHAPE)
+    other, _ = ModelCache(tmp_path).get("identity", FLOAT32, SHAPE)
+    assert models.recipe_mismatch(path.name, data, RECIPES) == ""
+    assert "are not the model its name says" in models.recipe_mismatch(path.name, other, RECIPES)
+    forged = path.name.rsplit("-", 1)[0] + f"-{models.content_digest(other)}.onnx"  # renamed to the bytes it holds
+    assert models.recipe_mismatch(forged, other, RECIPES) == "it is not the model recipe 'add' makes for float32 2x3"
+    assert models.recipe_mismatch("planted.onnx", data, RECIPES).startswith("not a model file this kit writes")
+
+
+def test_a_run_after_garbage_was_planted_under_its_models_names_rebuilds_them(tmp_path):
+    """The issue's case: garbage under reports/models/ with a model's name made the CPU EP
+    non_conformant. The next run rebuilds the model and is conformant again."""
+    from conftest import conformance_run
+
+    first = conformance_run(tmp_path, "--ep=cpu", "-k", "nodes-on-ep")
+    planted = sorted((first.reports / "models").glob("*.onnx"))
+    for path in planted:
+        path.write_bytes(b"garbage")
+    again = conformance_run(tmp_path, "--ep=cpu", "-k", "nodes-on-ep")
+    assert again.report["verdict"] == first.report["verdict"] == "conformant", again.report["verdict_reasons"]
+    assert planted and all(models.ModelName.parse(p.name).holds(p.read_bytes()) for p in planted)

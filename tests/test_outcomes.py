@@ -127,6 +127,19 @@ def test_non_required_failure_does_not_decide(severity):
     assert verdict([result(), result(Outcome.FAIL, contract="streams.y", severity=severity)]) == (Verdict.CONFORMANT, [])
 
 
+@pytest.mark.parametrize("broken", [Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT])
+def test_a_shared_failure_counts_against_the_ep_and_is_a_finding_against_onnxruntime(broken):
+    """Subject both: onnxruntime passed a bad request through unchecked and the EP accepted it."""
+    shared = result(broken, contract="copy.bad-requests", subject="both")
+    assert verdict([result(), shared]) == (Verdict.NON_CONFORMANT, ["required contract broken: copy.bad-requests"])
+    assert shared.is_finding and shared.against_ep
+    assert verdict([result(), result(contract="copy.bad-requests", subject="both")]) == (Verdict.CONFORMANT, [])
+
+
+def test_a_required_shared_case_that_could_not_run_counts_like_the_eps_own():
+    assert verdict([result(), result(Outcome.NOT_RUN, contract="copy.bad-requests", subject="both")])[0] is Verdict.INCOMPLETE
+
+
 def test_only_broken_runtime_contracts_are_findings():
     assert not result(Outcome.FAIL).is_finding
     assert not result(Outcome.PASS, subject="runtime").is_finding

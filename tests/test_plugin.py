@@ -13,16 +13,15 @@ import signal
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conformance.junit import CASE_PROPERTIES, RESULT_TAGS
+from conformance.checks import known_checks
+from conformance.junit import CASE_PROPERTIES
+from conformance.spec import load_catalogue
+from pytest_runs import BASE, TIMEOUT, Run, by_name, kind, properties, pytest_in
 
-BASE = ("-p", "no:cacheprovider")
-TIMEOUT = 180
 
 VENDOR_CONTRACTS = """\
 family: vendor
@@ -59,45 +58,10 @@ contracts:
 """
 
 
-@dataclass
-class Run:
-    path: Path
-    returncode: int
-    stdout: str
-    stderr: str
-
-    @property
-    def report(self) -> dict:
-        return json.loads((self.path / "reports" / "report.json").read_text(encoding="utf-8"))
-
-    def junit(self, name: str = "junit.xml") -> list[ET.Element]:
-        return list(ET.parse(self.path / name).getroot().iter("testcase"))
-
-
-def pytest_in(folder: Path, *args: str) -> Run:
-    completed = subprocess.run([sys.executable, "-m", "pytest", *BASE, *args], cwd=folder, capture_output=True,
-                               text=True, timeout=TIMEOUT)
-    return Run(folder, completed.returncode, completed.stdout, completed.stderr)
-
-
 @pytest.fixture(scope="module")
 def cpu_run(tmp_path_factory) -> Run:
     """`pytest --ep=cpu --junitxml=junit.xml -rA`, once for this module."""
     return pytest_in(tmp_path_factory.mktemp("cpu_run"), "--ep=cpu", "--junitxml=junit.xml", "-rA")
-
-
-def properties(case: ET.Element) -> dict[str, str]:
-    return {p.get("name"): p.get("value") for p in case.iter("property")}
-
-
-def kind(case: ET.Element) -> str:
-    """passed | failure | error | skipped, as JUnit says."""
-    tags = [child.tag for child in case if child.tag in RESULT_TAGS]
-    return tags[0] if tags else "passed"
-
-
-def by_name(cases: list[ET.Element]) -> dict[str, ET.Element]:
-    return {case.get("name"): case for case in cases}
 
 
 # --- (a) without --ep ----------------------------------------------------------------------
@@ -200,7 +164,7 @@ def test_passing_case_is_a_plain_junit_testcase(cpu_run):
 
 
 def test_report_md_starts_with_the_verdict(cpu_run):
-    lines = [l for l in (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8").splitlines() if l.strip()]
+    lines = [line for line in (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8").splitlines() if line.strip()]
     assert lines[0] == "# Conformance report: CPUExecutionProvider"
     assert lines[1] == "**Verdict: conformant**"
 
@@ -348,7 +312,7 @@ def test_after_a_crash_the_same_call_is_not_run_rather_than_repeated(faked):
     later = cases["session.nodes-on-ep[cpu-identity-float16]"]
     assert kind(later) == "skipped" and properties(later)["outcome"] == "not_run"
     assert "ended in crash" in later.find("skipped").get("message")
-    assert sorted(l["outcome"] for l in report["run"]["lost"]) == ["crash", "timeout"]
+    assert sorted(one["outcome"] for one in report["run"]["lost"]) == ["crash", "timeout"]
 
 
 def test_faked_run_is_non_conformant_and_exits_one(faked):
@@ -777,7 +741,8 @@ class PlanRecorder:
 
 def test_isolated_contracts_run_last_in_the_main_worker_after_the_probe(pytester):
     recorder = PlanRecorder()
-    pytester.inline_run(*BASE, "--ep=cpu", "--collect-only", "--conformance-report", str(pytester.path / "reports"), plugins=[recorder])
+    # A run, not --collect-only, which plans nothing: it starts no worker.
+    pytester.inline_run(*BASE, "--ep=cpu", "--conformance-report", str(pytester.path / "reports"), plugins=[recorder])
     (plan,) = recorder.plans.values()  # one worker: no worker of their own for the isolated contracts
     isolated = [i for i, id_ in enumerate(plan) if id_.split("::")[-1].split("[")[0] in ISOLATED_CONTRACTS]
     assert "main" in recorder.plans and len(isolated) > 10
@@ -811,9 +776,6 @@ def test_the_worker_replacing_one_onnxruntime_aborted_is_forked_by_the_fork_serv
     outcomes = {r["outcome"] for r in json.loads((pytester.path / "reports" / "report.json").read_text())["results"]}
     assert "crash" in outcomes and "pass" in outcomes
 
-
-from conformance.checks import known_checks
-from conformance.spec import load_catalogue
 
 ISOLATED_CONTRACTS = {c.id for c in load_catalogue(known_checks=known_checks()).contracts if c.isolated}
 

@@ -33,6 +33,9 @@ FAULTS = {
     "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep", "iobinding.in-place", "copy.cpu-default-optional"}, "fail"),
     "alloc-fail": ("non_conformant", {"memory-info.allocatable"}, "fail"),
     "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
+    # Every kernel fails with ORT_EP_FAIL: the kit's sessions do not let onnxruntime rerun the
+    # model on the CPU EP, so every check that runs one fails (see test_kernel_failures_are_never_retried_elsewhere).
+    "kernel-fails": ("non_conformant", {"session.nodes-on-ep", "iobinding.in-place", "lifecycle.plugin-library"}, "fail"),
     # CopyTensors aborts or never returns: the first copy to the device and the first session
     # run (which copies its inputs there) are lost; see test_a_crashing_call_is_quarantined_alone.
     "abort": ("non_conformant", {"copy.required-directions", "session.nodes-on-ep"}, "crash"),
@@ -77,6 +80,12 @@ def test_correct_reference_ep_is_conformant(refdev_library, tmp_path):
     statuses = {(p["source"], p["destination"]): p["status"] for p in report["capabilities"][0]["pairs"]}
     assert statuses[("cpu", "default")] == statuses[("default", "cpu")] == statuses[("default", "default")] == "supported"
     assert "update-inplace.no-host-staging" in passed
+    # Each pass says what it proved: on the device, bytes compared and nodes that ran there.
+    evidence = {r["nodeid"]: r["details"]["evidence"] for r in report["results"] if r["outcome"] == "pass"}
+    assert all(evidence.values())
+    nodes = [e for n, e in evidence.items() if "session.nodes-on-ep" in n]
+    assert nodes and all(e["nodes_on_ep"] and e["runs_on_ep"] == 1 and e["bytes_compared"] > 0 for e in nodes)
+    assert any(e.get("memory", {}).get("destination", "").startswith("RefDev") for n, e in evidence.items() if "update-inplace.from-ortvalue" in n)
     # Every supported direction carries its throughput per size class (figures, not asserted speeds).
     for pair in report["capabilities"][0]["pairs"]:
         if pair["status"] == "supported":
@@ -105,7 +114,19 @@ def test_fault_mode_is_caught_by_its_contract(refdev_library, tmp_path, fault):
     if outcome in ("crash", "timeout"):
         # The run survived: every collected check has a result, and the lost ones are listed.
         assert len(report["results"]) == report["run"]["collected"]
-        assert report["run"]["lost"] and all(l["outcome"] == outcome for l in report["run"]["lost"])
+        assert report["run"]["lost"] and all(one["outcome"] == outcome for one in report["run"]["lost"])
+
+
+def test_kernel_failures_are_never_retried_elsewhere(refdev_library, tmp_path):
+    """kernel-fails: each check that runs a session on the EP fails with the kernel's own error
+    (Python's InferenceSession would rerun it on the CPU EP and pass); none of them passes."""
+    report = refdev_run(refdev_library, tmp_path, "kernel-fails")
+    runs = {"session.nodes-on-ep", "iobinding.in-place", "lifecycle.plugin-library"}
+    results = [r for r in report["results"] if r["contract"] in runs and r["outcome"] not in ("not_applicable", "not_run")]
+    assert results and all(r["outcome"] == "fail" for r in results), [(r["nodeid"], r["outcome"]) for r in results]
+    assert all("fault 'kernel-fails': the kernel fails on purpose" in r["message"] for r in results), [r["message"] for r in results]
+    assert not any("Falling back" in (tmp_path / "reports" / log).read_text(errors="replace")
+                   for log in os.listdir(tmp_path / "reports") if log.endswith(".log"))
 
 
 # Checks that never make the call refdev's CopyTensors crashes or hangs in: they give real
@@ -122,11 +143,11 @@ def test_a_crashing_call_is_quarantined_alone(refdev_library, tmp_path, fault):
     # One loss per call, each naming the call it was in (its details carry the call's wire dict).
     calls = [str(Call.from_wire(r["details"]["call"])) for r in lost]
     assert sorted(calls) == ["InferenceSession.run, inputs in cpu", "copy_tensors cpu>default"]
-    assert all(call in r["message"] for call, r in zip(calls, lost))
+    assert all(call in r["message"] for call, r in zip(calls, lost, strict=True))
     outcomes = {(r["contract"], tuple(r["params"].values())): r["outcome"] for r in report["results"]}
     assert {case: outcomes[case] for case in NO_DEVICE_COPY} == {case: "pass" for case in NO_DEVICE_COPY}
     # A check reaching a lost call stops there, naming the call and the check that lost it.
-    first_copy = next(r for call, r in zip(calls, lost) if call == "copy_tensors cpu>default")
+    first_copy = next(r for call, r in zip(calls, lost, strict=True) if call == "copy_tensors cpu>default")
     stopped = [r for r in report["results"] if r["details"].get("quarantined_call") == "copy_tensors cpu>default"]
     assert len(stopped) > 100 and all(r["outcome"] == "not_run" for r in stopped)
     assert all(f"stopped before copy_tensors cpu>default: that call ended in {outcome} in the earlier check "
@@ -153,7 +174,7 @@ def test_copy_matrix_reports_what_the_fault_broke(refdev_library, monkeypatch, f
 
     monkeypatch.setenv("ORT_REFDEV_FAULT", fault)
     matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
-    statuses = {(p["source"], p["destination"]): p["status"] for p in matrix["eps"][0]["devices"][0]["pairs"]}
+    statuses = {(p.source, p.destination): p.status for p in matrix.devices[0].pairs}
     for pair, status in MATRIX[fault].items():
         assert statuses[pair] == status, statuses
 
@@ -196,13 +217,14 @@ def test_copy_matrix_includes_the_other_devices_present(refdev_library, monkeypa
 
     monkeypatch.setenv("ORT_REFDEV_DEVICES", "2")
     matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
-    first, second = matrix["eps"][0]["devices"]
+    first, second = matrix.devices
     other = "RefDevExecutionProvider:RefDev:1"
-    assert first["memories"][other]["device_id"] == 1 and first["memories"]["default"]["device_id"] == 0
-    statuses = {(p["source"], p["destination"]): p["status"] for p in first["pairs"]}
+    assert first.memories[other]["device_id"] == 1 and first.memories["default"]["device_id"] == 0
+    statuses = {(p.source, p.destination): p.status for p in first.pairs}
     assert statuses[("default", other)] == statuses[(other, "default")] == statuses[("cpu", other)] == "supported"
-    assert len(first["pairs"]) == 3 * 3  # cpu, default, the other device
-    assert "RefDevExecutionProvider:RefDev:0" in second["memories"]
+    assert first.supports("default", other) and matrix.supports("cpu", other, device=first.label)
+    assert len(first.pairs) == 3 * 3  # cpu, default, the other device
+    assert "RefDevExecutionProvider:RefDev:0" in second.memories
 
 
 def test_ep_without_a_spec_is_checked_against_what_it_advertises(refdev_library, tmp_path):
@@ -217,7 +239,8 @@ device = runner.facts["devices"][0]
 out = {{"declared": runner.facts["declared"]}}
 for contract_id in ("memory-info.declaration", "copy.required-directions"):
     skip = applicability.decide(runner.catalogue.contract(contract_id), runner.facts, device, None)
-    out[contract_id] = skip.reason if skip else runner.run(contract_id, 0, {{"direction": "cpu>default"}} if contract_id.startswith("copy") else {{}})["outcome"]
+    params = {{"direction": "cpu>default"}} if contract_id.startswith("copy") else {{}}
+    out[contract_id] = skip.reason if skip else runner.run(contract_id, 0, params)["outcome"]
 print(json.dumps(out))
 """
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)

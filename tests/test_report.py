@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from conformance.matrix import CapabilityMatrix
 from conformance import cli, diff
 from conformance.checks import known_checks
 from conformance.claims import spec_claims
@@ -186,7 +187,7 @@ def test_probe_of_an_ep_without_an_ep_device_says_no_memory_info_was_advertised(
                        "unusable": "CUDAExecutionProvider is listed but is not functional here",
                        "devices": [{"ep": "CUDAExecutionProvider", "device": "cuda", "pairs": [pair("cpu", "cpu", "not_required")],
                                     "host_memcpy": {"4KiB": 10.0}}]}]}
-    monkeypatch.setattr("conformance.probing.probe_eps", lambda *args, **kwargs: matrix)
+    monkeypatch.setattr("conformance.probing.probe_eps", lambda *args, **kwargs: CapabilityMatrix.from_dict(matrix))
     assert cli.main(["probe", "--ep", "cuda"] + (["--json"] if kind == "json" else [])) == 0
     out = capsys.readouterr().out
     if kind == "json":

@@ -15,24 +15,6 @@ from conformance import data, spec, tensors
 from conformance.checks import known_checks
 from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
 
-CONTRACT_FILE = """\
-family: vendor
-title: Vendor contracts
-contracts:
-  - id: vendor.thing
-    statement: The vendor thing MUST work as documented.
-    subject: ep
-    severity: required
-    sources:
-      - {kind: seed, ref: "a reference"}
-    applies_when: {default_memory: device}
-    check: update-inplace.from-numpy
-    isolated: false
-    params:
-      dtype: [float32]
-      shape: ["3"]
-"""
-
 EP_FILE = """\
 ep:
   name: myep
@@ -83,91 +65,91 @@ def shipped() -> list[str]:
     return [str(p) for p in shipped_spec_dirs()]
 
 
-def test_the_contract_template_is_valid(in_tmp):
-    catalogue = load_catalogue([write(in_tmp, "c.yaml", CONTRACT_FILE)], known_checks=known_checks())
+def test_the_contract_template_is_valid(in_tmp, contract_text):
+    catalogue = load_catalogue([write(in_tmp, "c.yaml", contract_text)], known_checks=known_checks())
     assert [c.id for c in catalogue.contracts] == ["vendor.thing"]
 
 
 # --- one test per error kind -----------------------------------------------------------------
 
 
-def test_misspelled_key_is_reported_at_its_line_with_a_suggestion(in_tmp):
-    text = CONTRACT_FILE.replace("{default_memory: device}", "{defualt_memory: device}")
+def test_misspelled_key_is_reported_at_its_line_with_a_suggestion(in_tmp, contract_text):
+    text = contract_text.replace("{default_memory: device}", "{defualt_memory: device}")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.path, error.line, error.column) == ("c.yaml", 10, 20)
     assert error.message == "unknown key 'defualt_memory' (did you mean 'default_memory'?)"
     assert str(error).startswith("c.yaml:10:20: ")
 
 
-def test_unknown_key_without_a_close_match_lists_the_allowed_keys(in_tmp):
-    text = CONTRACT_FILE.replace("    isolated: false\n", "    zzz: 1\n")
+def test_unknown_key_without_a_close_match_lists_the_allowed_keys(in_tmp, contract_text):
+    text = contract_text.replace("    isolated: false\n", "    zzz: 1\n")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.line, error.column) == (12, 5)
     assert error.message.startswith("unknown key 'zzz'; expected one of: ")
     assert "statement" in error.message
 
 
-def test_unknown_non_string_key_is_reported_at_its_own_line(in_tmp):
-    text = CONTRACT_FILE.replace("    isolated: false\n", "    3: false\n")
+def test_unknown_non_string_key_is_reported_at_its_own_line(in_tmp, contract_text):
+    text = contract_text.replace("    isolated: false\n", "    3: false\n")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert error.message.startswith("unknown key '3'")
     assert (error.line, error.column) == (12, 5)
 
 
-def test_missing_required_key_is_reported_at_the_mapping_that_lacks_it(in_tmp):
-    text = CONTRACT_FILE.replace("    statement: The vendor thing MUST work as documented.\n", "")
+def test_missing_required_key_is_reported_at_the_mapping_that_lacks_it(in_tmp, contract_text):
+    text = contract_text.replace("    statement: The vendor thing MUST work as documented.\n", "")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.path, error.line, error.column) == ("c.yaml", 4, 5)
     assert error.message == "missing key 'statement'"
     assert error.key == "contracts[0]"
 
 
-def test_wrong_enum_value_lists_the_allowed_values(in_tmp):
-    text = CONTRACT_FILE.replace("severity: required", "severity: must")
+def test_wrong_enum_value_lists_the_allowed_values(in_tmp, contract_text):
+    text = contract_text.replace("severity: required", "severity: must")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.line, error.column) == (7, 15)
     assert error.key == "contracts[0].severity"
     assert error.message == "'must' is not allowed; expected one of: 'required', 'recommended', 'informational'"
 
 
-def test_wrong_type_names_expected_and_actual(in_tmp):
-    text = CONTRACT_FILE.replace("isolated: false", "isolated: sometimes")
+def test_wrong_type_names_expected_and_actual(in_tmp, contract_text):
+    text = contract_text.replace("isolated: false", "isolated: sometimes")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.line, error.column) == (12, 15)
     assert error.message == "expected boolean, got str 'sometimes'"
 
 
-def test_scalar_where_a_list_is_expected_is_a_type_error(in_tmp):
-    text = CONTRACT_FILE.replace("dtype: [float32]", "dtype: float32")
+def test_scalar_where_a_list_is_expected_is_a_type_error(in_tmp, contract_text):
+    text = contract_text.replace("dtype: [float32]", "dtype: float32")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.line, error.column) == (14, 14)
     assert error.message == "expected array, got str 'float32'"
 
 
-def test_bad_id_pattern_shows_the_expected_form(in_tmp):
-    text = CONTRACT_FILE.replace("id: vendor.thing", "id: Vendor.Thing")
+def test_bad_id_pattern_shows_the_expected_form(in_tmp, contract_text):
+    text = contract_text.replace("id: vendor.thing", "id: Vendor.Thing")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.line, error.column) == (4, 9)
     assert error.key == "contracts[0].id"
     assert error.message.startswith("'Vendor.Thing' does not match the expected form ")
 
 
-def test_bad_shape_pattern_points_at_the_item(in_tmp):
-    text = CONTRACT_FILE.replace('shape: ["3"]', 'shape: ["3", "3 by 5"]')
+def test_bad_shape_pattern_points_at_the_item(in_tmp, contract_text):
+    text = contract_text.replace('shape: ["3"]', 'shape: ["3", "3 by 5"]')
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.line, error.column) == (15, 20)
     assert error.key == "contracts[0].params.shape[1]"
 
 
-def test_duplicate_yaml_key_is_reported_at_the_second_occurrence(in_tmp):
-    text = CONTRACT_FILE.replace("title: Vendor contracts\n", "title: Vendor contracts\ntitle: again\n")
+def test_duplicate_yaml_key_is_reported_at_the_second_occurrence(in_tmp, contract_text):
+    text = contract_text.replace("title: Vendor contracts\n", "title: Vendor contracts\ntitle: again\n")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.path, error.line, error.column) == ("c.yaml", 3, 1)
     assert error.message == "duplicate key 'title'"
 
 
-def test_invalid_yaml_is_reported_at_the_line_of_the_problem(in_tmp):
-    text = CONTRACT_FILE.replace("title: Vendor contracts", "title: Vendor: contracts")
+def test_invalid_yaml_is_reported_at_the_line_of_the_problem(in_tmp, contract_text):
+    text = contract_text.replace("title: Vendor contracts", "title: Vendor: contracts")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.path, error.line) == ("c.yaml", 2)
     assert error.message.startswith("not valid YAML: mapping values are not allowed here")
@@ -190,32 +172,32 @@ def test_unreadable_file_is_an_error_not_an_exception(in_tmp):
     assert error.message.startswith("cannot read: ")
 
 
-def test_duplicate_contract_id_across_files_names_the_first_location(in_tmp):
-    first = write(in_tmp, "a.yaml", CONTRACT_FILE)
-    second = write(in_tmp, "b.yaml", "# a second file\n" + CONTRACT_FILE)
+def test_duplicate_contract_id_across_files_names_the_first_location(in_tmp, contract_text):
+    first = write(in_tmp, "a.yaml", contract_text)
+    second = write(in_tmp, "b.yaml", "# a second file\n" + contract_text)
     error = only_error([first, second])
     assert (error.path, error.line) == ("b.yaml", 5)
     assert error.message == "duplicate contract id 'vendor.thing' (first defined at a.yaml:4)"
 
 
-def test_duplicate_of_a_shipped_contract_id_names_the_shipped_file(in_tmp):
-    text = CONTRACT_FILE.replace("family: vendor", "family: copy").replace("id: vendor.thing", "id: copy.roundtrip-exact")
+def test_duplicate_of_a_shipped_contract_id_names_the_shipped_file(in_tmp, contract_text):
+    text = contract_text.replace("family: vendor", "family: copy").replace("id: vendor.thing", "id: copy.roundtrip-exact")
     error = only_error([*shipped(), write(in_tmp, "c.yaml", text)])
     assert error.path == "c.yaml"
     assert "duplicate contract id 'copy.roundtrip-exact' (first defined at specs/contracts/copy.yaml:" in error.message
 
 
-def test_unknown_check_id_suggests_the_closest_registered_check(in_tmp):
-    text = CONTRACT_FILE.replace("check: update-inplace.from-numpy", "check: update-inplace.from-numpi")
+def test_unknown_check_id_suggests_the_closest_registered_check(in_tmp, contract_text):
+    text = contract_text.replace("check: update-inplace.from-numpy", "check: update-inplace.from-numpi")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.path, error.line, error.column) == ("c.yaml", 11, 12)  # the value of `check:`
     assert error.key == "contracts[0].check"
     assert error.message == "unknown check 'update-inplace.from-numpi' (did you mean 'update-inplace.from-numpy'?)"
 
 
-def test_a_param_its_check_does_not_take_is_one_error_at_the_key(in_tmp):
+def test_a_param_its_check_does_not_take_is_one_error_at_the_key(in_tmp, contract_text):
     """`layout` is a parameter the schema knows (other checks take it), not one this check takes."""
-    error = only_error([write(in_tmp, "c.yaml", CONTRACT_FILE + "      layout: [strided]\n")])
+    error = only_error([write(in_tmp, "c.yaml", contract_text + "      layout: [strided]\n")])
     assert (error.path, error.line, error.column, error.key) == ("c.yaml", 16, 7, "contracts[0].params.layout")
     assert error.message == "check 'update-inplace.from-numpy' takes no parameter 'layout'; it takes: dtype, shape, memory"
 
@@ -235,20 +217,20 @@ def test_a_misspelt_param_is_suggested_and_not_also_reported_missing():
                              "it takes: dtype, shape, memory")
 
 
-def test_a_required_param_the_yaml_does_not_give_is_one_error_at_the_check(in_tmp):
-    text = CONTRACT_FILE.replace("      shape: [\"3\"]\n", "")
+def test_a_required_param_the_yaml_does_not_give_is_one_error_at_the_check(in_tmp, contract_text):
+    text = contract_text.replace("      shape: [\"3\"]\n", "")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.path, error.line, error.column, error.key) == ("c.yaml", 11, 12, "contracts[0].check")
     assert error.message == "check 'update-inplace.from-numpy' needs 'shape' in the contract's params; it takes: dtype, shape, memory"
 
 
-def test_a_handed_catalogue_whose_params_do_not_fit_is_refused_by_the_runner_not_failed_per_case(in_tmp):
+def test_a_handed_catalogue_whose_params_do_not_fit_is_refused_by_the_runner_not_failed_per_case(in_tmp, contract_text):
     """The pytest process loads the catalogue without the registry; the worker's Runner checks
     the params it was handed against its checks' signatures: one spec error, not a TypeError
     in every case of the contract."""
     from conformance.runner import Runner
 
-    catalogue = load_catalogue([*shipped(), write(in_tmp, "c.yaml", CONTRACT_FILE + "      layout: [strided]\n")])  # no registry
+    catalogue = load_catalogue([*shipped(), write(in_tmp, "c.yaml", contract_text + "      layout: [strided]\n")])  # no registry
     with pytest.raises(SpecErrors) as info:
         Runner("cpu", handed=lambda: (catalogue, data.read_recipes()))
     assert [str(e) for e in info.value.errors] == [
@@ -272,14 +254,14 @@ def test_a_check_needing_an_api_the_table_does_not_list_cannot_register():
         check("vendor.never-registered", apis=("copy_tensor",))(lambda ctx: iter(()))
 
 
-def test_check_ids_are_not_cross_checked_without_a_registry(in_tmp):
-    text = CONTRACT_FILE.replace("check: update-inplace.from-numpy", "check: nowhere.at-all")
+def test_check_ids_are_not_cross_checked_without_a_registry(in_tmp, contract_text):
+    text = contract_text.replace("check: update-inplace.from-numpy", "check: nowhere.at-all")
     catalogue = load_catalogue([write(in_tmp, "c.yaml", text)], known_checks=())
     assert catalogue.contracts[0].check == "nowhere.at-all"
 
 
-def test_id_not_starting_with_the_family_is_an_error(in_tmp):
-    text = CONTRACT_FILE.replace("id: vendor.thing", "id: other.thing")
+def test_id_not_starting_with_the_family_is_an_error(in_tmp, contract_text):
+    text = contract_text.replace("id: vendor.thing", "id: other.thing")
     error = only_error([write(in_tmp, "c.yaml", text)])
     assert (error.path, error.line, error.column) == ("c.yaml", 4, 9)
     assert error.message == "id must start with the family name 'vendor.'"
@@ -345,8 +327,8 @@ def test_ep_memory_with_a_misspelled_key_is_reported_inside_the_oneof(in_tmp):
     assert all(e.path == "ep.yaml" and e.line == 7 for e in errors), [str(e) for e in errors]
 
 
-def test_every_error_of_every_file_is_collected(in_tmp):
-    bad_contract = CONTRACT_FILE.replace("severity: required", "severity: must")
+def test_every_error_of_every_file_is_collected(in_tmp, contract_text):
+    bad_contract = contract_text.replace("severity: required", "severity: must")
     bad_ep = EP_FILE.replace("summary: a vendor's EP", "sumary: a vendor's EP")
     errors = errors_of([write(in_tmp, "c.yaml", bad_contract), write(in_tmp, "ep.yaml", bad_ep)])
     assert {e.path for e in errors} == {"c.yaml", "ep.yaml"}
@@ -370,18 +352,18 @@ def test_a_valid_vendor_ep_file_loads_together_with_the_shipped_catalogue(in_tmp
     assert len(catalogue.contracts) == len(load_catalogue(known_checks=known_checks()).contracts)
 
 
-def test_a_folder_is_read_for_yaml_files(in_tmp):
+def test_a_folder_is_read_for_yaml_files(in_tmp, contract_text):
     folder = in_tmp / "vendor"
     folder.mkdir()
-    write(folder, "c.yaml", CONTRACT_FILE)
+    write(folder, "c.yaml", contract_text)
     write(folder, "notes.txt", "not a spec")
     catalogue = load_catalogue([str(folder)], known_checks=known_checks())
     assert [c.id for c in catalogue.contracts] == ["vendor.thing"]
     assert catalogue.contracts[0].location.path == "vendor/c.yaml"
 
 
-def test_contract_statement_is_folded_and_cases_follow_the_yaml_order(in_tmp):
-    text = CONTRACT_FILE.replace('shape: ["3"]', 'shape: ["3", scalar]').replace("dtype: [float32]", "dtype: [int8, float32]")
+def test_contract_statement_is_folded_and_cases_follow_the_yaml_order(in_tmp, contract_text):
+    text = contract_text.replace('shape: ["3"]', 'shape: ["3", scalar]').replace("dtype: [float32]", "dtype: [int8, float32]")
     contract = load_catalogue([write(in_tmp, "c.yaml", text)], known_checks=known_checks()).contracts[0]
     assert contract.cases() == [
         {"dtype": "int8", "shape": "3"}, {"dtype": "int8", "shape": "scalar"},

@@ -2,8 +2,11 @@
 
 A check is a generator: it receives a `CheckContext` and the case's parameters, does real work
 on the EP, and yields a `Violation` for each way the contract was broken. Yielding nothing is a
-pass. A check that finds the contract does not apply, or cannot run here, raises `NotApplicable`
-or `NotRun` with the reason (both from `conformance.findings`). Checks know nothing of pytest,
+pass if the check recorded what it proved (`ctx.prove`, `ctx.tally`, `ctx.compare`: bytes
+compared, memory infos seen, nodes that ran on the EP); the runner makes a pass that recorded
+nothing an error. A case that cannot prove its statement on the EP is not a pass: a check that
+finds the contract does not apply (or cannot be shown here), or cannot run here, raises
+`NotApplicable` or `NotRun` with the reason (both from `conformance.findings`). Checks know nothing of pytest,
 subprocesses or waivers: the runner adds the contract, EP and parameters to what they yield.
 
 The registry itself is `conformance.checks.registry`; this package loads the check modules into it.

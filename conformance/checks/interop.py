@@ -67,7 +67,8 @@ def capability(ctx, request: str) -> Iterator[Violation]:
         try:
             with ctx.calling(Call("ImportMemory")):
                 handle = rig.import_memory(rig.descriptor(fd, 4096, handle_type=handle_type))
-        except OrtError:
+        except OrtError as exc:
+            ctx.prove("refused", exc.message[:200])
             return
         finally:
             close_fd(fd)
@@ -91,6 +92,7 @@ def capability(ctx, request: str) -> Iterator[Violation]:
         yield Violation("CanImportMemory says VK_MEMORY_OPAQUE_FD is not importable, but ImportMemory accepted it", actual="a handle")
         return
     _, allocation, fd, handle = _import(ctx, rig)
+    ctx.prove("imported", handle_type)
     rig.release_handle(handle)
     close_fd(fd)
     producer.free(allocation)
@@ -110,6 +112,8 @@ def host_accessible(ctx) -> Iterator[Violation]:
             raise NotApplicable(f"imported tensors report {memory['memory_type']} memory ({memory['name']}), not HOST_ACCESSIBLE")
         ctx.attempt("reading the imported HOST_ACCESSIBLE tensor directly", _snippet("CPU reads GetTensorMutableData"))
         got = rig.read(tensor, TENSOR)
+        ctx.prove("memory", memory["memory_type"])
+        ctx.tally("bytes_compared", 2 * TENSOR)  # the read here, the producer's read of the write below
         if got != values.tobytes():
             yield Violation("a CPU read of the imported HOST_ACCESSIBLE tensor did not give the producer's bytes",
                             expected="the producer's bytes", actual=f"{np.frombuffer(got, np.float32)[:4]}...",
@@ -143,6 +147,8 @@ def default_copy(ctx) -> Iterator[Violation]:
         ctx.attempt("CopyTensors imported DEFAULT > CPU", _snippet("CopyTensors(tensor -> CPU)"))
         with ctx.calling(Call("CopyTensors")):
             got = rig.read(tensor, TENSOR)
+        ctx.prove("memory", memory["memory_type"])
+        ctx.tally("bytes_compared", 2 * TENSOR)  # the copy to CPU here, the producer's read of the copy in below
         if got != values.tobytes():
             yield Violation("CopyTensors of the imported DEFAULT tensor to CPU did not give the producer's bytes",
                             expected=f"{values[:4]}...", actual=f"{np.frombuffer(got, np.float32)[:4]}...",
@@ -182,6 +188,7 @@ def offsets(ctx) -> Iterator[Violation]:
             tensor = rig.tensor(handle, (COUNT,), index * 1024)
             got = rig.read(tensor, TENSOR)
             rig.release_tensor(tensor)
+            ctx.tally("bytes_compared", TENSOR)
             if got != block.tobytes():
                 yield Violation(f"tensor {index} (offset {base} + {index * 1024}) did not read its slice of the producer's memory",
                                 expected=f"{block[:4]}...", actual=f"{np.frombuffer(got, np.float32)[:4]}...",
@@ -219,6 +226,8 @@ def session_io(ctx) -> Iterator[Violation]:
         outputs = (ctypes.c_void_p * 1)(output.value)
         with ctx.calling(Call("Run")):
             api.call("Run", session, None, (ctypes.c_char_p * 1)(b"x"), inputs, 1, (ctypes.c_char_p * 1)(b"y"), 1, outputs)
+        ctx.prove("address_kept", outputs[0] == output.value)
+        ctx.tally("bytes_compared", TENSOR)
         if outputs[0] != output.value:
             yield Violation("Run replaced the preallocated imported output with a value of its own", expected=hex(output.value),
                             actual=hex(outputs[0] or 0), reproducer=_snippet("Run"))
@@ -281,8 +290,10 @@ def rejects_bad(ctx, request: str) -> Iterator[Violation]:
                 if request == "bad-tensor-version":
                     rig.release_tensor(rig.tensor(handle, (COUNT,), version=1))
                 if request == "other-device":
+                    assert other is not None
                     rig.release_tensor(other.tensor(handle, (COUNT,)))
         except OrtError as exc:
+            ctx.prove("refused", exc.message[:200])
             if not exc.message.strip():
                 yield Violation(f"{BAD_IMPORTS[request]} was refused without a message", actual=repr(exc))
             return
@@ -322,6 +333,7 @@ def lifetime(ctx, request: str) -> Iterator[Violation]:
                     _snippet("ReleaseExternalMemoryHandle(handle), then read and write the tensor"))
         with ctx.calling(Call("CopyTensors")):
             got = rig.read(tensor, TENSOR)
+            ctx.tally("bytes_compared", 2 * TENSOR)  # this read, the producer's read of the write below
             if got != values.tobytes():
                 yield Violation(f"a tensor that outlived its {outlives} no longer reads the producer's bytes",
                                 expected=f"{values[:4]}...", actual=f"{np.frombuffer(got, np.float32)[:4]}...")
@@ -357,6 +369,7 @@ def unregister_while_imported(ctx) -> Iterator[Violation]:
     close_fd(fd)
     seen = producer.read(allocation, TENSOR)
     producer.free(allocation)
+    ctx.tally("bytes_compared", TENSOR)
     if seen != values.tobytes():
         yield Violation("the producer's memory changed when the EP library was unregistered and its imports released",
                         expected=f"{values[:4]}...", actual=f"{np.frombuffer(seen, np.float32)[:4]}...")

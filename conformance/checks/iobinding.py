@@ -11,7 +11,7 @@ from conformance.checks.registry import check
 from conformance.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.checks.session import reference, small_integers
-from conformance.eps import memory_device_type
+from conformance.eps import memory_device_type, memory_label
 
 OUTPUT_SENTINEL = 0x5A
 
@@ -36,13 +36,15 @@ def in_place(ctx, recipe: str, dtype: str, shape: str, memory: str = "default") 
     (input_name,), (output_name,) = [i.name for i in info.session.get_inputs()], [o.name for o in info.session.get_outputs()]
     binding.bind_ortvalue_input(input_name, source)
     binding.bind_ortvalue_output(output_name, output)
-    with ctx.calling(Call("run_with_iobinding", memory)):
+    with ctx.calling(Call("run_with_iobinding", memory)), ctx.running(info):
         info.session.run_with_iobinding(binding)
     produced = binding.get_outputs()[0]
+    ctx.prove("address_kept", produced.data_ptr() == output.data_ptr())
+    ctx.prove("memory", {memory: memory_label(ctx.memory_facts(memory))})
     if produced.data_ptr() != output.data_ptr():
         yield Violation("the bound output was not used in place", expected=f"0x{output.data_ptr():x}", actual=f"0x{produced.data_ptr():x}",
                         memory={memory: ctx.memory_facts(memory)}, reproducer=snippet)
-    diff = tensors.compare(tensors.payload(expected.astype(dt.storage), dt), ctx.read(output, memory, dt, shp))
+    diff = ctx.compare(tensors.payload(expected.astype(dt.storage), dt), ctx.read(output, memory, dt, shp))
     if diff:
         yield Violation(f"the preallocated output does not hold the result: {diff.describe()}", expected=f"numpy's {recipe} of the input",
                         actual=diff.describe(), memory={memory: ctx.memory_facts(memory)}, reproducer=snippet)
@@ -81,14 +83,16 @@ def host_accessible_in_place(ctx, binding: str, recipe: str = "relu", dtype: str
     bindings = info.session.io_binding()
     bindings.bind_ortvalue_input(info.session.get_inputs()[0].name, source)
     bindings.bind_ortvalue_output(info.session.get_outputs()[0].name, output)
-    with ctx.calling(Call("run_with_iobinding", "host_accessible", binding)):
+    with ctx.calling(Call("run_with_iobinding", "host_accessible", binding)), ctx.running(info):
         info.session.run_with_iobinding(bindings)
     memory = {"host_accessible": ctx.memory_facts("host_accessible")}
     produced = bindings.get_outputs()[0]
+    ctx.prove("address_kept", produced.data_ptr() == output.data_ptr())
+    ctx.prove("memory", {binding: memory_label(memory["host_accessible"])})
     if produced.data_ptr() != output.data_ptr():
         yield Violation("the bound output was not used in place", expected=f"0x{output.data_ptr():x}",
                         actual=f"0x{produced.data_ptr():x}", memory=memory, reproducer=snippet)
-    diff = tensors.compare(expected, tensors.payload(output.numpy() if binding == "output" else landing, dt))
+    diff = ctx.compare(expected, tensors.payload(output.numpy() if binding == "output" else landing, dt))
     if diff:
         where = "read in place from the HOST_ACCESSIBLE output" if binding == "output" else "computed from the HOST_ACCESSIBLE input"
         yield Violation(f"the result {where} is wrong: {diff.describe()}", expected=f"numpy's {recipe} of the input",
@@ -123,7 +127,7 @@ class BindingSetup:
     input_name: str
     output_name: str
     source: Any
-    expected: bytes
+    expected: tensors.Bytes | list[str]
     dt: tensors.DType
     memory: str
 
@@ -151,9 +155,9 @@ def _run_valid(ctx, setup: BindingSetup, binding, output, after: str = "") -> st
     """Runs `binding` with `output` bound and returns what is wrong with the result ('' when
     right); `after` names what happened to the binding before (the call's note)."""
     binding.bind_ortvalue_output(setup.output_name, output)
-    with ctx.calling(Call("run_with_iobinding", setup.memory, after)):
+    with ctx.calling(Call("run_with_iobinding", setup.memory, after)), ctx.running(setup.info):
         setup.info.session.run_with_iobinding(binding)
-    diff = tensors.compare(setup.expected, ctx.read(output, setup.memory, setup.dt, BINDING_SHAPE))
+    diff = ctx.compare(setup.expected, ctx.read(output, setup.memory, setup.dt, BINDING_SHAPE))
     return diff.describe() if diff else ""
 
 
@@ -269,20 +273,23 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
     except (NotApplicable, NotRun):
         raise
     except Exception as exc:
+        ctx.prove("refused", message_line(exc)[:200])
         if not str(exc).strip():
-            yield Violation(f"run_with_iobinding refused {bad.bound or request} without saying why", expected="an error message", actual=repr(exc), reproducer=snippet)
+            yield Violation(f"run_with_iobinding refused {bad.bound or request} without saying why", expected="an error message", actual=repr(exc),
+                            reproducer=snippet)
     else:
         produced = binding.get_outputs()[0]
         yield Violation(f"run_with_iobinding accepted an output bound to {bad.bound}", expected="a clear error",
                         actual=f"accepted; the output is a {produced.device_name()} value of shape {produced.shape()}", reproducer=snippet)
-    if bad.buffer is not None and tensors.compare(tensors.payload(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL), setup.dt), tensors.payload(bad.buffer, setup.dt)):
+    if bad.buffer is not None and ctx.compare(tensors.payload(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL), setup.dt), tensors.payload(bad.buffer, setup.dt)):
         yield Violation("onnxruntime wrote the output into a buffer it was told lives on an unreachable device, as if it were host memory",
                         expected="the buffer untouched", actual="the buffer holds the result", reproducer=snippet)
     if bad.value is not None:
+        assert bad.value_type is not None, "a bad value is made with its type"
         dt, shape = bad.value_type
         with ctx.precondition("reading the bound output back"):
             got = ctx.read(bad.value, memory, dt, shape)
-        if tensors.compare(tensors.payload(tensors.sentinel(dt, shape, OUTPUT_SENTINEL), dt), got):
+        if ctx.compare(tensors.payload(tensors.sentinel(dt, shape, OUTPUT_SENTINEL), dt), got):
             yield Violation(f"the refused run wrote into the output bound to {bad.bound}", expected="the output untouched", actual="bytes changed", reproducer=snippet)
 
 
@@ -316,6 +323,7 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
         refusal = f"refused: {message_line(exc)[:120]}"
     else:
         refusal = "accepted"  # not this contract's concern (iobinding.rejects-bad-output): the rebind must work all the same
+    ctx.prove("bad_binding", refusal)
     output = _valid_output(ctx, setup)
     ctx.attempt(f"binding the {binding} again with a valid value and running, after the bad binding was {refusal.split(':')[0]}")
     try:
@@ -331,6 +339,7 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
         yield Violation(f"after a bad {binding} binding ({bound}; {refusal}), the run with the valid binding gave wrong values: {wrong}",
                         expected=f"numpy's {BINDING_RECIPE} of the input", actual=wrong, reproducer=snippet)
     produced = io.get_outputs()[0]
+    ctx.prove("address_kept", produced.data_ptr() == output.data_ptr())
     if produced.data_ptr() != output.data_ptr():
         yield Violation(f"after a bad {binding} binding, the rebound output was not used in place", expected=f"0x{output.data_ptr():x}",
                         actual=f"0x{produced.data_ptr():x}", reproducer=snippet)

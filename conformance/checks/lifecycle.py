@@ -34,26 +34,27 @@ def _use(ctx, model: bytes, held: dict[str, Any]) -> str:
     if len(devices) <= ctx.device_index:
         return f"{ctx.target.provider} lists {len(devices)} EP devices; device {ctx.device_index} is gone"
     device = devices[ctx.device_index]
-    info = device.memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+    memory = device.memory_info(ort.OrtDeviceMemoryType.DEFAULT)
     (values,) = small_integers(("x",), dt, SHAPE).values()
     held["input"] = ort.OrtValue.ortvalue_from_numpy(values)
-    if info is not None:
+    if memory is not None:
         with ctx.calling(Call("allocate", "default")):
-            held["device_input"] = ort.OrtValue.ortvalue_from_shape_and_type(list(SHAPE), values.dtype, memory_info=info)
+            held["device_input"] = ort.OrtValue.ortvalue_from_shape_and_type(list(SHAPE), values.dtype, memory_info=memory)
         with ctx.calling(Call("copy_tensors", "cpu>default")):
             ort.copy_tensors([held["input"]], [held["device_input"]], None)
     with ctx.calling(Call("InferenceSession creation")):
         held["session"] = ctx.create_session(model, device)
     # The library is used only where its EP runs the node: otherwise nothing here involves it.
-    ctx.require_nodes_on_ep(SessionInfo(held["session"], None, RECIPE, ctx.assignment_of(held["session"])))
+    info = SessionInfo(held["session"], None, RECIPE, ctx.assignment_of(held["session"]))
+    ctx.require_nodes_on_ep(info)
     binding = held["session"].io_binding()
     binding.bind_ortvalue_input(held["session"].get_inputs()[0].name, held.get("device_input", held["input"]))
     binding.bind_output(held["session"].get_outputs()[0].name, "cpu")
     held["binding"] = binding
-    with ctx.calling(Call("run_with_iobinding", "default" if info is not None else "cpu")):
+    with ctx.calling(Call("run_with_iobinding", "default" if memory is not None else "cpu")), ctx.running(info):
         held["session"].run_with_iobinding(binding)
     (output,) = binding.copy_outputs_to_cpu()
-    diff = tensors.compare(tensors.payload(reference(RECIPE, {"x": values}).astype(dt.storage), dt), tensors.payload(output, dt))
+    diff = ctx.compare(tensors.payload(reference(RECIPE, {"x": values}).astype(dt.storage), dt), tensors.payload(output, dt))
     return f"the session gave wrong values: {diff.describe()}" if diff else ""
 
 
@@ -100,3 +101,4 @@ def plugin_library(ctx) -> Iterator[Violation]:
         if wrong:
             yield Violation(f"{step}: {wrong}", reproducer=snippet)
             return
+        ctx.tally("steps_done", 1)

@@ -17,12 +17,22 @@ def _same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
 
 
 def _session_memory(ctx, recipe: str, dtype: str, which: str):
+    """The session's `which` values with their memory facts; the memory infos seen are the
+    evidence. A model without a node, or without such values, shows nothing of the EP: where
+    onnxruntime places a value no node of the EP touches is its own choice (not_applicable)."""
+    if not ctx.models.recipes[recipe].ops:
+        raise NotApplicable(f"model '{recipe}' has no node: the EP places none of its values, onnxruntime does")
     info = ctx.session(recipe, tensors.DTYPES[dtype], SESSION_SHAPE)
     ctx.require_nodes_on_ep(info)
     values = info.session.get_inputs() if which == "input" else info.session.get_outputs()
     ctx.attempt(f"reading the session's {which} memory infos", _snippet(ctx, info, which))
     infos = info.session.get_input_memory_infos() if which == "input" else info.session.get_output_memory_infos()
-    return info, [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos)]
+    seen = [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos, strict=False)]
+    if not seen:
+        raise NotApplicable(f"model '{recipe}' has no session {which}")
+    for name, facts in seen:
+        ctx.prove_item("memory", f"{which} {name}", memory_label(facts))
+    return info, seen
 
 
 def _snippet(ctx, info, which: str) -> str:
@@ -88,8 +98,11 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
     try:
         value = ctx.allocate(memory, dtype, shape)
     except Exception as exc:
-        yield Violation(f"allocating from the advertised {memory.upper()} memory info failed: {exc}", expected="an OrtValue", actual=str(exc), memory={memory: facts}, reproducer=snippet)
+        yield Violation(f"allocating from the advertised {memory.upper()} memory info failed: {exc}", expected="an OrtValue", actual=str(exc),
+                        memory={memory: facts}, reproducer=snippet)
         return
+    ctx.prove("memory", {memory: memory_label(facts)})
+    ctx.prove("allocated_bytes", value.tensor_size_in_bytes())
     if value.data_ptr() == 0:
         yield Violation("the allocator returned a null buffer", memory={memory: facts}, reproducer=snippet)
     if memory == "host_accessible":
@@ -98,11 +111,30 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
         except Exception as exc:
             yield Violation(f"HOST_ACCESSIBLE memory is not CPU-visible: numpy() failed: {exc}", memory={memory: facts}, reproducer=snippet + "\nv.numpy()")
             return
+        ctx.prove("numpy_aliases", view.ctypes.data == value.data_ptr())
         if view.ctypes.data != value.data_ptr():
             yield Violation(
                 "numpy() of a HOST_ACCESSIBLE value is a copy, not a view of the memory",
-                expected=f"0x{value.data_ptr():x}", actual=f"0x{view.ctypes.data:x}", memory={memory: facts}, reproducer=snippet + "\nprint(hex(v.data_ptr()), hex(v.numpy().ctypes.data))",
+                expected=f"0x{value.data_ptr():x}", actual=f"0x{view.ctypes.data:x}", memory={memory: facts},
+                reproducer=snippet + "\nprint(hex(v.data_ptr()), hex(v.numpy().ctypes.data))",
             )
+
+
+@check("memory-info.tensor-size")
+def tensor_size(ctx, dtype: str, shape: str) -> Iterator[Violation]:
+    dt = tensors.DTYPES[dtype]
+    shp = tensors.parse_shape(shape, dt)
+    with ctx.precondition(f"allocating a {dt.name} {list(shp)} value in DEFAULT memory"):
+        value = ctx.allocate("default", dt, shp)
+    expected, reported = dt.nbytes(tensors.element_count(shp)), value.tensor_size_in_bytes()
+    ctx.prove("tensor_size_in_bytes", {"reported": reported, "expected": expected})
+    if reported != expected:
+        memory = ctx.memory_expr("default")
+        snippet = ctx.snippets.script(f"tensor_size_in_bytes() of a {dt.name} {list(shp)} value in DEFAULT memory",
+                                      f"v = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}" + ("" if memory == "None" else f", memory_info={memory}") + ")\n"
+                                      f"assert v.tensor_size_in_bytes() == {expected}, f'expected {expected} bytes, got {{v.tensor_size_in_bytes()}}'")
+        yield Violation(f"tensor_size_in_bytes() of a {list(shp)} {dt.name} value in DEFAULT memory is {reported}", expected=f"{expected} bytes",
+                        actual=f"{reported} bytes", memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
 
 
 def _declared(memory) -> dict[str, Any] | None:
@@ -117,12 +149,14 @@ def declaration(ctx) -> Iterator[Violation]:
     if spec is None:
         raise NotApplicable("no vendor declaration (EP spec) was given for this EP")
     hardware = ctx.facts["hardware"]
+    ctx.prove_item("compared", "hardware", hardware["type"] if spec.device_type and hardware else "not declared")
     if spec.device_type and hardware and hardware["type"] != spec.device_type:
         yield Violation("the EP device's hardware type differs from the declaration",
                         expected=spec.device_type, actual=hardware["type"], reproducer=ctx.snippets.script("the EP device's hardware type", f"assert str(dev.device.type).lower().endswith({spec.device_type!r}), dev.device.type"))
     for kind, memory in (("default", spec.default_memory), ("host_accessible", spec.host_accessible)):
         declared, advertised = _declared(memory), ctx.memory_facts(kind)
         snippet = _declaration_snippet(ctx, kind, declared)
+        ctx.prove_item("compared", kind, memory_label(advertised) if advertised else "none")
         if declared is None and advertised is None:
             continue
         if declared is None or advertised is None:

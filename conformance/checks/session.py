@@ -44,10 +44,10 @@ def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     feeds = small_integers(recipe_inputs, dt)
     snippet = steps.session_run(ctx.snippets, info.model_path, recipe, recipe_inputs, dt, SESSION_SHAPE)
     ctx.attempt(f"running model '{recipe}' ({dt.name}) with inputs in CPU memory", snippet)
-    with ctx.calling(Call("InferenceSession.run", note="inputs in cpu")):
+    with ctx.calling(Call("InferenceSession.run", note="inputs in cpu")), ctx.running(info):
         (output,) = info.session.run(None, feeds)
-    expected = reference(recipe, feeds)
-    diff = tensors.compare(tensors.payload(expected.astype(dt.storage), dt), tensors.payload(np.asarray(output), dt))
+    expected = tensors.payload(reference(recipe, feeds).astype(dt.storage), dt)
+    diff = ctx.compare(expected, tensors.payload(np.asarray(output), dt))
     if diff:
         yield Violation(f"model '{recipe}' on {ctx.target.provider} computed wrong values: {diff.describe()}",
                         expected="numpy's result for the same inputs", actual=diff.describe(), reproducer=snippet)
@@ -66,7 +66,7 @@ def claimed_nodes_run(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
         yield exc.violation
         return
     try:
-        ctx.require_nodes_on_ep(info)
+        ctx.require_nodes_on_ep(info)  # the evidence: the nodes the EP took, its kernels created
     except NotRun:
         # Declined: an honest choice where the EP takes some other model here; where it takes
         # none at all, it is not functional here (a silent fallback), and nothing was shown.

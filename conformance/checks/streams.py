@@ -8,7 +8,7 @@ from conformance import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.context import steps
-from conformance.findings import NotRun, Violation
+from conformance.findings import NotApplicable, NotRun, Violation, message_line
 
 
 @check("streams.sync-stream", apis=("sync_stream", "copy_tensors",))
@@ -22,9 +22,12 @@ def sync_stream(ctx) -> Iterator[Violation]:
             stream = ctx.device.create_sync_stream()
     except Exception as exc:
         if not ctx.is_cpu_memory("default"):
-            return  # a device EP that is not stream-aware may refuse, and did so with an error
+            # A device EP that is not stream-aware may refuse: then there is no stream whose
+            # copies could be shown to deliver the bytes.
+            raise NotApplicable(f"{ctx.target.provider} is not stream-aware: create_sync_stream() refused ({message_line(exc)[:200]})") from None
         if not str(exc).strip():
             yield Violation("create_sync_stream() failed without saying why", expected="an error message", actual=repr(exc), reproducer=snippet)
+        ctx.prove("refused", message_line(exc)[:200])
         return
     if ctx.is_cpu_memory("default"):
         refusal = ctx.snippets.script("create_sync_stream() is refused for an EP device whose DEFAULT memory is CPU memory",
@@ -42,6 +45,7 @@ def sync_stream(ctx) -> Iterator[Violation]:
     ctx.copy([ctx.wrap_cpu(values, dt)], [destination], "cpu>default", stream)
     landing = tensors.sentinel(dt, shape, 0xA5)
     ctx.copy([destination], [ctx.wrap_cpu(landing, dt)], "default>cpu", stream)
-    diff = tensors.compare(tensors.payload(values, dt), tensors.payload(landing, dt))
+    ctx.prove("copies_on_stream", 2)
+    diff = ctx.compare(tensors.payload(values, dt), tensors.payload(landing, dt))
     if diff:
         yield Violation(f"copies on the EP's sync stream changed the bytes: {diff.describe()}", reproducer=steps.stream_copies(ctx.snippets, dt, shape))

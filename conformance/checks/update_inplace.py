@@ -10,7 +10,8 @@ from conformance import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.context import steps
-from conformance.findings import NotApplicable, NotRun, Violation
+from conformance.eps import memory_label
+from conformance.findings import NotApplicable, NotRun, Violation, message_line
 
 DESTINATION_SENTINEL = 0x5A
 
@@ -39,8 +40,8 @@ def _source_layout(values: np.ndarray, layout: str) -> np.ndarray:
     return np.ascontiguousarray(values.T).T
 
 
-def _diff_violation(ctx, what: str, expected: tensors.Bytes, got: tensors.Bytes, memory: str, snippet: str) -> Iterator[Violation]:
-    diff = tensors.compare(expected, got)
+def _diff_violation(ctx, what: str, expected: tensors.Bytes | list[str], got: tensors.Bytes | list[str], memory: str, snippet: str) -> Iterator[Violation]:
+    diff = ctx.compare(expected, got)
     if diff:
         yield Violation(f"{what}: values differ after update_inplace: {diff.describe()}",
                         expected=f"{len(expected)} bytes of the source", actual=diff.describe(),
@@ -48,6 +49,8 @@ def _diff_violation(ctx, what: str, expected: tensors.Bytes, got: tensors.Bytes,
 
 
 def _address_violation(ctx, before: int, after: int, memory: str, snippet: str) -> Iterator[Violation]:
+    ctx.prove("address_kept", before == after)
+    ctx.prove_item("memory", "destination", memory_label(ctx.memory_facts(memory)))
     if before != after:
         yield Violation("update_inplace moved the destination buffer", expected=f"data_ptr() 0x{before:x}", actual=f"data_ptr() 0x{after:x}",
                         memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
@@ -86,11 +89,19 @@ def non_contiguous(ctx, dtype: str, shape: str, layout: str, memory: str = "defa
     yield from _from_numpy(ctx, dtype, shape, memory, layout)
 
 
+CPU_DEFAULT_DIRECTION = "default>default"  # the one direction checked where DEFAULT memory is CPU memory
+
+
 @check("update-inplace.from-ortvalue", apis=("update_inplace_ortvalue",))
 def from_ortvalue(ctx, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
     source_kind, destination_kind = direction.split(">")
     for kind in (source_kind, destination_kind):
         ctx.require_memory(kind)
+    if ctx.is_cpu_memory("default") and direction != CPU_DEFAULT_DIRECTION:
+        # Every direction between CPU and DEFAULT memory is then the same CPU-to-CPU copy:
+        # counted once, as default>default, not once per direction.
+        raise NotApplicable(f"DEFAULT memory is CPU memory on this EP device ({ctx.describe_memory('default')}): {direction} "
+                            f"is the same CPU-to-CPU copy as {CPU_DEFAULT_DIRECTION}, which that case checks")
     ctx.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue), added by PR #28256")
     dt = tensors.DTYPES[dtype]
     shp = tensors.parse_shape(shape, dt)
@@ -134,8 +145,9 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
     try:
         with ctx.calling(Call("update_inplace", f"{source}>{memory}", f"bad request {request}")):
             destination.update_inplace(payload)
-    except Exception:
+    except Exception as exc:
         refused = True
+        ctx.prove("refused", message_line(exc)[:200])
     else:
         refused = False
         yield Violation(f"update_inplace({source}) accepted a {src_dtype.name} source of shape {list(src_shape)} for a float32 [2, 3] destination",
@@ -143,7 +155,7 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
                         memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
     with ctx.precondition("reading the destination back"):
         got = ctx.read(destination, memory, float32, (2, 3))
-    if refused and tensors.compare(tensors.payload(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), float32), got):
+    if refused and ctx.compare(tensors.payload(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), float32), got):
         yield Violation("the refused update_inplace still wrote into the destination", expected="destination unchanged",
                         actual="destination bytes changed", reproducer=snippet)
     yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
@@ -201,8 +213,9 @@ def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
         direct = best_seconds(device_to_device, trials=STAGING_TRIALS, budget=2.0, finish=wait_for_the_device)
     with ctx.calling(Call("update_inplace ortvalue", "default>cpu>default", "timed")):
         staged = best_seconds(round_trip, trials=STAGING_TRIALS, budget=2.0, finish=wait_for_the_device)
+    nbytes = dt.nbytes(tensors.element_count(shp))
+    ctx.prove("timed", {"bytes": nbytes, "device_to_device_s": round(direct, 7), "round_trip_s": round(staged, 7)})
     if direct > staged * STAGING_MARGIN + STAGING_SLACK_SECONDS:
-        nbytes = dt.nbytes(tensors.element_count(shp))
         yield Violation(
             f"update_inplace(OrtValue) device to device took {direct * 1e3:.3g} ms for {nbytes} bytes ({gbps(nbytes, direct):.3g} GB/s), "
             f"slower than a device→CPU→device round trip of the same size ({staged * 1e3:.3g} ms, {gbps(nbytes, staged):.3g} GB/s)",

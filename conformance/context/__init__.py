@@ -1,11 +1,12 @@
 """What a check works with: the EP device, its memories, values on them, and sessions.
 
-`CheckContext` is the checks' one handle on four parts, each with one job: `guard`
+`CheckContext` is the checks' one handle on five parts, each with one job: `guard`
 (`progress.CallGuard`: the step announced, the reproducer, the risky call in flight, the calls
-quarantined), `memories` (`memories.Memories`: memory infos and facts, placing, copying and
-reading values), `sessions` (`sessions.Sessions`: sessions built once per worker and shared, their
-node assignment, refused sessions explained) and `snippets` (`snippets.Snippets`: reproducer
-code). They share one `DeviceUnderTest`. Checks call `ctx.place(...)`, `ctx.session(...)`; the
+quarantined), `evidence` (`evidence.Evidence`: what the check proved, as data), `memories`
+(`memories.Memories`: memory infos and facts, placing, copying and reading values), `sessions`
+(`sessions.Sessions`: sessions built once per worker and shared, their node assignment, runs
+that stay on the EP, refused sessions explained) and `snippets` (`snippets.Snippets`:
+reproducer code). They share one `DeviceUnderTest`. Checks call `ctx.place(...)`, `ctx.session(...)`; the
 context forwards each name to the part that has it.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.context.device import DeviceUnderTest
+from conformance.context.evidence import Evidence
 from conformance.context.memories import Memories
 from conformance.context.progress import CallGuard
 from conformance.context.sessions import SessionInfo, Sessions
@@ -47,19 +49,27 @@ class CheckContext:
         self.under_test = DeviceUnderTest.of(import_onnxruntime(), target, device_index)
         self.models = models
         self.guard = CallGuard()
+        self.evidence = Evidence()
         self.memories = Memories(self.under_test, self.guard)
         self.snippets = Snippets(self.under_test)
-        self.sessions = Sessions(self.under_test, models, self.guard, self.snippets)
+        self.sessions = Sessions(self.under_test, models, self.guard, self.snippets, self.evidence)
+
+    def begin(self, on_progress=None, quarantined: list[dict[str, Any]] | None = None) -> None:
+        """A new check starts (see CallGuard.begin); it has proved nothing yet."""
+        self.guard.begin(on_progress, quarantined)
+        self.evidence.clear()
 
     # the EP device
     ort, target, device, facts, require_api = (_Part("under_test") for _ in range(5))
     device_index = _Part("under_test", "index")
     # what the running check does
-    begin, attempt, calling, precondition, step, reproducer, quarantined = (_Part("guard") for _ in range(7))
+    attempt, calling, precondition, step, reproducer, quarantined = (_Part("guard") for _ in range(6))
+    # what it proved
+    prove, prove_item, tally, compare = (_Part("evidence") for _ in range(4))
     # memories and values
     memory_info, memory_facts, is_cpu_memory, require_memory, describe_memory = (_Part("memories") for _ in range(5))
     wrap_cpu, allocate, copy, read, place = (_Part("memories") for _ in range(5))
     # sessions
-    session, create_session, assignment_of, require_nodes_on_ep = (_Part("sessions") for _ in range(4))
+    session, create_session, assignment_of, require_nodes_on_ep, running = (_Part("sessions") for _ in range(5))
     # reproducers
     preamble, session_snippet, memory_expr = (_Part("snippets") for _ in range(3))

@@ -74,7 +74,7 @@ class Memories:
         with self.guard.calling(Call("copy_tensors", direction, note)):
             self.under_test.ort.copy_tensors(sources, destinations, stream)
 
-    def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes:
+    def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes | list[str]:
         """The bytes of `value`: CPU values directly, device values through a copy to a
         CPU buffer pre-filled with a sentinel, so a copy that did nothing cannot look right."""
         if self.is_cpu_memory(kind):

@@ -3,16 +3,19 @@ checks; which EP took which nodes; and why onnxruntime refused a session, where 
 
 from __future__ import annotations
 
+import contextlib
+import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from conformance import tensors
 from conformance.calls import Call
 from conformance.context.device import DeviceUnderTest
+from conformance.context.evidence import Evidence
 from conformance.context.progress import CallGuard
 from conformance.context.snippets import ASSIGNMENT_CONFIG, Snippets
-from conformance.findings import ClaimedButUnrunnable, NotApplicable, NotRun, Violation, first_line, message_line
+from conformance.findings import ClaimedButUnrunnable, NotApplicable, NotRun, SilentRetry, Violation, first_line, message_line
 from conformance.models import ModelCache, UnbuildableModel
 
 
@@ -24,9 +27,16 @@ class SessionInfo:
     assignment: dict[str, list[str]]  # EP name -> op types it took
 
 
+# What onnxruntime's Python InferenceSession prints when it retries a failed run (or a failed
+# creation) on its fallback providers: "EP Error: <error> using [...]", then this line.
+RETRY_LOG = "Falling back to"
+
+
 class Sessions:
-    def __init__(self, under_test: DeviceUnderTest, models: ModelCache, guard: CallGuard, snippets: Snippets):
+    def __init__(self, under_test: DeviceUnderTest, models: ModelCache, guard: CallGuard, snippets: Snippets,
+                 evidence: Evidence | None = None):
         self.under_test, self.models, self.guard, self.snippets = under_test, models, guard, snippets
+        self.evidence = evidence if evidence is not None else Evidence()
         self._sessions: dict[tuple[str, str, tuple[int, ...]], SessionInfo] = {}
 
     def session(self, recipe: str, dtype: tensors.DType, shape: tuple[int, ...]) -> SessionInfo:
@@ -65,10 +75,44 @@ class Sessions:
         provider_options = target.provider_options
         for key, value in target.session_config.items():
             options.add_session_config_entry(key, value)
+        # No silent retry: Python's InferenceSession reruns a failed EP kernel (and recreates a
+        # failed session) on the CPU EP and returns that result; the kit must see the EP's error.
         if device is not None:
             options.add_provider_for_devices([device], provider_options)
-            return ort.InferenceSession(model, options)
-        return ort.InferenceSession(model, options, providers=[(target.provider, provider_options), "CPUExecutionProvider"])
+            session = ort.InferenceSession(model, options, enable_fallback=0)
+        else:
+            session = ort.InferenceSession(model, options, providers=[(target.provider, provider_options), "CPUExecutionProvider"],
+                                           enable_fallback=0)
+        session.disable_fallback()  # builds that predate the keyword ignore it
+        return session
+
+    @contextlib.contextmanager
+    def running(self, info: SessionInfo) -> Iterator[None]:
+        """Around a run of `info`'s session: a run that onnxruntime retried on another EP anyway
+        (its providers lost the EP under test, or it logged the retry) is SilentRetry, naming the
+        EP's error from the log; a run that stayed on the EP counts as evidence (`runs_on_ep`)."""
+        log = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(log):
+                yield
+        finally:
+            retry = self._retry_seen(info, log.getvalue())
+            if retry is not None:
+                # The session now runs elsewhere: later checks get one of their own, on the EP.
+                self._sessions = {key: kept for key, kept in self._sessions.items() if kept is not info}
+                raise SilentRetry(retry)
+        self.evidence.tally("runs_on_ep", 1)
+
+    def _retry_seen(self, info: SessionInfo, log: str) -> Violation | None:
+        provider = self.under_test.target.provider
+        providers = info.session.get_providers()
+        if RETRY_LOG not in log and provider in providers:
+            return None
+        error = next((line.split("EP Error: ", 1)[1].rsplit(" using ", 1)[0] for line in log.splitlines() if "EP Error: " in line),
+                     "(the EP's error was not logged)")
+        return Violation(f"a run of model '{info.recipe}' failed on {provider} and onnxruntime retried it on {', '.join(providers)}: {error}",
+                         expected=f"the run on {provider}, or its error (the session's fallback is disabled)",
+                         actual=f"retried on {', '.join(providers)} after: {error}")
 
     def assignment_of(self, session) -> dict[str, list[str]]:
         """{EP name: op types of the nodes it runs}; {} where onnxruntime cannot say (before 1.24)."""
@@ -93,10 +137,15 @@ class Sessions:
         if not target.facts["api"]["graph_assignment_info"]:
             if target.provider not in info.session.get_providers():
                 raise NotRun(f"the session did not register {target.provider}: {info.session.get_providers()}")
+            self.evidence.prove("providers", info.session.get_providers())
             return []
         if not info.assignment.get(target.provider):
             raise NotRun(f"{target.provider} took no node of model '{info.recipe}' ({', '.join(ops)}); nodes ran on {info.assignment}")
-        return [op for ep, nodes in info.assignment.items() if ep != target.provider for op in nodes]
+        self.evidence.prove("nodes_on_ep", list(info.assignment[target.provider]))
+        elsewhere = [op for ep, nodes in info.assignment.items() if ep != target.provider for op in nodes]
+        if elsewhere:
+            self.evidence.prove("nodes_elsewhere", elsewhere)
+        return elsewhere
 
 
 class Refusal:
@@ -138,7 +187,7 @@ class Refusal:
         options = ort.SessionOptions()
         options.log_severity_level = 3
         try:
-            ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+            ort.InferenceSession(model, options, providers=["CPUExecutionProvider"], enable_fallback=0)
         except Exception as exc:
             return message_line(exc)
         return None

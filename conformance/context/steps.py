@@ -169,7 +169,7 @@ for round_ in (1, 2):
     source = place(x, memory, 1)
     so = ort.SessionOptions()
     so.add_provider_for_devices([devices[{index}]], {target.provider_options!r})
-    s = works(f'round {{round_}}: creating the session', ort.InferenceSession, {path!r}, so)
+    s = works(f'round {{round_}}: creating the session', ort.InferenceSession, {path!r}, so, enable_fallback=0)
     s.disable_fallback()
     b = s.io_binding()
     b.bind_ortvalue_input(s.get_inputs()[0].name, source)

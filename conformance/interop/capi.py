@@ -122,7 +122,7 @@ class CApi:
     def __init__(self, library: ctypes.CDLL, path: Path, api: int, version: str):
         self.library, self.path, self.version = library, path, version
         self._api = api
-        self._functions: dict[str, Any] = {}
+        self._functions: dict[tuple[int, str], Any] = {}
         table = self._function("GetInteropApi", slots.ORT_API, api, self.SIGNATURES)()
         if not table:
             raise Unavailable(f"{path.name} {version}: GetInteropApi() returned NULL")
@@ -229,7 +229,7 @@ def data_address(capi: CApi, value: Any) -> int:
     return address.value or 0
 
 
-def cpu_tensor(capi: CApi, buffer: Any, shape: tuple[int, ...], element_type: int) -> _ptr:
+def cpu_tensor(capi: CApi, buffer: Any, shape: tuple[int, ...], element_type: int) -> ctypes.c_void_p:
     """An OrtValue over `buffer` (a ctypes array), CPU memory, no copy."""
     info = _ptr()
     capi.call("CreateCpuMemoryInfo", 0, 0, ctypes.byref(info))  # OrtArenaAllocator, OrtMemTypeDefault

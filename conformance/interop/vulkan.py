@@ -131,7 +131,7 @@ class Producer:
     """A Vulkan device that allocates, fills, reads and exports memory. `name` and `uuid` say
     which device (the UUID matches a GPU EP's device on hardware)."""
 
-    def __init__(self, vk: ctypes.CDLL, instance: int, physical: int, device: int, memory_type: int, name: str, uuid: bytes):
+    def __init__(self, vk: ctypes.CDLL, instance: int | None, physical: int | None, device: int | None, memory_type: int, name: str, uuid: bytes):
         # handles as c_void_p: a bare int would be passed as a 32-bit C int
         self._vk, self.instance, self.physical, self.device = vk, _ptr(instance), _ptr(physical), _ptr(device)
         self.memory_type, self.name, self.uuid = memory_type, name, uuid
@@ -151,6 +151,7 @@ class Producer:
         _call(self._vk, "vkAllocateMemory", self.device, ctypes.byref(info), None, ctypes.byref(memory))
         address = _ptr()
         _call(self._vk, "vkMapMemory", self.device, memory, _u64(0), _u64(VK_WHOLE_SIZE), _u32(0), ctypes.byref(address))
+        assert address.value is not None, "vkMapMemory succeeded: the mapping has an address"
         allocation = Allocation(memory.value, size, address.value)
         self._allocations.append(allocation)
         return allocation
@@ -307,11 +308,13 @@ def open_producer(uuid: bytes | None = None, pci_bus_id: str | None = None) -> P
     physical = physicals[chosen.index]
     priority = ctypes.c_float(1.0)
     queue = _QueueInfo(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, None, 0, 0, 1, ctypes.pointer(priority))
-    extensions = (ctypes.c_char_p * 1)(EXTENSION)
-    device_info = _DeviceInfo(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, None, 0, 1, ctypes.pointer(queue), 0, None, 1, extensions, None)
+    enabled = (ctypes.c_char_p * 1)(EXTENSION)
+    device_info = _DeviceInfo(VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, None, 0, 1, ctypes.pointer(queue), 0, None, 1, enabled, None)
     device = _ptr()
     _call(vk, "vkCreateDevice", _ptr(physical), ctypes.byref(device_info), None, ctypes.byref(device))
-    return Producer(vk, instance.value, physical, device.value, memory_types[chosen.index], chosen.name, chosen.uuid)
+    memory_type = memory_types[chosen.index]
+    assert memory_type is not None, "choose() takes only a device with a host-visible memory type"
+    return Producer(vk, instance.value, physical, device.value, memory_type, chosen.name, chosen.uuid)
 
 
 def import_fd(producer: Producer, fd: int, size: int) -> Allocation:
@@ -332,6 +335,7 @@ def import_fd(producer: Producer, fd: int, size: int) -> Allocation:
         raise
     address = _ptr()
     _call(producer._vk, "vkMapMemory", producer.device, memory, _u64(0), _u64(VK_WHOLE_SIZE), _u32(0), ctypes.byref(address))
+    assert address.value is not None, "vkMapMemory succeeded: the mapping has an address"
     allocation = Allocation(memory.value, size, address.value)
     producer._allocations.append(allocation)
     return allocation

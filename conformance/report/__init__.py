@@ -31,7 +31,9 @@ def build(record: RunRecord) -> dict[str, Any]:
     results = list(record.results)
     strict = record.strict
     interrupted = record.interrupted
-    decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict)
+    selection = record.selection
+    subset = selection["text"] if selection and not selection["complete"] else ""
+    decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict, subset=subset)
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
     first = record.eps[0].facts if record.eps else {}
     eps = [_ep(ep.facts, ep.spec) for ep in record.eps]
@@ -52,6 +54,7 @@ def build(record: RunRecord) -> dict[str, Any]:
         "contracts": {c.id: _contract(c) for c in record.contracts},
         "waivers": waiver_rules.summary(results),
         "strict": strict,
+        "selection": selection,
         "run": {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.started)),
             "duration_s": round(record.finished - record.started, 3),
@@ -141,12 +144,14 @@ def atomic_write(path: Path, text: str) -> None:
 
 
 def write_all(data: dict[str, Any], directory: Path) -> list[Path]:
-    from conformance.report import html, markdown
+    from conformance.report import html, markdown, summary
 
     json_path, md_path, html_path = directory / "report.json", directory / "report.md", directory / "report.html"
     atomic_write(json_path, json_text(data))
     atomic_write(md_path, markdown.render(data))
     atomic_write(html_path, html.render(data))
+    atomic_write(directory / "summary.md", text := summary.render(data))  # a CI job's summary, linking into report.html
+    summary.append_step_summary(text)  # and on GitHub Actions' job page when $GITHUB_STEP_SUMMARY is set
     return [json_path, md_path, html_path]
 
 

@@ -5,6 +5,7 @@ report) and the renderers (markdown, html) both import it, and it imports neithe
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from conformance.eps import memory_label
@@ -67,3 +68,53 @@ def imports_lines(imports: dict[str, Any] | None) -> list[str]:
         out.append(imports["reason"])
     out += [f"- {c['source']} -> {c['destination']}: {c['status']} ({c['detail']})" for c in imports.get("copies", [])]
     return out
+
+
+# --- anchors: report.html's ids, which summary.md links into -----------------------------------
+
+_NOT_IN_AN_ANCHOR = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def anchor(text: str) -> str:
+    """`text` as an id that a URL fragment carries unescaped: other characters become '_'."""
+    return _NOT_IN_AN_ANCHOR.sub("_", text)
+
+
+def contract_anchor(contract_id: str) -> str:
+    """The id of a contract's entry among all results (every contract that ran has one)."""
+    return "contract-" + anchor(contract_id)
+
+
+def failure_anchor(contract_id: str) -> str:
+    """The id of a contract's block among the failures of the EP or the findings."""
+    return "failure-" + anchor(contract_id)
+
+
+def case_anchor(result: dict[str, Any]) -> str:
+    """The id of one result's row: its contract, EP device and parameters, as pytest names the item."""
+    return "case-" + anchor(f"{result['contract']}[{result['device']}-{params_label(result['params'])}]")
+
+
+def reason_contract(reason: str, contracts: dict[str, Any]) -> str | None:
+    """The contract a verdict reason names ("required contract broken: copy.h2d" and the
+    like end with the contract's id), or None for a reason about the run as a whole."""
+    return next((part.strip() for part in reversed(reason.split(": ")) if part.strip() in contracts), None)
+
+
+def tally(results: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]]:
+    """(the EP's results, onnxruntime's results) by outcome, in first-seen order: a broken
+    `runtime`-subject contract is a finding against onnxruntime and says nothing of the EP, so
+    the two are counted apart (an EP with every check passed must not read '3 fail')."""
+    ep: dict[str, int] = {}
+    runtime: dict[str, int] = {}
+    for result in results:
+        counts = runtime if result["subject"] == "runtime" else ep
+        counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
+    return ep, runtime
+
+
+def partial_run(data: dict[str, Any]) -> str:
+    """What a run that did not run the whole catalogue ran ('61 of 521 checks ran (-k ...)'),
+    or '' for a whole run (or a report from before report.json recorded its selection)."""
+    selection = data.get("selection")
+    return selection["text"] if selection and not selection.get("complete", True) else ""

@@ -1,9 +1,20 @@
-"""report.html: one self-contained page for a reviewer.
+"""report.html: one self-contained page for a reviewer, that scales to thousands of results.
 
-No network, no external assets, no script: inline CSS only, so the page reads the same from a
-bundle on a machine without access to anything. The verdict and the version chain come first,
-then the copy-capability matrix, the EP's failures (grouped by contract family), the findings
-against onnxruntime, waivers, and every result. Every value from the run is escaped.
+No network, no external assets: inline CSS and one inline script only, so the page reads the
+same from a bundle on a machine without access to anything. The verdict (its reasons linking to
+their failures, the EP's counts apart from onnxruntime's findings) and a table of contents with
+counts come first, then the version chain, the copy-capability matrix, the EP's failures
+(grouped by contract family), the findings against onnxruntime, waivers, and every result:
+a collapsed entry per contract (open where a case broke), an anchor per contract and per case
+(report/common.py names them; summary.md links to them), and a filter by outcome that works
+without JavaScript (report/page.py) and by text with it. Tables scroll inside the page on a
+narrow screen; dark mode follows prefers-color-scheme.
+
+Written with f-strings and one escaping function (`_e`) rather than Jinja2: every value from
+the run passes through `_e` (a test renders hostile text in each place), the page is built in
+one linear pass (a few milliseconds for thousands of results), and the kit keeps its
+dependencies to what a run needs; a template engine would add a dependency for no markup this
+page needs.
 """
 
 from __future__ import annotations
@@ -15,8 +26,10 @@ from typing import Any, Iterable
 from conformance.claims import unverified_count
 from conformance.eps import memory_label
 import conformance.report.throughput as throughput
-from conformance.report.common import device_line, imports_lines, params_label, unlisted_note
-from conformance.outcomes import BROKEN
+import conformance.report.page as page
+from conformance.report.common import (anchor, case_anchor, contract_anchor, device_line, failure_anchor, imports_lines, params_label, partial_run,
+                                       reason_contract, tally, unlisted_note)
+from conformance.outcomes import AGAINST_EP, BROKEN
 
 STATUS_LEGEND = {
     "supported": "the bytes arrived intact",
@@ -27,28 +40,8 @@ STATUS_LEGEND = {
     "unsupported": "refused, and no contract requires it",
 }
 
-CSS = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 0 2em 3em; color: #1b1f23; background: #fff; }
-h1 { margin: .6em 0 .2em; } h2 { border-bottom: 2px solid #d0d7de; padding-bottom: .2em; margin-top: 1.6em; }
-table { border-collapse: collapse; margin: .5em 0 1em; } th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
-th { background: #f3f4f6; } code, pre { font: 12px/1.4 ui-monospace, monospace; }
-pre { background: #f6f8fa; border: 1px solid #d0d7de; padding: 8px; overflow-x: auto; white-space: pre-wrap; }
-.verdict { font-size: 1.5em; font-weight: bold; padding: .4em .8em; border-radius: 6px; display: inline-block; color: #fff; }
-.verdict-conformant { background: #1a7f37; } .verdict-non_conformant { background: #cf222e; } .verdict-incomplete { background: #9a6700; }
-.strict { font-weight: bold; color: #8250df; }
-.cap-supported { background: #aceebb; } .cap-broken { background: #ff8182; } .cap-required_but_missing { background: #ffb3b8; }
-.cap-not_required { background: #eaeef2; } .cap-unverified { background: #ddf4ff; } .cap-unsupported { background: #fff1b8; }
-.out-pass { color: #1a7f37; } .out-fail, .out-crash, .out-timeout { color: #cf222e; font-weight: bold; }
-.out-error { color: #9a6700; font-weight: bold; } .out-not_run, .out-waived { color: #9a6700; }
-.out-not_applicable { color: #57606a; }
-h5 { margin: 1em 0 .3em; font-size: 1em; }
-.failure { border-left: 5px solid #cf222e; padding: .2em 1em; margin: 1em 0; background: #fff8f8; }
-.finding { border-left: 5px solid #8250df; padding: .2em 1em; margin: 1em 0; background: #fbf8ff; }
-.muted { color: #57606a; }
-.claim-unverified td { background: #fff8c5; } .claim-unverified .verified { font-weight: bold; color: #9a6700; }
-.throughput td.figure { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-.throughput .ratio { color: #57606a; } .throughput tr.host td, .throughput tr.host th { background: #f6f8fa; }
-"""
+CSS = page.CSS
+BROKEN_VALUES = frozenset(o.value for o in BROKEN)
 
 
 def render(data: dict[str, Any]) -> str:
@@ -57,6 +50,7 @@ def render(data: dict[str, Any]) -> str:
     body = [
         f"<h1>{_e(title)}</h1>",
         *_verdict(data),
+        *_contents(data),
         *_version_chain(data),
         *_capabilities(data["capabilities"], data.get("eps", [data["ep"]])),
         *(line for index, entry in enumerate(data.get("eps", [data["ep"]])) for line in _spec_claims(entry, first=index == 0)),
@@ -71,9 +65,10 @@ def render(data: dict[str, Any]) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title>",
-        f"<style>{CSS}</style>",
+        f"<style>{CSS}{page.filter_css()}</style>",
         "</head><body>",
         *body,
+        f"<script>{page.SCRIPT}</script>",
         "</body></html>",
     ]) + "\n"
 
@@ -84,13 +79,13 @@ def _e(value: Any) -> str:
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]], table_id: str = "", row_classes: Iterable[str] = ()) -> list[str]:
     """Rows are already-escaped cells; `row_classes`, when given, a class per row ('' for none)."""
-    attribute = f' id="{_e(table_id)}"' if table_id else ""
-    out = [f"<table{attribute}><thead><tr>" + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead><tbody>"]
+    attribute = f' id="{anchor(table_id)}"' if table_id else ""
+    out = [f'<div class="scroll"><table{attribute}><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr></thead><tbody>"]
     classes = list(row_classes)
     for index, cells in enumerate(rows):
         css = classes[index] if index < len(classes) else ""
         out.append((f'<tr class="{_e(css)}">' if css else "<tr>") + "".join(cells) + "</tr>")
-    return out + ["</tbody></table>"]
+    return out + ["</tbody></table></div>"]
 
 
 def _verdict(data: dict[str, Any]) -> list[str]:
@@ -98,13 +93,64 @@ def _verdict(data: dict[str, Any]) -> list[str]:
     out = [f'<p id="verdict"><span class="verdict verdict-{_e(verdict)}">Verdict: {_e(verdict)}</span></p>']
     if data.get("strict"):
         out.append('<p class="strict" id="strict">Strict run (certification mode): a required contract that could not run fails the run.</p>')
+    if partial_run(data):
+        out.append(f'<p class="strict" id="partial">Partial run: {_e(partial_run(data))}; not a verdict on the whole catalogue.</p>')
     if data["verdict_reasons"]:
-        out.append("<ul>" + "".join(f"<li>{_e(r)}</li>" for r in data["verdict_reasons"]) + "</ul>")
-    summary = ", ".join(f'<span class="out-{_e(name)}">{count} {_e(name)}</span>' for name, count in data["summary"].items() if count)
-    findings = len(data["findings"])
-    aside = f" ({findings} of the failures {'is a finding' if findings == 1 else 'are findings'} against onnxruntime, not the EP)" if findings else ""
-    out.append(f"<p>Results: {summary or 'none'}{aside}.</p>")
+        out.append('<ul id="verdict-reasons">' + "".join(f"<li>{_reason(r, data)}</li>" for r in data["verdict_reasons"]) + "</ul>")
+    ep_counts, runtime_counts = tally(data["results"])
+    out.append(f'<p id="ep-counts">{_e(data["ep"].get("name", "EP"))}: {_counts(ep_counts) or "no results"}.</p>')
+    if runtime_counts:
+        # onnxruntime's own contracts in the page's neutral colour, not red beside a verdict they do not decide
+        out.append(f'<p class="runtime-counts" id="runtime-counts">onnxruntime\'s own contracts (subject <code>runtime</code>; '
+                   f'their failures are <a href="#findings">findings against onnxruntime</a> and do not decide the verdict): '
+                   f"{_counts(runtime_counts, coloured=False)}.</p>")
     return out
+
+
+def _counts(counts: dict[str, int], coloured: bool = True) -> str:
+    return ", ".join((f'<span class="out-{_e(name)}">{n} {_e(name)}</span>' if coloured else f"{n} {_e(name)}") for name, n in counts.items() if n)
+
+
+def _split_counts(results: list[dict[str, Any]]) -> str:
+    """The counts of a family or contract, onnxruntime's own apart in its neutral colour."""
+    ep_counts, runtime_counts = tally(results)
+    text = _counts(dict(sorted(ep_counts.items())))
+    if runtime_counts:
+        text += ("; " if text else "") + f'<span class="runtime-counts">onnxruntime: {_counts(dict(sorted(runtime_counts.items())), coloured=False)}</span>'
+    return text
+
+
+def _reason(reason: str, data: dict[str, Any]) -> str:
+    """A verdict reason, linking to the failures of the contract it names (or its results)."""
+    contract = reason_contract(reason, data.get("contracts") or {})
+    if contract is None:
+        return _e(reason)
+    broken = any(r["contract"] == contract and r["outcome"] in BROKEN_VALUES for r in data["results"])
+    return f'<a href="#{failure_anchor(contract) if broken else contract_anchor(contract)}">{_e(reason)}</a>'
+
+
+def _contents(data: dict[str, Any]) -> list[str]:
+    """The table of contents, with counts: each section, each family of results."""
+    failures = [r for r in data["results"] if r["outcome"] in BROKEN_VALUES and r["subject"] == "ep"]
+    items = ['<a href="#version-chain">Version chain</a>',
+             f'<a href="#capabilities">Copy capabilities</a> ({len(data["capabilities"])} device{"s" if len(data["capabilities"]) != 1 else ""})',
+             '<a href="#spec-claims">What the spec claims</a>',
+             f'<a href="#failures">Failures of the EP</a> ({_cases_in(failures)})',
+             f'<a href="#findings">Findings against onnxruntime</a> ({_cases_in(data["findings"])})']
+    if data.get("waivers"):
+        items.append(f'<a href="#waivers">Waivers</a> ({len(data["waivers"])})')
+    if data["run"]["lost"]:
+        items.append(f'<a href="#lost">Checks lost to crashes or hangs</a> ({len(data["run"]["lost"])})')
+    families = _families(data["results"], data.get("contracts", {}))
+    sub = "".join(f'<li><a href="#{anchor("family-" + family)}">{_e(family)}</a>: {_split_counts(results)}</li>'
+                  for family, results in families.items())
+    items.append(f'<a href="#results">All results</a> ({len(data["results"])})' + (f"<ul>{sub}</ul>" if sub else ""))
+    return ['<nav id="contents"><h2>Contents</h2><ul>', *(f"<li>{item}</li>" for item in items), "</ul></nav>"]
+
+
+def _cases_in(results: list[dict[str, Any]]) -> str:
+    contracts = len({r["contract"] for r in results})
+    return f"{len(results)} case{'s' if len(results) != 1 else ''} in {contracts} contract{'s' if contracts != 1 else ''}" if results else "none"
 
 
 def _version_chain(data: dict[str, Any]) -> list[str]:
@@ -126,7 +172,7 @@ def _version_chain(data: dict[str, Any]) -> list[str]:
                         + (", strict" if data.get("strict") else "") + (", interrupted" if run.get("interrupted") else "")))
     rows.append(("platform", f"Python {run['python']} on {run['platform']}"))
     rows.append(("command", run.get("command", "")))
-    out = ["<h2>Version chain</h2>"]
+    out = ['<h2 id="version-chain-heading">Version chain</h2>']
     return out + _table(("what", "value"), ([f"<th>{_e(k)}</th>", f"<td><code>{_e(v)}</code></td>"] for k, v in rows), "version-chain")
 
 
@@ -175,16 +221,16 @@ def _throughput(matrix: dict[str, Any]) -> list[str]:
     device = matrix["device"]
     out = [f'<h4>Copy throughput of {_e(device)} <small class="muted">(measured, informational)</small></h4>',
            f'<p class="muted measured-note">{_e(throughput.NOTE)}</p>',
-           f'<table class="throughput" id="throughput-{_e(device)}"><thead><tr><th>source</th><th>destination</th><th>method</th>'
+           f'<div class="scroll"><table class="throughput" id="{anchor("throughput-" + str(device))}"><thead><tr><th>source</th><th>destination</th><th>method</th>'
            + "".join(f"<th>{_e(size)}</th>" for size in figures.sizes) + "</tr></thead><tbody>",
            '<tr class="host"><th colspan="3">host memcpy (numpy)</th>'
            + "".join(f'<td class="figure" data-size="{_e(size)}" data-gbps="{_e(g)}">{"-" if g is None else _e(throughput.gbps_text(g)) + " GB/s"}</td>'
-                     for size, g in zip(figures.sizes, figures.host_memcpy)) + "</tr>"]
+                     for size, g in zip(figures.sizes, figures.host_memcpy, strict=False)) + "</tr>"]
     for row in figures.rows:
-        cells = [_figure_cell(size, figure) for size, figure in zip(figures.sizes, row.figures)]
+        cells = [_figure_cell(size, figure) for size, figure in zip(figures.sizes, row.figures, strict=False)]
         out.append(f'<tr data-method="{_e(row.method)}"><td>{_e(row.source)}</td><td>{_e(row.destination)}</td><td><code>{_e(row.method)}</code></td>'
                    + "".join(cells) + "</tr>")
-    return out + ["</tbody></table>"]
+    return out + ["</tbody></table></div>"]
 
 
 def _figure_cell(size: str, figure: throughput.Figure) -> str:
@@ -198,7 +244,7 @@ def _figure_cell(size: str, figure: throughput.Figure) -> str:
 def _spec_claims(ep: dict[str, Any], first: bool = True) -> list[str]:
     """One EP's spec claims; the ids of the first EP's section are unsuffixed."""
     suffix = "" if first else f"-{ep.get('label')}"
-    out = [f'<h2 id="spec-claims{_e(suffix)}">What the spec claims' + ("" if first else f": {_e(ep.get('name'))}") + "</h2>"]
+    out = [f'<h2 id="{anchor("spec-claims" + suffix)}">What the spec claims' + ("" if first else f": {_e(ep.get('name'))}") + "</h2>"]
     if not ep.get("declared"):
         return out + ["<p>No EP spec: the run was checked against what the EP advertises.</p>"]
     claims = ep.get("claims") or []
@@ -233,7 +279,7 @@ CASES_IN_FULL = 3
 
 
 def _failures(data: dict[str, Any]) -> list[str]:
-    failures = [r for r in data["results"] if r["outcome"] in BROKEN and r["subject"] == "ep"]
+    failures = [r for r in data["results"] if r["outcome"] in BROKEN and r["subject"] in AGAINST_EP]
     out = ['<h2 id="failures">Failures of the EP</h2>']
     if not failures:
         return out + ["<p>None.</p>"]
@@ -259,7 +305,7 @@ def _by_contract(results: list[dict[str, Any]], contracts: dict[str, Any], kind:
     out = []
     for contract_id, cases in grouped.items():
         contract = contracts.get(contract_id, {})
-        out += [f'<div class="{kind}">', f'<h4><code>{_e(contract_id)}</code> — {len(cases)} case{"s" if len(cases) != 1 else ""}</h4>']
+        out += [f'<div class="{kind}" id="{failure_anchor(contract_id)}">', f'<h4><code>{_e(contract_id)}</code> — {len(cases)} case{"s" if len(cases) != 1 else ""}</h4>']
         if contract.get("statement"):
             out.append(f"<p><b>Statement</b> ({_e(contract.get('severity'))}, subject {_e(contract.get('subject'))}): {_e(contract['statement'])}</p>")
         out.append(f"<p><b>Spec</b> <code>{_e(cases[0]['spec'])}</code></p>")
@@ -304,20 +350,48 @@ def _lost(lost: list[dict[str, Any]]) -> list[str]:
     if not lost:
         return []
     out = ['<h2 id="lost">Checks lost to crashes or hangs</h2>']
-    return out + _table(("check", "outcome", "message"), ([f"<td><code>{_e(l['nodeid'])}</code></td>", f'<td class="out-{_e(l["outcome"])}">{_e(l["outcome"])}</td>',
-                                                          f"<td>{_e(l['message'])}</td>"] for l in lost))
+    return out + _table(("check", "outcome", "message"), ([f"<td><code>{_e(one['nodeid'])}</code></td>",
+                                                           f'<td class="out-{_e(one["outcome"])}">{_e(one["outcome"])}</td>',
+                                                           f"<td>{_e(one['message'])}</td>"] for one in lost))
 
 
 def _all_results(data: dict[str, Any]) -> list[str]:
-    out = ['<h2 id="results">All results, by contract family</h2>']
+    """Every result: per family, a collapsed entry per contract (open when a case broke), a row
+    per case with its anchor; the filter above them (page.py)."""
+    out = ['<h2 id="results">All results, by contract family</h2>', *_filter(data["results"])]
     for family, results in _families(data["results"], data.get("contracts", {})).items():
-        tally = Counter(r["outcome"] for r in results)
-        summary = ", ".join(f'<span class="out-{_e(k)}">{n} {_e(k)}</span>' for k, n in sorted(tally.items()))
-        opened = " open" if any(r["outcome"] in BROKEN for r in results) else ""
-        out.append(f"<details{opened}><summary><b>{_e(family)}</b>: {summary}</summary>")
-        rows = ([f"<td><code>{_e(r['contract'])}</code></td>", f"<td>{_e(r['device'])}</td>", f"<td>{_e(params_label(r['params']))}</td>",
-                 f'<td class="out-{_e(r["outcome"])}">{_e(r["outcome"])}</td>', f"<td>{_e(r['severity'])}</td>", f"<td>{_e(r['subject'])}</td>",
-                 f"<td>{_e(r['message'][:300])}</td>", f"<td><code>{_e(r['spec'])}</code></td>"] for r in results)
-        out += _table(("contract", "device", "params", "outcome", "severity", "subject", "message", "spec"), rows, f"results-{family}")
-        out.append("</details>")
+        tally_ = Counter(r["outcome"] for r in results)
+        out.append(f'<section class="family {" ".join(f"has-{_e(k)}" for k in tally_)}" id="{anchor("family-" + family)}">'
+                   f"<h3>{_e(family)}: {_split_counts(results)}</h3>")
+        by_contract: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for result in results:
+            by_contract[result["contract"]].append(result)
+        for contract_id, cases in by_contract.items():
+            out += _contract_results(contract_id, cases)
+        out.append("</section>")
     return out
+
+
+def _filter(results: list[dict[str, Any]]) -> list[str]:
+    present = Counter(r["outcome"] for r in results)
+    radios = [f'<label><input type="radio" name="outcome" value="all" id="show-all" checked> all ({len(results)})</label>']
+    radios += [f'<label><input type="radio" name="outcome" value="{_e(o)}" id="show-{_e(o)}"> '
+               f'<span class="out-{_e(o)}">{_e(o)}</span> ({present[o]})</label>' for o in page.OUTCOMES if present[o]]
+    return ['<form id="filter" onsubmit="return false">', "<b>Show:</b> ", *radios,
+            '<input type="search" id="filter-text" placeholder="filter by text" aria-label="filter the results by text" hidden>', "</form>"]
+
+
+def _contract_results(contract_id: str, cases: list[dict[str, Any]]) -> list[str]:
+    tally_ = Counter(c["outcome"] for c in cases)
+    opened = " open" if any(c["outcome"] in BROKEN_VALUES for c in cases) else ""
+    classes = " ".join(f"has-{_e(k)}" for k in tally_)
+    detail = f' — <a href="#{failure_anchor(contract_id)}">failure detail</a>' if opened else ""
+    out = [f'<details class="contract {classes}" id="{contract_anchor(contract_id)}"{opened}>'
+           f"<summary><code>{_e(contract_id)}</code>: {_split_counts(cases)}</summary>{detail}",
+           '<div class="scroll"><table><thead><tr>' + "".join(f"<th>{h}</th>" for h in ("case", "outcome", "severity", "subject", "message", "spec"))
+           + "</tr></thead><tbody>"]
+    out += [f'<tr class="result is-{outcome}" id="{name}"><td><a href="#{name}">{_e(r["device"])}-{_e(params_label(r["params"]))}</a></td>'
+            f'<td class="out-{outcome}">{outcome}</td><td>{_e(r["severity"])}</td><td>{_e(r["subject"])}</td>'
+            f"<td>{_e(r['message'][:300])}</td><td><code>{_e(r['spec'])}</code></td></tr>"
+            for r in cases for name, outcome in [(case_anchor(r), _e(r["outcome"]))]]
+    return out + ["</tbody></table></div></details>"]

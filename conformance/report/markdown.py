@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.claims import unverified_count
-from conformance.outcomes import BROKEN
+from conformance.outcomes import AGAINST_EP, BROKEN
 import conformance.report.throughput as throughput
-from conformance.report.common import device_line, imports_lines, params_label, unlisted_note
+from conformance.report.common import device_line, imports_lines, params_label, partial_run, tally, unlisted_note
 
 
 def cell(text: Any) -> str:
@@ -21,6 +21,8 @@ def render(data: dict[str, Any]) -> str:
     out.append(f"**Verdict: {data['verdict']}**" + ("" if not data["verdict_reasons"] else " — " + "; ".join(data["verdict_reasons"])))
     if data.get("strict"):
         out += ["", "Strict run (certification mode): a required contract that could not run fails the run."]
+    if partial_run(data):
+        out += ["", f"**Partial run**: {partial_run(data)}; not a verdict on the whole catalogue."]
     out.append("")
     out.append(f"- kit {data['kit_version']}, spec digest `{data['spec_digest'][:16]}`")
     out.append(f"- onnxruntime {ort.get('version')} ({ort.get('package')}), {ort.get('build', '').strip()}")
@@ -30,18 +32,24 @@ def render(data: dict[str, Any]) -> str:
         out.append(f"- EP {entry['name']} (version {entry['version'] or 'unknown'}; {declared}{library})")
     for device in data["devices"]:
         out.append(f"- device `{device['label']}`: {device_line(device)}")
-    summary = ", ".join(f"{count} {name}" for name, count in data["summary"].items() if count)
-    out += ["", f"Results: {summary or 'none'}.", ""]
+    ep_counts, runtime_counts = tally(data["results"])
+    summary = ", ".join(f"{count} {name}" for name, count in ep_counts.items() if count)
+    out += ["", f"Results of the EP: {summary or 'none'}."]
+    if runtime_counts:
+        out.append("onnxruntime's own contracts (subject `runtime`; their failures are findings against onnxruntime and do not decide the verdict): "
+                   + ", ".join(f"{count} {name}" for name, count in runtime_counts.items() if count) + ".")
+    out.append("")
 
     results = data["results"]
-    failures = [r for r in results if r["outcome"] in BROKEN and r["subject"] == "ep"]
+    failures = [r for r in results if r["outcome"] in BROKEN and r["subject"] in AGAINST_EP]
     out += ["## Failures of the EP", ""]
     out += [_detail(r) for r in failures] or ["None.", ""]
-    out += ["## Findings against onnxruntime", "", "Broken `runtime`-subject contracts: defects of onnxruntime itself; they do not make the EP non-conformant.", ""]
+    out += ["## Findings against onnxruntime", "",
+            "Broken `runtime`-subject contracts: defects of onnxruntime itself; they do not make the EP non-conformant.", ""]
     out += [_detail(r) for r in data["findings"]] or ["None.", ""]
     if data["run"]["lost"]:
         out += ["## Checks lost to crashes or hangs", ""]
-        out += [f"- `{cell(l['nodeid'])}`: {l['outcome']}: {cell(l['message'])}" for l in data["run"]["lost"]] + [""]
+        out += [f"- `{cell(one['nodeid'])}`: {one['outcome']}: {cell(one['message'])}" for one in data["run"]["lost"]] + [""]
 
     if data.get("waivers"):
         out += ["## Waivers", "", "| contract | status | cases | reason | upstream | until | declared in |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -62,12 +70,15 @@ def render(data: dict[str, Any]) -> str:
         out += throughput_table(matrix, "####")
         out += imports_lines(matrix.get("imports")) + ([""] if matrix.get("imports") else [])
 
-    out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
-        out.append(f"| {r['contract']} | {r['device']} | {cell(params_label(r['params']))} | {r['outcome']} | {r['severity']} | {r['subject']} | {cell(r['message'][:200])} | {r['spec']} |")
+        out.append(f"| {r['contract']} | {r['device']} | {cell(params_label(r['params']))} | {r['outcome']} | {r['severity']} | {r['subject']} "
+                   f"| {cell(r['message'][:200])} | {r['spec']} |")
     out.append("")
     run = data["run"]
-    out.append(f"Run: {run['started']}, {run['duration_s']} s, {run['collected']} checks collected, isolation {run['isolation']}, Python {run['python']} on {run['platform']}.")
+    out.append(f"Run: {run['started']}, {run['duration_s']} s, {run['collected']} checks collected, isolation {run['isolation']}, "
+               f"Python {run['python']} on {run['platform']}.")
     return "\n".join(out) + "\n"
 
 

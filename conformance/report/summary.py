@@ -1,0 +1,126 @@
+"""summary.md: the run in a CI job's summary page, under LIMIT bytes.
+
+The verdict and its reasons, the EP's counts apart from onnxruntime's findings, each device's
+copy matrix as a grid, and the first failures, each linking to its place in report.html (the
+anchors of report/common.py). A page of thousands of failures stays under the limit: rows stop
+where the budget ends and a line says how many more report.html has. `append_step_summary`
+adds the same text to the file GitHub Actions names in $GITHUB_STEP_SUMMARY.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from conformance.outcomes import BROKEN
+from conformance.report.common import case_anchor, contract_anchor, failure_anchor, params_label, reason_contract, tally
+
+LIMIT = 20_000  # bytes of UTF-8; GitHub shows up to 1 MiB per step, but a summary is read at a glance
+REASONS_SHOWN = 12
+MESSAGE_CHARS = 120
+BROKEN_VALUES = {o.value for o in BROKEN}
+MARK = {"conformant": "✅", "non_conformant": "❌", "incomplete": "⚠️"}
+SHORT = {"supported": "ok", "unverified": "unverified", "broken": "**broken**", "required_but_missing": "**missing (required)**",
+         "not_required": "not needed", "unsupported": "no"}
+
+
+def cell(text: Any, limit: int | None = None) -> str:
+    text = " ".join(str(text).split())
+    if limit is not None and len(text) > limit:
+        text = text[:limit - 1] + "…"
+    return text.replace("|", "\\|")
+
+
+def render(data: dict[str, Any], html: str = "report.html") -> str:
+    """summary.md of report.json's `data`; `html` is where report.html is, relative to where
+    the summary is read (its folder by default)."""
+    head = _head(data, html)
+    tail = ["", f"Full report: [report.html]({html}), with report.json and report.md beside it"]
+    budget = LIMIT - _size(head) - _size(tail) - 400  # what the matrix and the failures' rows may take
+    body = _matrices(data["capabilities"])
+    if _size(body) > budget // 2:
+        body = ["", f"Copy capabilities: [{len(data['capabilities'])} device matrices in report.html]({html}#capabilities)"]
+    body += _cases("Failures of the EP", [r for r in data["results"] if r["outcome"] in BROKEN_VALUES and r["subject"] == "ep"],
+                   html, "failures", budget - _size(body))
+    body += _cases("Findings against onnxruntime (not the EP's)", data.get("findings", []), html, "findings", budget - _size(body))
+    return "\n".join(head + body + tail) + "\n"
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line.encode()) + 1 for line in lines)
+
+
+def _head(data: dict[str, Any], html: str) -> list[str]:
+    verdict, ep = data["verdict"], data.get("ep") or {}
+    mark = f"{MARK[verdict]} " if verdict in MARK else ""
+    out = [f"## {mark}ort-ep-conformance: {cell(ep.get('name', '?'))} is **{verdict}**"]
+    reasons = data.get("verdict_reasons") or []
+    contracts = data.get("contracts") or {}
+    failing = {r["contract"] for r in data["results"] if r["outcome"] in BROKEN_VALUES}
+    out += [""] if reasons else []
+    for reason in reasons[:REASONS_SHOWN]:
+        named = reason_contract(reason, contracts)
+        target = (failure_anchor(named) if named in failing else contract_anchor(named)) if named else "verdict"
+        out.append(f"- [{cell(reason, 200)}]({html}#{target})")
+    if len(reasons) > REASONS_SHOWN:
+        out.append(f"- … and {len(reasons) - REASONS_SHOWN} more reasons: [report.html]({html}#verdict)")
+    ep_counts, runtime_counts = tally(data["results"])
+    out += ["", f"**{cell(ep.get('name', 'EP'))}**: {_counts(ep_counts)}"]
+    if runtime_counts:
+        out.append(f"onnxruntime's own contracts (subject `runtime`; they do not decide the verdict): {_counts(runtime_counts)}")
+    ort = data.get("onnxruntime") or {}
+    devices = ", ".join(f"`{cell(d['label'])}`" for d in data.get("devices", [])) or "none"
+    out += ["", f"kit {cell(data.get('kit_version'))} · onnxruntime {cell(ort.get('version'))} ({cell(ort.get('package'))}) · devices {devices}"
+            + (" · strict" if data.get("strict") else "")]
+    return out
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {name}" for name, n in counts.items() if n) or "none"
+
+
+def _matrices(matrices: list[dict[str, Any]]) -> list[str]:
+    out = ["", "### Copy capabilities"]
+    for matrix in matrices:
+        out += ["", f"`{cell(matrix['ep'])}` — `{cell(matrix['device'])}`"]
+        if matrix.get("error"):
+            out += ["", f"probe lost: {cell(matrix['error'], 200)}"]
+            continue
+        names = list(dict.fromkeys([p["source"] for p in matrix["pairs"]] + [p["destination"] for p in matrix["pairs"]]))
+        status = {(p["source"], p["destination"]): p["status"] for p in matrix["pairs"]}
+        out += ["", "| source \\ destination | " + " | ".join(cell(n) for n in names) + " |", "| --- |" + " --- |" * len(names)]
+        out += [f"| {cell(s)} | " + " | ".join(SHORT.get(status.get((s, d), ""), status.get((s, d), "")) for d in names) + " |" for s in names]
+    return out
+
+
+def _cases(title: str, results: list[dict[str, Any]], html: str, section: str, budget: int) -> list[str]:
+    """A row per case, while the budget lasts; then how many more report.html lists."""
+    if not results:
+        return []
+    out = ["", f"### {title}: {len(results)}", "", "| case | outcome | message |", "| --- | --- | --- |"]
+    shown = 0
+    for result in results:
+        row = (f"| [{cell(result['contract'])} [{cell(result['device'])}-{cell(params_label(result['params']))}]]"
+               f"({html}#{case_anchor(result)}) | {result['outcome']} | {cell(result['message'], MESSAGE_CHARS)} |")
+        if _size(out) + len(row.encode()) + 1 > budget:
+            break
+        out.append(row)
+        shown += 1
+    if shown < len(results):
+        out += ["", f"… and {len(results) - shown} more: [report.html]({html}#{section})"]
+    return out
+
+
+def append_step_summary(text: str, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Appends `text` to $GITHUB_STEP_SUMMARY when it is set (a GitHub Actions step); returns
+    why it could not, or None. A summary that cannot be written costs the summary, not the run."""
+    target = environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    try:
+        with Path(target).open("a", encoding="utf-8") as out:
+            out.write(text if text.endswith("\n") else text + "\n")
+    except OSError as exc:
+        return f"$GITHUB_STEP_SUMMARY ({target}) could not be appended to: {exc.strerror or exc}"
+    return None
