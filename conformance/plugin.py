@@ -198,8 +198,7 @@ class ConformanceRun:
         from conformance import repro, report
 
         data = report.build(_record(self, interrupted))
-        self.written = report.write_all(data, self.report_dir)
-        self.written += repro.write(data, self.report_dir)  # each failing case's script, under repro/
+        self.written = report.write_all(data, self.report_dir) + repro.write(data, self.report_dir)  # and repro/: failing cases' scripts
         self.verdict = data["verdict"]
         self.config.hook.pytest_conformance_report(report=data, folder=self.report_dir, config=self.config)
         if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
