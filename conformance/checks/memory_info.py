@@ -132,7 +132,7 @@ def tensor_size(ctx, dtype: str, shape: str) -> Iterator[Violation]:
         memory = ctx.memory_expr("default")
         snippet = ctx.snippets.script(f"tensor_size_in_bytes() of a {dt.name} {list(shp)} value in DEFAULT memory",
                                       f"v = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}" + ("" if memory == "None" else f", memory_info={memory}") + ")\n"
-                                      f"assert v.tensor_size_in_bytes() == {expected}, f'expected {expected} bytes, got {{v.tensor_size_in_bytes()}}'")
+                                      f"assert v.tensor_size_in_bytes() == {expected}, f'expected {expected} bytes, got {{v.tensor_size_in_bytes()}}'\nprint(v.tensor_size_in_bytes())")
         yield Violation(f"tensor_size_in_bytes() of a {list(shp)} {dt.name} value in DEFAULT memory is {reported}", expected=f"{expected} bytes",
                         actual=f"{reported} bytes", memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
 
