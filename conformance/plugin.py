@@ -251,14 +251,14 @@ def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: boo
     (a full disk, a symlink planted at a report's name), one line saying so, the previous set
     left as it was, and exit status 3. The journal keeps every result then: `ort-conformance
     rebuild` writes the report from it once there is room."""
-    from conformance import report
+    from conformance import repro, report
 
     for ep in run.eps:
         run.folder.journal.capabilities(ep.label, ep.capabilities)
     record = _record(run, interrupted)
     data = report.build(record)
     try:
-        run.written = report.write_all(data, run.report_dir)
+        run.written = report.write_all(data, run.report_dir) + repro.write(data, run.report_dir)  # and repro/: failing cases' scripts
     except UnsafeFile as exc:
         sys.stderr.write(f"ERROR: the conformance report was not written: {exc}\n")
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR

@@ -6,17 +6,11 @@ from typing import Iterator
 
 from conformance import tensors
 from conformance.checks.registry import check
+from conformance.context import steps
 from conformance.eps import memory_label
 from conformance.findings import NotApplicable, Violation, message_line
 
 DESTINATION_SENTINEL = 0x5A
-
-
-def _snippet(ctx, source_kind: str, destination_kind: str, dt: tensors.DType, shape: tuple[int, ...]) -> str:
-    return (f"{ctx.preamble()}\n"
-            f"src = ort.OrtValue.ortvalue_from_shape_and_type({list(shape)}, {dt.onnx_type}, memory_info={ctx.memory_expr(source_kind)})\n"
-            f"dst = ort.OrtValue.ortvalue_from_shape_and_type({list(shape)}, {dt.onnx_type}, memory_info={ctx.memory_expr(destination_kind)})\n"
-            "ort.copy_tensors([src], [dst], None)")
 
 
 def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = False) -> Iterator[Violation]:
@@ -27,7 +21,8 @@ def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = Fal
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=4)
     memory = {"source": ctx.memory_facts(source_kind), "destination": ctx.memory_facts(destination_kind)}
-    snippet = _snippet(ctx, source_kind, destination_kind, dt, shp)
+    snippet = steps.copy(ctx.snippets, source_kind, destination_kind, dt, shp, may_refuse=may_refuse)
+    ctx.attempt(f"placing the values for copy_tensors {direction}", snippet)  # a crash while placing has the script too
     source = ctx.place(values, source_kind, dt)
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), destination_kind, dt)
     ctx.attempt(f"copy_tensors {direction}", snippet)
@@ -66,14 +61,15 @@ def roundtrip(ctx, dtype: str, shape: str) -> Iterator[Violation]:
         raise NotApplicable("onnxruntime's Python API creates no OrtValue from a string array")
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=5)
+    snippet = steps.copy(ctx.snippets, "cpu", "default", dt, shp)  # read back through copy_tensors: the round trip
+    ctx.attempt("copy_tensors CPU → DEFAULT → CPU", snippet)
     device_value = ctx.place(values, "default", dt)
     ctx.prove("memory", {"default": memory_label(ctx.memory_facts("default"))})
     diff = ctx.compare(tensors.payload(values, dt), ctx.read(device_value, "default", dt, shp))
     if diff:
         yield Violation(f"CPU → DEFAULT → CPU changed the bytes: {diff.describe()}", expected="byte-identical round trip",
                         actual=diff.describe(), memory={"default": ctx.memory_facts("default")},
-                        reproducer=_snippet(ctx, "cpu", "default", dt, shp)
-                        + f"\nback = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type})\nort.copy_tensors([dst], [back], None)")
+                        reproducer=snippet)
 
 
 @check("copy.host-accessible-alias")
@@ -85,9 +81,10 @@ def host_accessible_alias(ctx, dtype: str = "float32") -> Iterator[Violation]:
     shp = (4, 7)
     value = ctx.allocate("host_accessible", dt, shp)
     first_view = value.numpy()
-    snippet = (f"{ctx.preamble()}\n"
-               f"v = ort.OrtValue.ortvalue_from_shape_and_type([4, 7], np.{dt.storage.name}, memory_info={ctx.memory_expr('host_accessible')})\n"
-               "a = v.numpy(); a[...] = 1; print(v.numpy(), hex(v.data_ptr()), hex(a.ctypes.data))")
+    snippet = ctx.snippets.script("numpy() of a HOST_ACCESSIBLE value aliases its memory",
+                                  f"v = ort.OrtValue.ortvalue_from_shape_and_type([4, 7], np.{dt.storage.name}, memory_info=HOST_ACCESSIBLE)\n"
+                                  "a = v.numpy()\nassert a.ctypes.data == v.data_ptr(), f'numpy(): expected a view at 0x{v.data_ptr():x}, got 0x{a.ctypes.data:x}'\n"
+                                  "a[...] = 1\nsame_bytes('a write through numpy()', a, v.numpy())")
     memory = {"host_accessible": ctx.memory_facts("host_accessible")}
     if first_view.ctypes.data != value.data_ptr():
         yield Violation("numpy() of a HOST_ACCESSIBLE value does not alias its memory", expected=f"0x{value.data_ptr():x}",
@@ -129,10 +126,6 @@ def _ends(spec: list[tuple[str, str, tuple[int, ...]]], source_kind: str, destin
     return [({"src": source_kind, "dst": destination_kind}[end], tensors.DTYPES[dtype], shape) for end, dtype, shape in spec]
 
 
-def _describe(ends) -> list[str]:
-    return [f"{kind} {dt.name} {list(shape)}" for kind, dt, shape in ends]
-
-
 def _valid_copy(ctx, source_kind: str, destination_kind: str) -> None:
     """The same direction, asked right: if this fails, a refused bad request proves nothing."""
     float32 = tensors.DTYPES["float32"]
@@ -158,8 +151,7 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
         dst_values = [ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), kind, dt) for kind, dt, shp in destinations]
     # Only the EP's own copies are its to refuse: a CPU-to-CPU copy is onnxruntime's.
     shared = "both" if request in PASSED_THROUGH and not (ctx.is_cpu_memory(source_kind) and ctx.is_cpu_memory(destination_kind)) else ""
-    snippet = (f"{ctx.preamble()}\n# {request}: sources {_describe(sources)}, destinations {_describe(destinations)}\n"
-               "ort.copy_tensors(srcs, dsts, None)  # expected: an error")
+    snippet = steps.bad_copy(ctx.snippets, request, sources, destinations)
     ctx.attempt(f"copy_tensors with a bad request ({request})", snippet)
     try:
         ctx.copy(src_values, dst_values, direction, note=f"bad request {request}")

@@ -8,6 +8,7 @@ from typing import Any, Iterator
 from conformance import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
+from conformance.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.checks.session import reference, small_integers
 from conformance.eps import memory_device_type, memory_label
@@ -24,12 +25,10 @@ def in_place(ctx, recipe: str, dtype: str, shape: str, memory: str = "default") 
     shp = tensors.parse_shape(shape, dt)
     info = ctx.session(recipe, dt, shp)
     ctx.require_nodes_on_ep(info)
-    snippet = (f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\nb = s.io_binding()\n"
-               f"x = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr(memory)})\n"
-               f"y = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr(memory)})\n"
-               "b.bind_ortvalue_input('x', x); b.bind_ortvalue_output('y', y); s.run_with_iobinding(b)\nassert b.get_outputs()[0].data_ptr() == y.data_ptr()")
+    snippet = steps.iobinding_in_place(ctx.snippets, info.model_path, recipe, dt, shp, memory)
     (values,) = small_integers(("x",), dt, shp).values()
     expected = reference(recipe, {"x": values})
+    ctx.attempt(f"placing the input and the output of model '{recipe}' in {memory} memory", snippet)
     source = ctx.place(values, memory, dt)
     output = ctx.place(tensors.sentinel(dt, shp, OUTPUT_SENTINEL), memory, dt)
     ctx.attempt(f"running with an input and a preallocated output bound in {memory} memory", snippet)
@@ -64,23 +63,28 @@ def host_accessible_in_place(ctx, binding: str, recipe: str = "relu", dtype: str
     ctx.require_nodes_on_ep(info)
     (values,) = small_integers(("x",), dt, shp).values()
     expected = tensors.payload(reference(recipe, {"x": values}).astype(dt.storage), dt)
+    snippet = ctx.snippets.script(f"model '{recipe}' ({dt.name} {list(shp)}) with its {binding} bound in HOST_ACCESSIBLE memory, which the CPU "
+                                  f"{'writes' if binding == 'input' else 'reads'} in place",
+               f"{ctx.session_snippet(info.model_path)}\nb = s.io_binding()\nx_name, y_name = s.get_inputs()[0].name, s.get_outputs()[0].name\n"
+               f"x = np.random.default_rng(11).integers(-8, 9, size={list(shp)}).astype(np.{dt.storage.name})\n"
+               f"v = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, {list(shp)}, {dt.onnx_type}, memory_info=HOST_ACCESSIBLE)\n"
+               "assert v.numpy().ctypes.data == v.data_ptr(), 'numpy() of a HOST_ACCESSIBLE value: expected a view, got a copy'\n"
+               + ("v.numpy()[...] = x\nb.bind_ortvalue_input(x_name, v); b.bind_output(y_name, 'cpu')\n" if binding == "input" else
+                  "b.bind_cpu_input(x_name, x); b.bind_ortvalue_output(y_name, v)\n")
+               + "works('run_with_iobinding', s.run_with_iobinding, b)\n"
+               + ("" if binding == "input" else "assert b.get_outputs()[0].data_ptr() == v.data_ptr(), 'the bound output: expected it used in place'\n")
+               + f"same_bytes('the result', np.maximum(x, 0), {'b.copy_outputs_to_cpu()[0]' if binding == 'input' else 'v.numpy()'})")
     landing = tensors.sentinel(dt, shp, OUTPUT_SENTINEL)
+    ctx.attempt("writing a HOST_ACCESSIBLE value through numpy()", snippet)
     with ctx.precondition("writing a HOST_ACCESSIBLE value through numpy()"):
         source = _written_in_place(ctx, values, dt) if binding == "input" else ctx.wrap_cpu(values, dt)
         output = _written_in_place(ctx, landing, dt) if binding == "output" else ctx.wrap_cpu(landing, dt)
-    ctx.attempt(f"running with the {binding} bound in HOST_ACCESSIBLE memory")
+    ctx.attempt(f"running with the {binding} bound in HOST_ACCESSIBLE memory", snippet)
     bindings = info.session.io_binding()
     bindings.bind_ortvalue_input(info.session.get_inputs()[0].name, source)
     bindings.bind_ortvalue_output(info.session.get_outputs()[0].name, output)
     with ctx.calling(Call("run_with_iobinding", "host_accessible", binding)), ctx.running(info):
         info.session.run_with_iobinding(bindings)
-    ha = ctx.memory_expr("host_accessible")
-    snippet = (f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\nb = s.io_binding()\n"
-               f"x = np.random.default_rng(11).integers(-8, 9, size={list(shp)}).astype(np.{dt.storage.name})\n"
-               f"v = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info={ha})\n"
-               + ("v.numpy()[...] = x\nb.bind_ortvalue_input('x', v); b.bind_output('y')\n" if binding == "input" else
-                  "b.bind_cpu_input('x', x); b.bind_ortvalue_output('y', v)\n")
-               + "s.run_with_iobinding(b)\nprint(b.get_outputs()[0].numpy(), np.maximum(x, 0))")
     memory = {"host_accessible": ctx.memory_facts("host_accessible")}
     produced = bindings.get_outputs()[0]
     ctx.prove("address_kept", produced.data_ptr() == output.data_ptr())
@@ -135,6 +139,8 @@ def _binding_setup(ctx, memory: str) -> BindingSetup:
     ctx.require_nodes_on_ep(info)
     (values,) = small_integers(("x",), dt, BINDING_SHAPE).values()
     expected = tensors.payload(reference(BINDING_RECIPE, {"x": values}).astype(dt.storage), dt)
+    # What comes before the bad binding: the input placed, a valid run (see _require_valid_run).
+    ctx.attempt(f"placing the input in {memory} memory", steps.iobinding_in_place(ctx.snippets, info.model_path, BINDING_RECIPE, dt, BINDING_SHAPE, memory))
     with ctx.precondition(f"placing the input in {memory} memory"):
         source = ctx.place(values, memory, dt)
     (input_name,), (output_name,) = [i.name for i in info.session.get_inputs()], [o.name for o in info.session.get_outputs()]
@@ -225,26 +231,28 @@ def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> Ba
     return BadBinding(f"a buffer on the {device} device 0 (vendor 0), which no EP device here advertises", buffer=buffer)
 
 
-def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str) -> str:
+def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str, must_refuse: bool = True) -> str:
     """Python that binds `request` to the input or output of the session, the other end valid,
     and runs it (the run is expected to be refused)."""
     name = setup.input_name if which == "input" else setup.output_name
-    shape, mem = list(BINDING_SHAPE), ctx.memory_expr(setup.memory)
+    shape, mem, sn = list(BINDING_SHAPE), ctx.memory_expr(setup.memory), ctx.snippets
     bad = _bad_value_type(setup, request)
     if bad:
-        bind = (f"bad = ort.OrtValue.ortvalue_from_shape_and_type({list(bad[1])}, np.{bad[0].storage.name}, memory_info=mem)\n"
+        bind = (f"{sn.sentinel('wrong', bad[0], bad[1], OUTPUT_SENTINEL)}\n{sn.place('bad', 'wrong', setup.memory, bad[0])}\n"
                 f"b.bind_ortvalue_{which}({name!r}, bad)")
     elif which == "output" and request == "unreachable-device":
         bind = f"b.bind_output({name!r}, {unreachable_device(ctx)!r}, 0)"
     else:
         bind = (f"buf = np.zeros({shape}, np.float32)  # host memory, said to live on a device nobody advertises\n"
                 f"b.bind_{which}({name!r}, {unreachable_device(ctx)!r}, 0, np.float32, {shape}, buf.ctypes.data)")
-    return (f"{ctx.preamble()}\n{ctx.session_snippet(setup.info.model_path)}\nmem = {mem}\n"
-            f"x = ort.OrtValue.ortvalue_from_shape_and_type({shape}, np.float32, memory_info=mem)\n"
-            f"y = ort.OrtValue.ortvalue_from_shape_and_type({shape}, np.float32, memory_info=mem)\nb = s.io_binding()\n"
+    float32 = tensors.DTYPES["float32"]
+    return sn.script(f"IOBinding refuses a bad {which} ({request})", f"{ctx.session_snippet(setup.info.model_path)}\n"
+            f"xs = np.random.default_rng(11).integers(-8, 9, size={shape}).astype(np.float32)\n{sn.place('x', 'xs', setup.memory, float32)}\n"
+            f"{sn.sentinel('ys', float32, BINDING_SHAPE, OUTPUT_SENTINEL)}\n{sn.place('y', 'ys', setup.memory, float32)}\nb = s.io_binding()\n"
             + (f"b.bind_ortvalue_input({setup.input_name!r}, x)\n" if which == "output" else f"b.bind_ortvalue_output({setup.output_name!r}, y)\n")
             + "try:  # expected: an error, when binding or when running\n" + "".join(f"    {line}\n" for line in bind.splitlines())
-            + "    s.run_with_iobinding(b)\nexcept Exception as e:\n    print('refused:', e)")
+            + "    s.run_with_iobinding(b)\nexcept Exception as e:\n    print('refused:', e)\n"
+            + (f"else:\n    raise AssertionError('a bad {which} ({request}): expected an error, got: accepted')" if must_refuse else ""))
 
 
 @check("iobinding.rejects-bad-output")
@@ -299,10 +307,11 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
         io.bind_ortvalue_output(setup.output_name, _valid_output(ctx, setup))
     bound = request
     name = setup.input_name if binding == "input" else setup.output_name
-    snippet = _binding_snippet(ctx, setup, binding, request) + (
-        f"\n# then bind {name!r} again with a valid value and run: expected the right values\n"
+    snippet = _binding_snippet(ctx, setup, binding, request, must_refuse=False) + (
+        f"# then bind {name!r} again with a valid value and run: expected the right values\n"
         + (f"b.bind_ortvalue_input({name!r}, x)\n" if binding == "input" else f"b.bind_ortvalue_output({name!r}, y)\n")
-        + "s.run_with_iobinding(b); print(b.get_outputs()[0].numpy())")
+        + "works('the run after binding again', s.run_with_iobinding, b)\n"
+        + f"same_bytes('the output after binding again', np.maximum(xs, 0), {ctx.snippets.read('y', 'ys', memory, tensors.DTYPES['float32'])})\n")
     try:  # onnxruntime may refuse when binding or when running
         ctx.attempt(f"binding the {binding} to {request} and running", snippet)
         bound = _bind_bad(ctx, setup, io, binding, request).bound

@@ -16,6 +16,7 @@ from conformance.checks.registry import check
 from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.checks.session import reference, small_integers
 from conformance.context import SessionInfo
+from conformance.context import steps as scripts
 
 RECIPE, SHAPE = "relu", (2, 3)
 
@@ -73,17 +74,11 @@ def plugin_library(ctx) -> Iterator[Violation]:
     target = ctx.target
     if not (target.registration and target.library):
         raise NotApplicable("the EP is not loaded from a plugin library")
-    model, _ = ctx.models.get(RECIPE, tensors.DTYPES["float32"], SHAPE)
-    held: dict[str, Any]
+    model, path = ctx.models.get(RECIPE, tensors.DTYPES["float32"], SHAPE)
     ort, held = ctx.ort, {}
     ctx.device = None  # the worker's own EP device object dies with the registration
-    snippet = (f"import gc, numpy as np, onnxruntime as ort\n# m: the model {RECIPE} float32 {list(SHAPE)}\n"
-               f"for round in (1, 2):\n    if round == 2: ort.register_execution_provider_library({target.registration!r}, {target.library!r})\n"
-               f"    dev = [d for d in ort.get_ep_devices() if d.ep_name == {target.provider!r}][{ctx.device_index}]\n"
-               f"    so = ort.SessionOptions(); so.add_provider_for_devices([dev], {target.provider_options!r}); s = ort.InferenceSession(m, so, enable_fallback=0); s.disable_fallback()\n"
-               "    # values on dev.memory_info(DEFAULT), run with IOBinding ...\n"
-               f"    del s; gc.collect()\n    ort.unregister_execution_provider_library({target.registration!r})")
-    steps: list[tuple[str, Callable[[], str | None]]] = []  # each returns what went wrong, if anything
+    snippet = scripts.lifecycle(ctx.snippets, path, RECIPE, SHAPE)
+    steps: list[tuple[str, Callable[[], str]]] = []
     for round_ in (1, 2):
         if round_ == 2:
             steps.append(("registering the library again", lambda: ort.register_execution_provider_library(target.registration, target.library)))

@@ -8,7 +8,7 @@ from conformance import tensors
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
 from conformance.checks.session import SESSION_SHAPE  # the session checks' shape: their sessions serve these too
-from conformance.eps import memory_facts, memory_label
+from conformance.eps import DEVICE_NAMES, memory_facts, memory_label
 
 
 def _same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
@@ -25,6 +25,7 @@ def _session_memory(ctx, recipe: str, dtype: str, which: str):
     info = ctx.session(recipe, tensors.DTYPES[dtype], SESSION_SHAPE)
     ctx.require_nodes_on_ep(info)
     values = info.session.get_inputs() if which == "input" else info.session.get_outputs()
+    ctx.attempt(f"reading the session's {which} memory infos", _snippet(ctx, info, which))
     infos = info.session.get_input_memory_infos() if which == "input" else info.session.get_output_memory_infos()
     seen = [(v.name, memory_facts(ctx.ort, mi)) for v, mi in zip(values, infos, strict=False)]
     if not seen:
@@ -36,7 +37,7 @@ def _session_memory(ctx, recipe: str, dtype: str, which: str):
 
 def _snippet(ctx, info, which: str) -> str:
     getter = "get_input_memory_infos" if which == "input" else "get_output_memory_infos"
-    return f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])"
+    return ctx.snippets.script(f"where the session's {which}s live (compare with the expected memory)", f"{ctx.session_snippet(info.model_path)}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])")
 
 
 @check("memory-info.session-inputs", apis=("session_memory_infos",))
@@ -91,7 +92,9 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
     if facts is None:
         raise NotApplicable(f"the EP device advertises no {memory.upper()} memory info")
     dtype, shape = tensors.DTYPES["uint8"], (4, 1024)
-    snippet = f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type([4, 1024], np.uint8, memory_info={ctx.memory_expr(memory)})"
+    snippet = ctx.snippets.script(f"allocating from the {memory.upper()} memory info", "v = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, [4, 1024], np.uint8"
+                                  + ("" if ctx.memory_expr(memory) == "None" else f", memory_info={ctx.memory_expr(memory)}") + ")\nassert v.data_ptr(), 'the allocator returned a null buffer'")
+    ctx.attempt(f"allocating from the {memory.upper()} memory info", snippet)
     try:
         value = ctx.allocate(memory, dtype, shape)
     except Exception as exc:
@@ -126,8 +129,10 @@ def tensor_size(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     expected, reported = dt.nbytes(tensors.element_count(shp)), value.tensor_size_in_bytes()
     ctx.prove("tensor_size_in_bytes", {"reported": reported, "expected": expected})
     if reported != expected:
-        snippet = (f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr('default')})\n"
-                   f"assert v.tensor_size_in_bytes() == {expected}, f'expected {expected} bytes, got {{v.tensor_size_in_bytes()}}'")
+        memory = ctx.memory_expr("default")
+        snippet = ctx.snippets.script(f"tensor_size_in_bytes() of a {dt.name} {list(shp)} value in DEFAULT memory",
+                                      f"v = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}" + ("" if memory == "None" else f", memory_info={memory}") + ")\n"
+                                      f"assert v.tensor_size_in_bytes() == {expected}, f'expected {expected} bytes, got {{v.tensor_size_in_bytes()}}'\nprint(v.tensor_size_in_bytes())")
         yield Violation(f"tensor_size_in_bytes() of a {list(shp)} {dt.name} value in DEFAULT memory is {reported}", expected=f"{expected} bytes",
                         actual=f"{reported} bytes", memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
 
@@ -147,10 +152,10 @@ def declaration(ctx) -> Iterator[Violation]:
     ctx.prove_item("compared", "hardware", hardware["type"] if spec.device_type and hardware else "not declared")
     if spec.device_type and hardware and hardware["type"] != spec.device_type:
         yield Violation("the EP device's hardware type differs from the declaration",
-                        expected=spec.device_type, actual=hardware["type"], reproducer=f"{ctx.preamble()}\nprint(dev.device.type)")
+                        expected=spec.device_type, actual=hardware["type"], reproducer=ctx.snippets.script("the EP device's hardware type", f"assert str(dev.device.type).lower().endswith({spec.device_type!r}), dev.device.type"))
     for kind, memory in (("default", spec.default_memory), ("host_accessible", spec.host_accessible)):
         declared, advertised = _declared(memory), ctx.memory_facts(kind)
-        snippet = f"{ctx.preamble()}\nm = {ctx.memory_expr(kind)}\nprint(m and (m.name, m.device_vendor_id, m.device_mem_type))"
+        snippet = _declaration_snippet(ctx, kind, declared)
         ctx.prove_item("compared", kind, memory_label(advertised) if advertised else "none")
         if declared is None and advertised is None:
             continue
@@ -170,3 +175,20 @@ def declaration(ctx) -> Iterator[Violation]:
                 actual=", ".join(f"{k}={a!r}" for k, (_, a) in differs.items()),
                 memory={kind: advertised}, reproducer=snippet,
             )
+
+
+def _declaration_snippet(ctx, kind: str, declared: dict[str, Any] | None) -> str:
+    """A script asserting the EP device's `kind` memory info is what the declaration says (its
+    name and vendor id; none at all where none is declared)."""
+    lines = [f"m = dev.memory_info(ort.OrtDeviceMemoryType.{kind.upper()})"]
+    if declared is None:
+        lines.append(f"assert m is None, f'{kind.upper()} memory: expected none (as declared), got {{m.name}} vendor {{m.device_vendor_id:#x}}'")
+    else:
+        wanted = {key: declared[key] for key in ("device_type", "name", "vendor_id") if key in declared}
+        lines += [f"assert m is not None, {f'expected {kind.upper()} memory {wanted}, got none'!r}",
+                  # the device type as the kit reads it (conformance.eps.memory_device_type): what a value allocated there says
+                  "device = ort.OrtValue.ortvalue_from_shape_and_type([1], np.uint8, memory_info=m).device_name().lower()",
+                  f"advertised = {{'device_type': {DEVICE_NAMES!r}.get(device, device), 'name': m.name, 'vendor_id': m.device_vendor_id}}",
+                  f"expected = {wanted!r}",
+                  "assert {k: advertised[k] for k in expected} == expected, f'expected {expected}, got {advertised}'"]
+    return ctx.snippets.script(f"the advertised {kind.upper()} memory is the declared one", "\n".join(lines))

@@ -9,6 +9,7 @@ import numpy as np
 from conformance import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
+from conformance.context import steps
 from conformance.findings import ClaimedButUnrunnable, NotApplicable, NotRun, Violation
 
 SESSION_SHAPE = (3, 5)
@@ -41,10 +42,7 @@ def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     ctx.require_nodes_on_ep(info)
     recipe_inputs = ctx.models.recipes[recipe].inputs
     feeds = small_integers(recipe_inputs, dt)
-    snippet = (f"{ctx.preamble()}\n{ctx.session_snippet(info.model_path)}\n"
-               "print([(g.ep_name, [n.op_type for n in g.get_nodes()]) for g in s.get_provider_graph_assignment_info()])\n"
-               f"feeds = {{n: np.arange(1, 16).reshape(3, 5).astype(np.{dt.storage.name}) for n in {list(recipe_inputs)!r}}}\n"
-               "print(s.run(None, feeds))")
+    snippet = steps.session_run(ctx.snippets, info.model_path, recipe, recipe_inputs, dt, SESSION_SHAPE)
     ctx.attempt(f"running model '{recipe}' ({dt.name}) with inputs in CPU memory", snippet)
     with ctx.calling(Call("InferenceSession.run", note="inputs in cpu")), ctx.running(info):
         (output,) = info.session.run(None, feeds)

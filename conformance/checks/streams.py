@@ -7,6 +7,7 @@ from typing import Iterator
 from conformance import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
+from conformance.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 
 
@@ -14,7 +15,8 @@ from conformance.findings import NotApplicable, NotRun, Violation, message_line
 def sync_stream(ctx) -> Iterator[Violation]:
     if ctx.device is None:
         raise NotRun("the EP is not listed by get_ep_devices(); streams belong to EP devices")
-    snippet = f"{ctx.preamble()}\nstream = dev.create_sync_stream()"
+    snippet = ctx.snippets.script("create_sync_stream() of the EP device", "stream = dev.create_sync_stream()")
+    ctx.attempt("creating the EP device's sync stream", snippet)
     try:
         with ctx.calling(Call("create_sync_stream")):
             stream = ctx.device.create_sync_stream()
@@ -28,10 +30,16 @@ def sync_stream(ctx) -> Iterator[Violation]:
         ctx.prove("refused", message_line(exc)[:200])
         return
     if ctx.is_cpu_memory("default"):
+        refusal = ctx.snippets.script("create_sync_stream() is refused for an EP device whose DEFAULT memory is CPU memory",
+                                      "memory = dev.memory_info(ort.OrtDeviceMemoryType.DEFAULT)\n"
+                                      "if memory is None or ort.OrtValue.ortvalue_from_shape_and_type([1], np.uint8, memory_info=memory).device_name().lower() == 'cpu':\n"
+                                      "    refused('create_sync_stream() of an EP device whose DEFAULT memory is CPU memory', dev.create_sync_stream)\n"
+                                      "else:\n    print('the DEFAULT memory is device memory: a sync stream is allowed')")
         yield Violation("create_sync_stream() succeeded for an EP device whose DEFAULT memory is CPU memory",
-                        expected="a clear error", actual=f"a stream: {stream!r}", reproducer=snippet)
+                        expected="a clear error", actual=f"a stream: {stream!r}", reproducer=refusal)
         return
     dt, shape = tensors.DTYPES["float32"], (64, 33)
+    ctx.attempt("copies on the EP device's sync stream", steps.stream_copies(ctx.snippets, dt, shape))
     values = tensors.sample(dt, shape, seed=12)
     destination = ctx.allocate("default", dt, shape)
     ctx.copy([ctx.wrap_cpu(values, dt)], [destination], "cpu>default", stream)
@@ -40,4 +48,4 @@ def sync_stream(ctx) -> Iterator[Violation]:
     ctx.prove("copies_on_stream", 2)
     diff = ctx.compare(tensors.payload(values, dt), tensors.payload(landing, dt))
     if diff:
-        yield Violation(f"copies on the EP's sync stream changed the bytes: {diff.describe()}", reproducer=snippet + "\nort.copy_tensors([src], [dst], stream)")
+        yield Violation(f"copies on the EP's sync stream changed the bytes: {diff.describe()}", reproducer=steps.stream_copies(ctx.snippets, dt, shape))

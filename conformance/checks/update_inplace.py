@@ -9,6 +9,7 @@ import numpy as np
 from conformance import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
+from conformance.context import steps
 from conformance.eps import memory_label
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 
@@ -61,10 +62,9 @@ def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterat
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=1)
     source = _source_layout(values, layout)
+    snippet = steps.update_from_numpy(ctx.snippets, dt, shp, memory, layout)
+    ctx.attempt(f"placing the destination of update_inplace in {memory} memory", snippet)
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), memory, dt)
-    snippet = (f"{ctx.preamble()}\nv = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}, memory_info={ctx.memory_expr(memory)})\n"
-               f"p = v.data_ptr(); src = np.arange({tensors.element_count(shp)}).astype(np.{dt.storage.name}).reshape({shp})"
-               + ("" if layout == "contiguous" else f"  # laid out {layout}") + "\nv.update_inplace(src); assert v.data_ptr() == p; print(v.numpy())")
     before = destination.data_ptr()
     ctx.attempt(f"update_inplace of a {layout} numpy array into {memory} memory", snippet)
     with ctx.calling(Call("update_inplace", f"numpy>{memory}")):
@@ -106,11 +106,10 @@ def from_ortvalue(ctx, direction: str, dtype: str, shape: str) -> Iterator[Viola
     dt = tensors.DTYPES[dtype]
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=2)
+    snippet = steps.update_from_ortvalue(ctx.snippets, source_kind, destination_kind, dt, shp)
+    ctx.attempt(f"placing the source and destination of update_inplace(OrtValue) {direction}", snippet)
     source = ctx.place(values, source_kind, dt)
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), destination_kind, dt)
-    snippet = (f"{ctx.preamble()}\nsrc = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr(source_kind)})\n"
-               f"dst = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}, memory_info={ctx.memory_expr(destination_kind)})\n"
-               "p = dst.data_ptr(); dst.update_inplace(src); assert dst.data_ptr() == p")
     before = destination.data_ptr()
     ctx.attempt(f"update_inplace(OrtValue) {direction}", snippet)
     with ctx.calling(Call("update_inplace ortvalue", direction)):
@@ -136,13 +135,12 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
     src_dtype_name, src_shape = MISMATCHES[request]
     src_dtype = tensors.DTYPES[src_dtype_name]
     values = tensors.sample(src_dtype, src_shape, seed=3)
+    snippet = steps.update_mismatch(ctx.snippets, source, memory, src_dtype, src_shape, request)
+    ctx.attempt(f"placing valid values in {memory} memory", snippet)
     with ctx.precondition(f"placing valid values in {memory} memory"):
         payload = ctx.place(values, memory, src_dtype) if source == "ortvalue" else values
         destination = ctx.place(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), memory, float32)
     before = destination.data_ptr()
-    snippet = (f"{ctx.preamble()}\ndst = ort.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, memory_info={ctx.memory_expr(memory)})\n"
-               f"src = np.zeros({src_shape}, np.{src_dtype.storage.name})" + ("\nsrc = ort.OrtValue.ortvalue_from_numpy(src)" if source == "ortvalue" else "")
-               + "\ndst.update_inplace(src)  # expected: an error")
     ctx.attempt(f"update_inplace({source}) with a mismatched source ({request})", snippet)
     try:
         with ctx.calling(Call("update_inplace", f"{source}>{memory}", f"bad request {request}")):
@@ -179,6 +177,8 @@ def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     dt = tensors.DTYPES[dtype]
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=4)
+    snippet = steps.staging(ctx.snippets, dt, shp, STAGING_MARGIN, STAGING_SLACK_SECONDS, STAGING_TRIALS)
+    ctx.attempt("placing values in DEFAULT memory for the timing", snippet)
     with ctx.precondition("placing values in DEFAULT memory, copying them to the CPU and device to device once"):
         source = ctx.place(values, "default", dt)
         destination = ctx.allocate("default", dt, shp)
@@ -187,7 +187,6 @@ def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
         with ctx.calling(Call("update_inplace ortvalue", "default>default")):
             destination.update_inplace(source)
         marker, marker_on_cpu = ctx.allocate("default", dt, (1,)), ctx.allocate("cpu", dt, (1,))
-    snippet = _staging_snippet(ctx, dt, shp)
     # The copy delivered the values: a fast copy that moves nothing proves nothing.
     yield from _diff_violation(ctx, "default>default", tensors.payload(values, dt), ctx.read(destination, "default", dt, shp), "default", snippet)
 
@@ -223,12 +222,3 @@ def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
             expected=f"at most {STAGING_MARGIN:g} × the round trip (best of {STAGING_TRIALS} each)",
             actual=f"{direct / staged:.3g} × the round trip",
             memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
-
-
-def _staging_snippet(ctx, dt: tensors.DType, shp: tuple[int, ...]) -> str:
-    make = f"ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, np.{dt.storage.name}"
-    return (f"{ctx.preamble()}\nimport time\nmem = {ctx.memory_expr('default')}\n"
-            f"src = {make}, memory_info=mem)\ndst = {make}, memory_info=mem)\ncpu = {make})\n"
-            "t = time.perf_counter(); dst.update_inplace(src); direct = time.perf_counter() - t\n"
-            "t = time.perf_counter(); ort.copy_tensors([src], [cpu], None); ort.copy_tensors([cpu], [dst], None); staged = time.perf_counter() - t\n"
-            "print(f'device to device {direct * 1e3:.2f} ms, through CPU {staged * 1e3:.2f} ms')")

@@ -19,12 +19,13 @@ class CallGuard:
         self.quarantined: dict[Call, str] = {}  # call -> why it must not be made again on this device
         self._call: Call | None = None  # the risky call in flight (see calling)
         self._on_progress: Progress | None = None
+        self._sent = ""  # the reproducer last passed on (a script is kilobytes: it is sent when it changes)
 
     def begin(self, on_progress: Progress | None = None, quarantined: list[dict[str, Any]] | None = None) -> None:
         """A new check starts: it has said nothing yet; `on_progress` hears each `attempt`, and
         each call as it starts and returns (see calling); `quarantined`: the calls it must not
         make, as the request carries them (`[{"call": <Call wire dict>, "reason": ...}]`)."""
-        self.step, self.reproducer, self._call, self._on_progress = "", "", None, on_progress
+        self.step, self.reproducer, self._call, self._on_progress, self._sent = "", "", None, on_progress, ""
         self.quarantined = {Call.from_wire(entry["call"]): entry["reason"] for entry in quarantined or ()}
 
     def attempt(self, step: str, reproducer: str | None = None) -> None:
@@ -36,7 +37,11 @@ class CallGuard:
         if reproducer is not None:
             self.reproducer = reproducer
         if self._on_progress is not None:
-            self._on_progress({"step": self.step, "reproducer": self.reproducer})
+            # The parent keeps a request's progress as one note, updated key by key: a
+            # reproducer it already has is not sent again.
+            changed = {"reproducer": self.reproducer} if self.reproducer != self._sent else {}
+            self._sent = self.reproducer
+            self._on_progress({"step": self.step, **changed})
 
     @contextlib.contextmanager
     def calling(self, call: Call) -> Iterator[None]:

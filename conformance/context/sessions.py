@@ -47,7 +47,8 @@ class Sessions:
             except UnbuildableModel as exc:
                 raise NotApplicable(str(exc)) from None
             self.guard.attempt(f"creating a session of model '{recipe}' ({dtype.name} {list(shape)}) on {self.under_test.target.provider}",
-                               f"{self.snippets.preamble()}\n{self.snippets.session_snippet(path)}")
+                               self.snippets.script(f"a session of model '{recipe}' ({dtype.name} {list(shape)}) on {self.under_test.target.provider}",
+                                                    self.snippets.session_snippet(path)))
             try:
                 with self.guard.calling(Call("InferenceSession creation")):
                     session = self.create_session(model)

@@ -1,0 +1,185 @@
+"""One reproducer template per kind of step a check takes: a copy, a bad copy request, an
+update_inplace from numpy or from an OrtValue, a refused update_inplace, a timing, a session run,
+an IOBinding run, copies on a sync stream. Each returns a complete script
+(`Snippets.script`) that ends in the assertion of what the contract promises, so that it fails
+exactly when the contract is broken. The checks build theirs from here, with the same element
+types, shapes and memories as the case; the values are the script's own."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from conformance import tensors
+from conformance.context.snippets import Snippets
+
+SENTINEL = 0x5A
+
+
+def copy(sn: Snippets, source_kind: str, destination_kind: str, dt: tensors.DType, shape: tuple[int, ...], *, may_refuse: bool = False) -> str:
+    """copy_tensors from `source_kind` to `destination_kind` memory delivers the source bytes."""
+    what = f"copy_tensors {source_kind}>{destination_kind} of {dt.name} {list(shape)}"
+    call = "ort.copy_tensors([source], [destination], None)"
+    if may_refuse:
+        attempt = f"try:\n    {call}\nexcept Exception as error:\n    print('refused, which this contract allows:', error)\n    raise SystemExit(0)"
+    else:
+        attempt = f"works({what!r}, ort.copy_tensors, [source], [destination], None)"
+    body = [sn.values("values", dt, shape, 4), sn.place("source", "values", source_kind, dt),
+            sn.sentinel("landing", dt, shape, SENTINEL), sn.place("destination", "landing", destination_kind, dt), attempt,
+            f"same_bytes({what!r}, values, {sn.read('destination', 'landing', destination_kind, dt)}{sn.nbytes(dt, shape)})"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def bad_copy(sn: Snippets, request: str, sources, destinations) -> str:
+    """A bad copy_tensors request is refused with a message, and writes into no destination.
+    `sources`, `destinations`: (memory kind, element type, shape) of each."""
+    body = []
+    for index, (kind, dt, shape) in enumerate(sources):
+        body += [sn.values(f"values{index}", dt, shape, 8 + index), sn.place(f"source{index}", f"values{index}", kind, dt)]
+    for index, (kind, dt, shape) in enumerate(destinations):
+        body += [sn.sentinel(f"landing{index}", dt, shape, SENTINEL), sn.place(f"destination{index}", f"landing{index}", kind, dt),
+                 sn.sentinel(f"unchanged{index}", dt, shape, SENTINEL)]
+    sources_list = "[" + ", ".join(f"source{i}" for i in range(len(sources))) + "]"
+    destinations_list = "[" + ", ".join(f"destination{i}" for i in range(len(destinations))) + "]"
+    body.append(f"refused('copy_tensors with a bad request ({request})', ort.copy_tensors, {sources_list}, {destinations_list}, None)")
+    for index, (kind, dt, shape) in enumerate(destinations):
+        body.append(f"same_bytes('destination {index} after the refused request', unchanged{index}, {sn.read(f'destination{index}', f'landing{index}', kind, dt)})")
+    return sn.script(f"copy_tensors refuses a bad request ({request}) on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def update_from_numpy(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], kind: str, layout: str) -> str:
+    """update_inplace of a numpy array, laid out as `layout`, keeps the destination's address and
+    copies the array's logical values."""
+    lay = {"contiguous": "source = values",
+           "strided": "wide = np.zeros(values.shape[:-1] + (values.shape[-1] * 2,), values.dtype)\nwide[..., ::2] = values\nsource = wide[..., ::2]",
+           "transposed": "source = np.ascontiguousarray(values.T).T"}[layout]
+    if layout != "contiguous":
+        lay += "\nassert not source.flags.c_contiguous, 'the source is not laid out non-contiguous'"
+    what = f"update_inplace of a {layout} numpy {dt.name} {list(shape)} array into {kind} memory"
+    body = [sn.values("values", dt, shape, 1), lay, sn.sentinel("landing", dt, shape, SENTINEL), sn.place("destination", "landing", kind, dt),
+            "before = destination.data_ptr()", f"works({what!r}, destination.update_inplace, source)", _same_address(),
+            f"same_bytes({what!r}, values, {sn.read('destination', 'landing', kind, dt)})"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def update_from_ortvalue(sn: Snippets, source_kind: str, destination_kind: str, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    what = f"update_inplace(OrtValue) {source_kind}>{destination_kind} of {dt.name} {list(shape)}"
+    body = [sn.values("values", dt, shape, 2), sn.place("source", "values", source_kind, dt),
+            sn.sentinel("landing", dt, shape, SENTINEL), sn.place("destination", "landing", destination_kind, dt),
+            "before = destination.data_ptr()", f"works({what!r}, destination.update_inplace, source)", _same_address(),
+            f"same_bytes({what!r}, values, {sn.read('destination', 'landing', destination_kind, dt)}{sn.nbytes(dt, shape)})"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def update_mismatch(sn: Snippets, source: str, kind: str, src_dt: tensors.DType, src_shape: tuple[int, ...], request: str) -> str:
+    """update_inplace refuses a source of another element type or size, and leaves the
+    float32 [2, 3] destination as it was (its sentinel) at the same address."""
+    float32 = tensors.DTYPES["float32"]
+    body = [sn.values("values", src_dt, src_shape, 3)]
+    body.append(sn.place("payload", "values", kind, src_dt) if source == "ortvalue" else "payload = values")
+    body += [sn.sentinel("landing", float32, (2, 3), SENTINEL), sn.place("destination", "landing", kind, float32),
+             sn.sentinel("unchanged", float32, (2, 3), SENTINEL), "before = destination.data_ptr()",
+             f"refused('update_inplace({source}) of a {src_dt.name} {list(src_shape)} source into a float32 [2, 3] destination ({request})', destination.update_inplace, payload)",
+             _same_address(), f"same_bytes('the destination after the refused update_inplace', unchanged, {sn.read('destination', 'landing', kind, float32)})"]
+    return sn.script(f"update_inplace({source}) refuses a mismatched source ({request}) in {kind} memory", "\n".join(body))
+
+
+def staging(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], margin: float, slack: float, trials: int) -> str:
+    """update_inplace(OrtValue) device to device is no slower than a copy_tensors round trip
+    through the CPU (best of `trials` each, within `margin` and `slack` seconds)."""
+    body = [sn.values("values", dt, shape, 4), sn.place("source", "values", "default", dt),
+            sn.sentinel("landing", dt, shape, SENTINEL), sn.place("destination", "landing", "default", dt),
+            sn.sentinel("staged_landing", dt, shape, SENTINEL), sn.place("staging", "staged_landing", "cpu", dt),
+            sn.sentinel("mark", dt, (1,), SENTINEL), sn.place("marker", "mark", "default", dt), sn.place("marker_on_cpu", "mark.copy()", "cpu", dt),
+            "works('update_inplace(OrtValue) default>default', destination.update_inplace, source)",
+            f"same_bytes('update_inplace(OrtValue) default>default', values, {sn.read('destination', 'landing', 'default', dt)})",
+            "import time", "",
+            "def best(step):",
+            f"    times = []\n    for _ in range({trials}):\n        start = time.perf_counter()\n        step()",
+            "        ort.copy_tensors([marker], [marker_on_cpu], None)  # waits for copies the EP only queued",
+            "        times.append(time.perf_counter() - start)\n    return min(times)", "", "",
+            "direct = best(lambda: destination.update_inplace(source))",
+            "staged = best(lambda: (ort.copy_tensors([source], [staging], None), ort.copy_tensors([staging], [destination], None)))",
+            f"assert direct <= staged * {margin} + {slack}, f'update_inplace device to device: expected at most {margin} x the round trip through the CPU "
+            "({staged * 1e3:.3f} ms), got {direct * 1e3:.3f} ms'",
+            "print(f'device to device {direct * 1e3:.3f} ms, through the CPU {staged * 1e3:.3f} ms')"]
+    return sn.script(f"update_inplace(OrtValue) device to device does not stage through the host ({dt.name} {list(shape)})", "\n".join(body))
+
+
+REFERENCES = {"identity": "{0}", "relu": "np.maximum({0}, 0)", "add": "{0} + {1}", "add_relu": "np.maximum({0} + {1}, 0)"}
+
+
+def session_run(sn: Snippets, model_path: Path | None, recipe: str, inputs, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """A session of the model on the EP, its inputs in CPU memory, computes numpy's result."""
+    reference = REFERENCES[recipe].format(*(f"feeds[{name!r}]" for name in inputs))
+    body = [sn.session_snippet(model_path), "rng = np.random.default_rng(11)",
+            f"feeds = {{name: rng.integers(-8, 9, size={list(shape)}).astype(np.{dt.storage.name}) for name in {list(inputs)!r}}}",
+            f"expected = ({reference}).astype(np.{dt.storage.name})",
+            "(output,) = works('running the session', s.run, None, feeds)",
+            f"same_bytes('model {recipe} ({dt.name}) on {sn.under_test.target.provider} against numpy', expected, np.asarray(output))"]
+    return sn.script(f"model '{recipe}' ({dt.name} {list(shape)}) computes numpy's result on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def iobinding_in_place(sn: Snippets, model_path: Path | None, recipe: str, dt: tensors.DType, shape: tuple[int, ...], kind: str) -> str:
+    """A run with the input and a preallocated output bound in `kind` memory writes the result
+    into that output, where it is."""
+    reference = REFERENCES[recipe].format("x")
+    body = [sn.session_snippet(model_path), f"x = np.random.default_rng(11).integers(-8, 9, size={list(shape)}).astype(np.{dt.storage.name})",
+            f"expected = ({reference}).astype(np.{dt.storage.name})", sn.place("source", "x", kind, dt),
+            sn.sentinel("landing", dt, shape, SENTINEL), sn.place("output", "landing", kind, dt),
+            "b = s.io_binding()", "b.bind_ortvalue_input(s.get_inputs()[0].name, source)", "b.bind_ortvalue_output(s.get_outputs()[0].name, output)",
+            "works('run_with_iobinding', s.run_with_iobinding, b)",
+            "assert b.get_outputs()[0].data_ptr() == output.data_ptr(), f'the bound output: expected it used in place at 0x{output.data_ptr():x}, got 0x{b.get_outputs()[0].data_ptr():x}'",
+            f"same_bytes('the preallocated output', expected, {sn.read('output', 'landing', kind, dt)})"]
+    return sn.script(f"IOBinding of model '{recipe}' ({dt.name} {list(shape)}) with its input and output bound in {kind} memory", "\n".join(body))
+
+
+def stream_copies(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """Copies CPU > DEFAULT > CPU given the EP device's sync stream deliver the bytes."""
+    body = ["stream = works('create_sync_stream', dev.create_sync_stream)", sn.values("values", dt, shape, 12),
+            "source = cpu_value(values)", f"destination = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, {list(shape)}, {dt.onnx_type}, memory_info=DEFAULT)",
+            "works('copy_tensors cpu>default on the stream', ort.copy_tensors, [source], [destination], stream)",
+            sn.sentinel("landing", dt, shape, 0xA5), "works('copy_tensors default>cpu on the stream', ort.copy_tensors, [destination], [cpu_value(landing)], stream)",
+            "same_bytes('copies on the sync stream', values, landing)"]
+    return sn.script("copies on the EP device's sync stream deliver the bytes", "\n".join(body))
+
+
+def _same_address() -> str:
+    return "assert destination.data_ptr() == before, f'the destination: expected data_ptr() 0x{before:x}, got 0x{destination.data_ptr():x}'"
+
+
+def lifecycle(sn: Snippets, model_path: Path | None, recipe: str, shape: tuple[int, ...]) -> str:
+    """Two rounds of: use the EP (a value on its DEFAULT memory, a session run with IOBinding),
+    release what was made, unregister the library, find its EP devices gone; the library
+    registered again between them. A crash in a release or unregister path kills the script."""
+    target, index = sn.under_test.target, sn.under_test.index
+    library = os.path.abspath(target.library or "")
+    path = os.path.abspath(model_path) if model_path is not None else "<the model: not saved in this run>"
+    reference = REFERENCES[recipe].format("x")
+    body = f"""import gc
+
+dev = DEFAULT = HOST_ACCESSIBLE = None  # fetched anew each round: a registration's objects die with it
+for round_ in (1, 2):
+    if round_ == 2:
+        works('registering the library again', ort.register_execution_provider_library, {target.registration!r}, {library!r})
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == {target.provider!r}]
+    assert len(devices) > {index}, f'round {{round_}}: expected EP device {index}, got {{len(devices)}} devices'
+    memory = devices[{index}].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+    x = np.random.default_rng(11).integers(-8, 9, size={list(shape)}).astype(np.float32)
+    source = place(x, memory, 1)
+    so = ort.SessionOptions()
+    so.add_provider_for_devices([devices[{index}]], {target.provider_options!r})
+    s = works(f'round {{round_}}: creating the session', ort.InferenceSession, {path!r}, so, enable_fallback=0)
+    s.disable_fallback()
+    b = s.io_binding()
+    b.bind_ortvalue_input(s.get_inputs()[0].name, source)
+    b.bind_output(s.get_outputs()[0].name, 'cpu')
+    works(f'round {{round_}}: running', s.run_with_iobinding, b)
+    same_bytes(f'round {{round_}}: the result', ({reference}).astype(np.float32), b.copy_outputs_to_cpu()[0])
+    del s, b, source, memory, devices
+    gc.collect()  # their destructors call into the library
+    works(f'round {{round_}}: unregistering the library', ort.unregister_execution_provider_library, {target.registration!r})
+    left = [d for d in ort.get_ep_devices() if d.ep_name == {target.provider!r}]
+    assert not left, f'round {{round_}}: expected no EP device of {target.provider} after unregistering, got {{len(left)}}'
+"""
+    return sn.script(f"register, use, release, unregister, register again: {target.library}", body)
