@@ -24,7 +24,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO, BinaryIO, Mapping
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink"))
@@ -201,7 +201,7 @@ def open_in(folder: Path | str, name: str, mode: str = "w", *, encoding: str | N
     return os.fdopen(descriptor, mode, encoding=encoding)
 
 
-def write_set(folder: Path | str, files: dict[str, bytes | str]) -> list[Path]:
+def write_set(folder: Path | str, files: Mapping[str, bytes | str]) -> list[Path]:
     """Writes `files` (name -> contents; text is UTF-8) into `folder` as one set: each is written
     to a temporary file in the folder first, and only when all are written are they renamed into
     place. A failure while writing (a full disk) removes the temporary files and leaves the

@@ -312,7 +312,8 @@ def test_an_onnxruntime_error_fails_with_the_step_what_it_said_and_a_reproducer(
     assert violation["message"].startswith("onnxruntime raised while update_inplace(OrtValue) default>default: RuntimeError:")
     assert violation["expected"] == "update_inplace(OrtValue) default>default to succeed"
     assert violation["actual"] == "RuntimeError: [ONNXRuntimeError] : 1 : FAIL : the device was lost"
-    assert "destination.update_inplace, source)" in violation["reproducer"] and violation["reproducer"].startswith("# Reproduces: update_inplace(OrtValue) default>default")
+    assert ("destination.update_inplace, source)" in violation["reproducer"]
+            and violation["reproducer"].startswith("# Reproduces: update_inplace(OrtValue) default>default"))
 
 
 def test_a_failure_whose_check_announced_nothing_is_reproduced_through_the_kit(runner, ctx, monkeypatch):

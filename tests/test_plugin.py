@@ -206,7 +206,8 @@ def test_a_crash_finding_names_the_step_it_died_in_and_how_to_reproduce_it(cpu_r
     assert violation["actual"] == "killed by SIGABRT"
     reproducer = violation["reproducer"]
     assert reproducer.startswith("# Reproduces: IOBinding refuses a bad input") and "b.bind_input('x', 'npu', 0" in reproducer
-    assert reproducer.endswith("works('the run after binding again', s.run_with_iobinding, b)\nsame_bytes('the output after binding again', np.maximum(xs, 0), read(y, ys, 1))\n")
+    assert reproducer.endswith("works('the run after binding again', s.run_with_iobinding, b)\n"
+                               "same_bytes('the output after binding again', np.maximum(xs, 0), read(y, ys, 1))\n")
     assert "reproduce with" not in crash["message"] and "b.bind_input" in (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8")
 
 
@@ -225,7 +226,8 @@ def test_a_failing_ep_contract_shows_statement_spec_line_and_reproducer(pytester
         "*statement: update_inplace MUST refuse a source of another element type*",
         "*spec:      vendor.yaml:4",
         "*reproduce with:",
-        "*refused('update_inplace(numpy) of a int32 [[]2, 3[]] source into a float32 [[]2, 3[]] destination (element-type)', destination.update_inplace, payload)",
+        "*refused('update_inplace(numpy) of a int32 [[]2, 3[]] source into a float32 [[]2, 3[]] destination (element-type)', "
+        "destination.update_inplace, payload)",
         "*verdict: non_conformant*",
     ])
     assert "Traceback" not in result.stdout.str()

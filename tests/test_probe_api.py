@@ -74,7 +74,8 @@ def test_the_schema_refuses_what_a_reader_could_not_use():
     assert schema_problems({"schema": "ort-ep-conformance/probe/2", "eps": []})
     lost = {"schema": SCHEMA, "eps": [{"ep": "X", "label": "x", "onnxruntime": "1", "ep_device": True, "unusable": None,
                                          "devices": [{"ep": "X", "device": "x", "error": "crash: SIGSEGV",
-                                                      "pairs": [{"source": "cpu", "destination": "cpu", "status": "supported", "required": False, "detail": ""}]}]}]}
+                                                      "pairs": [{"source": "cpu", "destination": "cpu", "status": "supported", "required": False,
+                                                                 "detail": ""}]}]}]}
     assert schema_problems(lost)  # a lost device has no pairs
 
 

@@ -40,7 +40,7 @@ class AcceptingContext(SimpleNamespace):
         return values.copy()
 
     def copy(self, sources, destinations, direction, note=""):
-        for source, destination in zip(sources, destinations):
+        for source, destination in zip(sources, destinations, strict=False):
             destination.reshape(-1)[: min(source.size, destination.size)] = 0
 
     def read(self, value, kind, dtype, shape):

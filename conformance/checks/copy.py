@@ -32,7 +32,8 @@ def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = Fal
         if may_refuse:
             # An allowed refusal: no bytes moved, so nothing about delivering them was shown.
             raise NotApplicable(f"copy_tensors {direction} is refused, which this contract allows: {type(exc).__name__}: {exc}") from None
-        yield Violation(f"copy_tensors {direction} failed: {exc}", expected="the copy", actual=f"{type(exc).__name__}: {exc}", memory=memory, reproducer=snippet)
+        yield Violation(f"copy_tensors {direction} failed: {exc}", expected="the copy", actual=f"{type(exc).__name__}: {exc}", memory=memory,
+                        reproducer=snippet)
         return
     ctx.prove("memory", {end: memory_label(facts) for end, facts in memory.items()})
     diff = ctx.compare(tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp))
@@ -83,7 +84,8 @@ def host_accessible_alias(ctx, dtype: str = "float32") -> Iterator[Violation]:
     first_view = value.numpy()
     snippet = ctx.snippets.script("numpy() of a HOST_ACCESSIBLE value aliases its memory",
                                   f"v = ort.OrtValue.ortvalue_from_shape_and_type([4, 7], np.{dt.storage.name}, memory_info=HOST_ACCESSIBLE)\n"
-                                  "a = v.numpy()\nassert a.ctypes.data == v.data_ptr(), f'numpy(): expected a view at 0x{v.data_ptr():x}, got 0x{a.ctypes.data:x}'\n"
+                                  "a = v.numpy()\n"
+                                  "assert a.ctypes.data == v.data_ptr(), f'numpy(): expected a view at 0x{v.data_ptr():x}, got 0x{a.ctypes.data:x}'\n"
                                   "a[...] = 1\nsame_bytes('a write through numpy()', a, v.numpy())")
     memory = {"host_accessible": ctx.memory_facts("host_accessible")}
     if first_view.ctypes.data != value.data_ptr():

@@ -235,7 +235,9 @@ def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str, must_re
     """Python that binds `request` to the input or output of the session, the other end valid,
     and runs it (the run is expected to be refused)."""
     name = setup.input_name if which == "input" else setup.output_name
-    shape, mem, sn = list(BINDING_SHAPE), ctx.memory_expr(setup.memory), ctx.snippets
+    shape = list(BINDING_SHAPE)
+    ctx.memory_expr(setup.memory)
+    sn = ctx.snippets
     bad = _bad_value_type(setup, request)
     if bad:
         bind = (f"{sn.sentinel('wrong', bad[0], bad[1], OUTPUT_SENTINEL)}\n{sn.place('bad', 'wrong', setup.memory, bad[0])}\n"
@@ -281,7 +283,8 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
         produced = binding.get_outputs()[0]
         yield Violation(f"run_with_iobinding accepted an output bound to {bad.bound}", expected="a clear error",
                         actual=f"accepted; the output is a {produced.device_name()} value of shape {produced.shape()}", reproducer=snippet)
-    if bad.buffer is not None and ctx.compare(tensors.payload(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL), setup.dt), tensors.payload(bad.buffer, setup.dt)):
+    if bad.buffer is not None and ctx.compare(tensors.payload(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL), setup.dt),
+                                              tensors.payload(bad.buffer, setup.dt)):
         yield Violation("onnxruntime wrote the output into a buffer it was told lives on an unreachable device, as if it were host memory",
                         expected="the buffer untouched", actual="the buffer holds the result", reproducer=snippet)
     if bad.value is not None:
@@ -290,7 +293,8 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
         with ctx.precondition("reading the bound output back"):
             got = ctx.read(bad.value, memory, dt, shape)
         if ctx.compare(tensors.payload(tensors.sentinel(dt, shape, OUTPUT_SENTINEL), dt), got):
-            yield Violation(f"the refused run wrote into the output bound to {bad.bound}", expected="the output untouched", actual="bytes changed", reproducer=snippet)
+            yield Violation(f"the refused run wrote into the output bound to {bad.bound}", expected="the output untouched", actual="bytes changed",
+                            reproducer=snippet)
 
 
 @check("iobinding.rebind-after-failure")

@@ -75,10 +75,11 @@ def plugin_library(ctx) -> Iterator[Violation]:
     if not (target.registration and target.library):
         raise NotApplicable("the EP is not loaded from a plugin library")
     model, path = ctx.models.get(RECIPE, tensors.DTYPES["float32"], SHAPE)
+    held: dict[str, Any]
     ort, held = ctx.ort, {}
     ctx.device = None  # the worker's own EP device object dies with the registration
     snippet = scripts.lifecycle(ctx.snippets, path, RECIPE, SHAPE)
-    steps: list[tuple[str, Callable[[], str]]] = []
+    steps: list[tuple[str, Callable[[], str | None]]] = []
     for round_ in (1, 2):
         if round_ == 2:
             steps.append(("registering the library again", lambda: ort.register_execution_provider_library(target.registration, target.library)))

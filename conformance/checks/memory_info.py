@@ -37,7 +37,8 @@ def _session_memory(ctx, recipe: str, dtype: str, which: str):
 
 def _snippet(ctx, info, which: str) -> str:
     getter = "get_input_memory_infos" if which == "input" else "get_output_memory_infos"
-    return ctx.snippets.script(f"where the session's {which}s live (compare with the expected memory)", f"{ctx.session_snippet(info.model_path)}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])")
+    return ctx.snippets.script(f"where the session's {which}s live (compare with the expected memory)",
+                               f"{ctx.session_snippet(info.model_path)}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])")
 
 
 @check("memory-info.session-inputs", apis=("session_memory_infos",))
@@ -92,8 +93,10 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
     if facts is None:
         raise NotApplicable(f"the EP device advertises no {memory.upper()} memory info")
     dtype, shape = tensors.DTYPES["uint8"], (4, 1024)
-    snippet = ctx.snippets.script(f"allocating from the {memory.upper()} memory info", "v = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, [4, 1024], np.uint8"
-                                  + ("" if ctx.memory_expr(memory) == "None" else f", memory_info={ctx.memory_expr(memory)}") + ")\nassert v.data_ptr(), 'the allocator returned a null buffer'")
+    snippet = ctx.snippets.script(f"allocating from the {memory.upper()} memory info",
+                                  "v = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, [4, 1024], np.uint8"
+                                  + ("" if ctx.memory_expr(memory) == "None" else f", memory_info={ctx.memory_expr(memory)}")
+                                  + ")\nassert v.data_ptr(), 'the allocator returned a null buffer'")
     ctx.attempt(f"allocating from the {memory.upper()} memory info", snippet)
     try:
         value = ctx.allocate(memory, dtype, shape)
@@ -131,8 +134,10 @@ def tensor_size(ctx, dtype: str, shape: str) -> Iterator[Violation]:
     if reported != expected:
         memory = ctx.memory_expr("default")
         snippet = ctx.snippets.script(f"tensor_size_in_bytes() of a {dt.name} {list(shp)} value in DEFAULT memory",
-                                      f"v = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}" + ("" if memory == "None" else f", memory_info={memory}") + ")\n"
-                                      f"assert v.tensor_size_in_bytes() == {expected}, f'expected {expected} bytes, got {{v.tensor_size_in_bytes()}}'\nprint(v.tensor_size_in_bytes())")
+                                      f"v = ort.OrtValue.ortvalue_from_shape_and_type({list(shp)}, {dt.onnx_type}"
+                                      + ("" if memory == "None" else f", memory_info={memory}") + ")\n"
+                                      f"assert v.tensor_size_in_bytes() == {expected}, f'expected {expected} bytes, got {{v.tensor_size_in_bytes()}}'\n"
+                                      "print(v.tensor_size_in_bytes())")
         yield Violation(f"tensor_size_in_bytes() of a {list(shp)} {dt.name} value in DEFAULT memory is {reported}", expected=f"{expected} bytes",
                         actual=f"{reported} bytes", memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
 
@@ -152,7 +157,9 @@ def declaration(ctx) -> Iterator[Violation]:
     ctx.prove_item("compared", "hardware", hardware["type"] if spec.device_type and hardware else "not declared")
     if spec.device_type and hardware and hardware["type"] != spec.device_type:
         yield Violation("the EP device's hardware type differs from the declaration",
-                        expected=spec.device_type, actual=hardware["type"], reproducer=ctx.snippets.script("the EP device's hardware type", f"assert str(dev.device.type).lower().endswith({spec.device_type!r}), dev.device.type"))
+                        expected=spec.device_type, actual=hardware["type"],
+                        reproducer=ctx.snippets.script("the EP device's hardware type",
+                                                       f"assert str(dev.device.type).lower().endswith({spec.device_type!r}), dev.device.type"))
     for kind, memory in (("default", spec.default_memory), ("host_accessible", spec.host_accessible)):
         declared, advertised = _declared(memory), ctx.memory_facts(kind)
         snippet = _declaration_snippet(ctx, kind, declared)

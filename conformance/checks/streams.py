@@ -32,7 +32,8 @@ def sync_stream(ctx) -> Iterator[Violation]:
     if ctx.is_cpu_memory("default"):
         refusal = ctx.snippets.script("create_sync_stream() is refused for an EP device whose DEFAULT memory is CPU memory",
                                       "memory = dev.memory_info(ort.OrtDeviceMemoryType.DEFAULT)\n"
-                                      "if memory is None or ort.OrtValue.ortvalue_from_shape_and_type([1], np.uint8, memory_info=memory).device_name().lower() == 'cpu':\n"
+                                      "if memory is None or ort.OrtValue.ortvalue_from_shape_and_type([1], np.uint8, memory_info=memory)"
+                                      ".device_name().lower() == 'cpu':\n"
                                       "    refused('create_sync_stream() of an EP device whose DEFAULT memory is CPU memory', dev.create_sync_stream)\n"
                                       "else:\n    print('the DEFAULT memory is device memory: a sync stream is allowed')")
         yield Violation("create_sync_stream() succeeded for an EP device whose DEFAULT memory is CPU memory",

@@ -107,7 +107,8 @@ class Snippets:
 
     def script(self, title: str, body: str) -> str:
         """A complete script: what it reproduces, the helpers, the EP's set-up, then `body`."""
-        return f"# Reproduces: {title}\n# Exits non-zero (an AssertionError, or the signal that ends the process) when it is broken.\n{HELPERS}\n{self.preamble()}\n\n{body.rstrip()}\n"
+        return (f"# Reproduces: {title}\n# Exits non-zero (an AssertionError, or the signal that ends the process) when it is broken.\n"
+                f"{HELPERS}\n{self.preamble()}\n\n{body.rstrip()}\n")
 
     def preamble(self) -> str:
         """The EP set up as the worker sets it up: the plugin library registered by its absolute
@@ -133,9 +134,11 @@ class Snippets:
                  "so.intra_op_num_threads = so.inter_op_num_threads = 1", f"so.add_session_config_entry({ASSIGNMENT_CONFIG!r}, '1')"]
         lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in target.session_config.items()]
         if self.under_test.device is not None:
-            lines += [f"so.add_provider_for_devices([dev], {options!r})", f"s = works('creating the session', ort.InferenceSession, {path!r}, so, enable_fallback=0)"]
+            lines += [f"so.add_provider_for_devices([dev], {options!r})",
+                      f"s = works('creating the session', ort.InferenceSession, {path!r}, so, enable_fallback=0)"]
         else:
-            lines.append(f"s = works('creating the session', ort.InferenceSession, {path!r}, so, providers=[({target.provider!r}, {options!r}), 'CPUExecutionProvider'], enable_fallback=0)")
+            lines.append(f"s = works('creating the session', ort.InferenceSession, {path!r}, so, "
+                         f"providers=[({target.provider!r}, {options!r}), 'CPUExecutionProvider'], enable_fallback=0)")
         lines.append("s.disable_fallback()  # an EP failure at run time is an error, not a silent rerun on the CPU EP")
         if target.facts.get("api", {}).get("graph_assignment_info"):
             lines += [f"taken = [n.op_type for g in s.get_provider_graph_assignment_info() if g.ep_name == {target.provider!r} for n in g.get_nodes()]",

@@ -42,8 +42,9 @@ def bad_copy(sn: Snippets, request: str, sources, destinations) -> str:
     sources_list = "[" + ", ".join(f"source{i}" for i in range(len(sources))) + "]"
     destinations_list = "[" + ", ".join(f"destination{i}" for i in range(len(destinations))) + "]"
     body.append(f"refused('copy_tensors with a bad request ({request})', ort.copy_tensors, {sources_list}, {destinations_list}, None)")
-    for index, (kind, dt, shape) in enumerate(destinations):
-        body.append(f"same_bytes('destination {index} after the refused request', unchanged{index}, {sn.read(f'destination{index}', f'landing{index}', kind, dt)})")
+    for index, (kind, dt, _shape) in enumerate(destinations):
+        body.append(f"same_bytes('destination {index} after the refused request', unchanged{index}, "
+                    f"{sn.read(f'destination{index}', f'landing{index}', kind, dt)})")
     return sn.script(f"copy_tensors refuses a bad request ({request}) on {sn.under_test.target.provider}", "\n".join(body))
 
 
@@ -79,7 +80,8 @@ def update_mismatch(sn: Snippets, source: str, kind: str, src_dt: tensors.DType,
     body.append(sn.place("payload", "values", kind, src_dt) if source == "ortvalue" else "payload = values")
     body += [sn.sentinel("landing", float32, (2, 3), SENTINEL), sn.place("destination", "landing", kind, float32),
              sn.sentinel("unchanged", float32, (2, 3), SENTINEL), "before = destination.data_ptr()",
-             f"refused('update_inplace({source}) of a {src_dt.name} {list(src_shape)} source into a float32 [2, 3] destination ({request})', destination.update_inplace, payload)",
+             f"refused('update_inplace({source}) of a {src_dt.name} {list(src_shape)} source into a float32 [2, 3] destination ({request})', "
+             "destination.update_inplace, payload)",
              _same_address(), f"same_bytes('the destination after the refused update_inplace', unchanged, {sn.read('destination', 'landing', kind, float32)})"]
     return sn.script(f"update_inplace({source}) refuses a mismatched source ({request}) in {kind} memory", "\n".join(body))
 
@@ -129,7 +131,8 @@ def iobinding_in_place(sn: Snippets, model_path: Path | None, recipe: str, dt: t
             sn.sentinel("landing", dt, shape, SENTINEL), sn.place("output", "landing", kind, dt),
             "b = s.io_binding()", "b.bind_ortvalue_input(s.get_inputs()[0].name, source)", "b.bind_ortvalue_output(s.get_outputs()[0].name, output)",
             "works('run_with_iobinding', s.run_with_iobinding, b)",
-            "assert b.get_outputs()[0].data_ptr() == output.data_ptr(), f'the bound output: expected it used in place at 0x{output.data_ptr():x}, got 0x{b.get_outputs()[0].data_ptr():x}'",
+            "assert b.get_outputs()[0].data_ptr() == output.data_ptr(), "
+            "f'the bound output: expected it used in place at 0x{output.data_ptr():x}, got 0x{b.get_outputs()[0].data_ptr():x}'",
             f"same_bytes('the preallocated output', expected, {sn.read('output', 'landing', kind, dt)})"]
     return sn.script(f"IOBinding of model '{recipe}' ({dt.name} {list(shape)}) with its input and output bound in {kind} memory", "\n".join(body))
 
@@ -137,9 +140,11 @@ def iobinding_in_place(sn: Snippets, model_path: Path | None, recipe: str, dt: t
 def stream_copies(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...]) -> str:
     """Copies CPU > DEFAULT > CPU given the EP device's sync stream deliver the bytes."""
     body = ["stream = works('create_sync_stream', dev.create_sync_stream)", sn.values("values", dt, shape, 12),
-            "source = cpu_value(values)", f"destination = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, {list(shape)}, {dt.onnx_type}, memory_info=DEFAULT)",
+            "source = cpu_value(values)",
+            f"destination = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, {list(shape)}, {dt.onnx_type}, memory_info=DEFAULT)",
             "works('copy_tensors cpu>default on the stream', ort.copy_tensors, [source], [destination], stream)",
-            sn.sentinel("landing", dt, shape, 0xA5), "works('copy_tensors default>cpu on the stream', ort.copy_tensors, [destination], [cpu_value(landing)], stream)",
+            sn.sentinel("landing", dt, shape, 0xA5),
+            "works('copy_tensors default>cpu on the stream', ort.copy_tensors, [destination], [cpu_value(landing)], stream)",
             "same_bytes('copies on the sync stream', values, landing)"]
     return sn.script("copies on the EP device's sync stream deliver the bytes", "\n".join(body))
 

@@ -221,7 +221,8 @@ def _throughput(matrix: dict[str, Any]) -> list[str]:
     device = matrix["device"]
     out = [f'<h4>Copy throughput of {_e(device)} <small class="muted">(measured, informational)</small></h4>',
            f'<p class="muted measured-note">{_e(throughput.NOTE)}</p>',
-           f'<div class="scroll"><table class="throughput" id="{anchor("throughput-" + str(device))}"><thead><tr><th>source</th><th>destination</th><th>method</th>'
+           f'<div class="scroll"><table class="throughput" id="{anchor("throughput-" + str(device))}">'
+           '<thead><tr><th>source</th><th>destination</th><th>method</th>'
            + "".join(f"<th>{_e(size)}</th>" for size in figures.sizes) + "</tr></thead><tbody>",
            '<tr class="host"><th colspan="3">host memcpy (numpy)</th>'
            + "".join(f'<td class="figure" data-size="{_e(size)}" data-gbps="{_e(g)}">{"-" if g is None else _e(throughput.gbps_text(g)) + " GB/s"}</td>'
@@ -305,7 +306,8 @@ def _by_contract(results: list[dict[str, Any]], contracts: dict[str, Any], kind:
     out = []
     for contract_id, cases in grouped.items():
         contract = contracts.get(contract_id, {})
-        out += [f'<div class="{kind}" id="{failure_anchor(contract_id)}">', f'<h4><code>{_e(contract_id)}</code> — {len(cases)} case{"s" if len(cases) != 1 else ""}</h4>']
+        out += [f'<div class="{kind}" id="{failure_anchor(contract_id)}">',
+                f'<h4><code>{_e(contract_id)}</code> — {len(cases)} case{"s" if len(cases) != 1 else ""}</h4>']
         if contract.get("statement"):
             out.append(f"<p><b>Statement</b> ({_e(contract.get('severity'))}, subject {_e(contract.get('subject'))}): {_e(contract['statement'])}</p>")
         out.append(f"<p><b>Spec</b> <code>{_e(cases[0]['spec'])}</code></p>")
