@@ -289,7 +289,10 @@ def _selection(run: ConformanceRun) -> dict[str, Any]:
     expected = (case_key(ep.facts["provider"], contract.id, device["label"], params) for contract in run.catalogue.contracts
                 for ep in run.eps for device in ep.facts["devices"] for params in contract.cases())
     ran = (case_key(r.ep, r.contract, r.device, r.params) for r in run.results)
-    chosen = [arg for arg in run.spec_selections if "::" in arg or _inside(arg, contracts_dir())]
+    # Named as the user wrote them, not as the shipped copy they stand for (see _spec_selections).
+    given = [arg for arg in run.config.invocation_params.args if Path(arg.split("::")[0]).suffix in (".yaml", ".yml")]
+    given = given if len(given) == len(run.spec_selections) else run.spec_selections
+    chosen = [as_given for as_given, arg in zip(given, run.spec_selections, strict=True) if "::" in arg or _inside(arg, contracts_dir())]
     return compare(expected, ran, run.watch.how(chosen)).to_dict()
 
 
