@@ -55,7 +55,8 @@ def _header_dir(name: str) -> Path | None:
     return newest[-1].parent if newest else None
 
 
-def test_shipped_slot_table_is_the_headers():
+def test_shipped_slot_table_is_the_headers(importing_library):
+    """`importing_library` builds the importing refdev, which fetches the >= 1.24 headers first."""
     include = _header_dir("onnxruntime_c_api.h")
     if include is None:
         pytest.skip("no onnxruntime_c_api.h >= 1.24 here (make -C refdev ORT_SUITE=experimental BUILD=build/api27 fetches it)")
@@ -68,7 +69,8 @@ def test_shipped_slot_table_is_the_headers():
         assert shared and {name: getattr(slots, table)[name] for name in shared} == {name: generated[table][name] for name in shared}
 
 
-def test_vulkan_constants_are_the_headers():
+def test_vulkan_constants_are_the_headers(importing_library):
+    """`importing_library` prepares the software GPU first, which unpacks Vulkan's headers."""
     found = sorted(ROOT.glob(".lanes/softgpu/root/usr/include/vulkan/vulkan_core.h")) + sorted(Path("/usr/include/vulkan").glob("vulkan_core.h"))
     if not found:
         pytest.skip("no vulkan_core.h here (lanes/softgpu/setup unpacks libvulkan-dev)")
