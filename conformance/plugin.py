@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
 RESULT_KEY = pytest.StashKey[Result]()
 SIGNALS_KEY = pytest.StashKey[dict]()  # the handlers signals.install replaced
+JUNIT_KEY: pytest.StashKey[JunitFiles] = pytest.StashKey()  # the report folder's junit.xml, by the process that writes the report
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -102,7 +103,6 @@ class ConformanceRun:
         self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
         self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
         self.folder = runfolder.RunFolder(self.report_dir, self.primary)  # its lock and the journal
-        self.junit: JunitFiles | None = None  # the report folder's junit.xml, by the process that writes the report
         self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"))
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
         self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
@@ -227,8 +227,6 @@ class ConformanceRun:
     def close(self) -> None:
         self.pool.close()
         self.folder.close()
-        if self.junit is not None:
-            self.junit.close()
 
 
 def _ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
@@ -252,7 +250,7 @@ def _open_folder(run: ConformanceRun) -> None:
     if run.primary:
         from conformance.junit_files import JunitFiles
 
-        run.junit = JunitFiles(run.config, run.report_dir, list(dict.fromkeys(run.config.getoption("ep"))))
+        run.config.stash[JUNIT_KEY] = JunitFiles(run.config, run.report_dir, list(dict.fromkeys(run.config.getoption("ep"))))
 
 
 def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: bool) -> dict[str, Any] | None:
@@ -266,7 +264,7 @@ def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: boo
         run.folder.journal.capabilities(ep.label, ep.capabilities)
     record = _record(run, interrupted)
     data = report.build(record)
-    junit = run.junit.contents() if run.junit is not None else None
+    junit = run.config.stash[JUNIT_KEY].contents() if JUNIT_KEY in run.config.stash else None
     try:
         # junit.xml with the rest of the set, and repro/: failing cases' scripts
         run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {}) + repro.write(data, run.report_dir)
@@ -501,6 +499,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if run:
         run.close()
         signals.restore(config.stash.get(SIGNALS_KEY, {}))
+    junit = config.stash.get(JUNIT_KEY, None)
+    if junit:
+        junit.close()
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):

@@ -135,8 +135,8 @@ def test_report_json_has_a_result_per_item_with_the_interface_fields(cpu_run):
 
 def test_item_ids_are_contract_and_parameters(cpu_run):
     nodeids = {r["nodeid"] for r in cpu_run.report["results"]}
-    assert "update-inplace.yaml::update-inplace.from-numpy[cpu-float32-7x13]" in nodeids
-    assert "memory-info.yaml::memory-info.session-inputs[cpu-identity-float32]" in nodeids
+    assert "ort-conformance/update-inplace::update-inplace.from-numpy[cpu-float32-7x13]" in nodeids
+    assert "ort-conformance/memory-info::memory-info.session-inputs[cpu-identity-float32]" in nodeids
 
 
 def test_every_junit_case_carries_contract_ep_device_and_outcome(cpu_run):
@@ -177,7 +177,7 @@ def test_models_used_are_written_beside_the_report(cpu_run):
 
 
 def test_runtime_subject_failure_is_an_xfail_finding_against_onnxruntime(cpu_run):
-    assert "XFAIL update-inplace.yaml::update-inplace.rejects-mismatch[cpu-numpy-element-type]" in cpu_run.stdout
+    assert "XFAIL ort-conformance/update-inplace::update-inplace.rejects-mismatch[cpu-numpy-element-type]" in cpu_run.stdout
     assert "finding against onnxruntime" in cpu_run.stdout
     findings = {(f["contract"], tuple(f["params"].values())): (f["outcome"], f["subject"]) for f in cpu_run.report["findings"]}
     # What onnxruntime 1.32.0 itself gets wrong, on the CPU EP: update_inplace(numpy) takes
@@ -526,7 +526,11 @@ SHIPPED_COPY = Path(__file__).resolve().parents[1] / "specs" / "contracts" / "co
     # A checkout's copy of a shipped file (the kit installed from the checkout, not editable).
     (["specs/contracts/copy.yaml::copy.roundtrip-exact[cpu-float32-scalar]"], ["copy.roundtrip-exact[cpu-float32-scalar]"]),
     (["vendor.yaml::vendor.update-from-numpy[cpu-int64-3]"], ["vendor.update-from-numpy[cpu-int64-3]"]),
-], ids=["shipped-item", "checkout-copy-item", "vendor-item"])
+    # By its id, as pytest shows it (ids.py): the shipped file it stands for.
+    (["ort-conformance/copy::copy.roundtrip-exact[cpu-float32-scalar]"], ["copy.roundtrip-exact[cpu-float32-scalar]"]),
+    (["ort-conformance/copy::copy.roundtrip-exact[cpu-float32-scalar]", "ort-conformance/copy::copy.roundtrip-exact[cpu-int8-1]"],
+     ["copy.roundtrip-exact[cpu-float32-scalar]", "copy.roundtrip-exact[cpu-int8-1]"]),
+], ids=["shipped-item", "checkout-copy-item", "vendor-item", "item-by-id", "items-by-id"])
 def test_an_item_named_on_the_command_line_runs_alone(pytester, arguments, items):
     pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
     checkout = pytester.path / "specs" / "contracts"
