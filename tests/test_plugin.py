@@ -408,10 +408,10 @@ def test_the_workers_are_told_to_end_before_the_report_is_written(pytester):
 
         def pytest_sessionstart(session):
             run = session.config.stash[RUN_KEY]
-            def writing(data, directory):
+            def writing(data, directory, *others):
                 told = [w.process is None or w.process.stdin.closed for w in run.pool.workers]
                 (directory / "told.json").write_text(json.dumps(told))
-                return write_all(data, directory)
+                return write_all(data, directory, *others)
             report.write_all = writing
     """)
     result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
