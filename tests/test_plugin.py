@@ -724,6 +724,10 @@ def test_xdist_run_writes_junit_properties_on_every_case(cpu_run, xdist_run):
     assert len(cases) == len(cpu_run.report["results"])
     for case in cases:
         assert {"contract", "ep", "device", "outcome"} <= set(properties(case)), case.get("name")
+    # The class is set in the controller, where both files are written (junit_files.JunitFiles).
+    for name in ("junit.xml", "reports/junit.xml"):
+        assert {case.get("classname") for case in xdist_run.junit(name)} == {f"ort_conformance.{family}" for family in (
+            "copy", "import", "iobinding", "lifecycle", "memory-info", "session", "streams", "update-inplace")}
 
 
 def test_xdist_run_counts_the_collected_checks(cpu_run, xdist_run):
