@@ -81,7 +81,8 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
     if not (report_dir / "report.json").is_file():
         raise BundleError(report_dir, f"no report.json: run `pytest --ep NAME --conformance-report {report_dir}` first")
     if not junit_file.is_file():
-        raise BundleError(junit_file, f"no JUnit file: run pytest with --junitxml={junit_file}, or give --junit FILE")
+        raise BundleError(junit_file, "no JUnit file: a run of this kit writes it into its report folder "
+                                      f"(`pytest --ep NAME --conformance-report {report_dir}`), or give --junit FILE")
     missing = [name for name in REQUIRED_FILES[:3] if not (report_dir / name).is_file()]
     if missing:
         raise BundleError(report_dir, f"lacks {', '.join(missing)}: rerun the conformance run with this kit")

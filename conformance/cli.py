@@ -23,7 +23,7 @@ examples:
   ort-conformance probe --ep cpu                which copy directions work, found by trying
   ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json
   ort-conformance catalogue -o docs/contracts.md
-  pytest --ep cpu --junitxml reports/junit.xml  a conformance run (report in reports/)
+  pytest --ep cpu                               a conformance run (report and junit.xml in reports/)
   ort-conformance bundle --vendor ACME -o acme.tar.gz   the submission bundle of that run
   ort-conformance verify acme.tar.gz            check a bundle: complete and consistent
   ort-conformance diff old/report.json new.tar.gz   what a new build broke (exit 1 on regressions)
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     bundle = command("bundle", "write the submission archive of a conformance run",
                      "One .tar.gz: manifest.json (versions, hashes of every file), report.json/.md/.html, junit.xml,\n"
                      "the worker logs and the models used. Exit 0, or 2 when an input is missing or unreadable.",
-                     "  pytest --ep cpu --junitxml reports/junit.xml\n"
+                     "  pytest --ep cpu\n"
                      "  ort-conformance bundle --vendor ACME -o acme.tar.gz")
     bundle.add_argument("--report-dir", default="reports", metavar="DIR", help="the run's report folder (default: reports/)")
     bundle.add_argument("--junit", metavar="FILE", help="the run's JUnit file (default: DIR/junit.xml)")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
-from conformance import runfolder, signals
+from conformance import ids, runfolder, signals
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
 from conformance.options import ep_options, seconds
@@ -34,11 +34,13 @@ from conformance.selection import SelectionWatch, case_key, compare
 if TYPE_CHECKING:
     from conformance.applicability import Skip
     from conformance.contracts import Catalogue, Contract
+    from conformance.junit_files import JunitFiles
     from conformance.quarantine import Quarantine
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
 RESULT_KEY = pytest.StashKey[Result]()
 SIGNALS_KEY = pytest.StashKey[dict]()  # the handlers signals.install replaced
+JUNIT_KEY: pytest.StashKey[JunitFiles] = pytest.StashKey()  # the report folder's junit.xml, by the process that writes the report
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -183,6 +185,7 @@ class ConformanceRun:
             self.results.append(result := Result.from_dict(data))
             self.config.hook.pytest_conformance_result(result=result, config=self.config)
 
+    @pytest.hookimpl(trylast=True)  # after pytest's JUnit writers, whose file joins the report set
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.primary or self.watch.collect_only:
             return  # --collect-only ran nothing: it leaves the last run's report as it was
@@ -244,6 +247,10 @@ def _open_folder(run: ConformanceRun) -> None:
                          "python": sys.version.split()[0]})
     except runfolder.FolderRefused as exc:
         raise pytest.UsageError(str(exc)) from None
+    if run.primary:
+        from conformance.junit_files import JunitFiles
+
+        run.config.stash[JUNIT_KEY] = JunitFiles(run.config, run.report_dir, list(dict.fromkeys(run.config.getoption("ep"))))
 
 
 def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: bool) -> dict[str, Any] | None:
@@ -257,8 +264,10 @@ def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: boo
         run.folder.journal.capabilities(ep.label, ep.capabilities)
     record = _record(run, interrupted)
     data = report.build(record)
+    junit = run.config.stash[JUNIT_KEY].contents() if JUNIT_KEY in run.config.stash else None
     try:
-        run.written = report.write_all(data, run.report_dir) + repro.write(data, run.report_dir)  # and repro/: failing cases' scripts
+        # junit.xml with the rest of the set, and repro/: failing cases' scripts
+        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {}) + repro.write(data, run.report_dir)
     except UnsafeFile as exc:
         sys.stderr.write(f"ERROR: the conformance report was not written: {exc}\n")
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
@@ -290,7 +299,7 @@ def _selection(run: ConformanceRun) -> dict[str, Any]:
                 for ep in run.eps for device in ep.facts["devices"] for params in contract.cases())
     ran = (case_key(r.ep, r.contract, r.device, r.params) for r in run.results)
     # Named as the user wrote them, not as the shipped copy they stand for (see _spec_selections).
-    given = [arg for arg in run.config.invocation_params.args if Path(arg.split("::")[0]).suffix in (".yaml", ".yml")]
+    given = [arg for arg in run.config.invocation_params.args if _names_specs(arg)]
     given = given if len(given) == len(run.spec_selections) else run.spec_selections
     chosen = [as_given for as_given, arg in zip(given, run.spec_selections, strict=True) if "::" in arg or _inside(arg, contracts_dir())]
     return compare(expected, ran, run.watch.how(chosen)).to_dict()
@@ -365,15 +374,21 @@ def _parse_options(pairs: list[str]) -> dict[str, str]:
 
 
 def _user_spec_args(config: pytest.Config) -> list[str]:
-    """Spec files named on the command line, or items of them (`copy.yaml::copy.roundtrip-exact[...]`)."""
-    return [arg for arg in config.args if Path(arg.split("::")[0]).suffix in (".yaml", ".yml")]
+    """Spec files named on the command line, or items of them (`copy.yaml::copy.roundtrip-exact[...]`),
+    or shipped families and cases by their id (`ort-conformance/copy::copy.roundtrip-exact[...]`)."""
+    return [arg for arg in config.args if _names_specs(arg)]
+
+
+def _names_specs(arg: str) -> bool:
+    return Path(arg.split("::")[0]).suffix in (".yaml", ".yml") or ids.shipped_argument(arg, contracts_dir()) is not None
 
 
 def _spec_selections(config: pytest.Config) -> list[str]:
-    """Those arguments, with a checkout's copy of a shipped spec file named as the shipped file."""
+    """Those arguments, with a checkout's copy of a shipped spec file, or an id, named as the shipped file."""
     selections = []
     for arg in _user_spec_args(config):
-        file, separator, item = arg.partition("::")
+        by_id = ids.shipped_argument(arg, contracts_dir())
+        file, separator, item = (by_id or arg).partition("::")
         selections.append(_shipped_copy_of(file) + separator + item)
     return selections
 
@@ -437,6 +452,11 @@ def _invalid_specs(errors: list[str]) -> pytest.UsageError:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # The markers are listed by `pytest --markers` with --ep or not: the shipped families are
+    # their files' names (test_every_shipped_family_is_its_files_name), read without the YAML.
+    shipped = [path.stem for path in sorted(contracts_dir().glob("*.yaml"))]
+    for line in ids.marker_lines() + ids.family_lines(shipped):
+        config.addinivalue_line("markers", line)
     names = list(dict.fromkeys(config.getoption("ep")))  # an EP named twice is checked once
     if not names:
         given = [option for option, value in (("--ep-library", config.getoption("ep_library")), ("--ep-option", config.getoption("ep_option"))) if value]
@@ -444,7 +464,6 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"{' and '.join(given)} without --ep: name the EP to check (--ep NAME)")
         return
     _refuse_other_args(config)
-    config.addinivalue_line("markers", "conformance: a contract check generated by ort-ep-conformance")
     run = ConformanceRun(config)
     config.stash[RUN_KEY] = run
     config.pluginmanager.register(run, "conformance-run")
@@ -463,6 +482,8 @@ def pytest_configure(config: pytest.Config) -> None:
     except BaseException:
         run.close()
         raise
+    for line in ids.family_lines([c.family for c in run.catalogue.contracts if c.family not in shipped]):
+        config.addinivalue_line("markers", line)  # a vendor's own families
     # Collect the shipped catalogue (and any spec files named on the command line), not the
     # test files of whatever folder pytest was started in.
     user_specs = run.spec_selections
@@ -478,12 +499,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if run:
         run.close()
         signals.restore(config.stash.get(SIGNALS_KEY, {}))
+    junit = config.stash.get(JUNIT_KEY, None)
+    if junit:
+        junit.close()
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     run = parent.config.stash.get(RUN_KEY, None)
     if run is None or file_path.resolve() not in run.contract_files:
         return None
+    if _inside(str(file_path), contracts_dir()):
+        # A shipped family's file has the id of its family, not of the folder the kit is installed in (see ids.py).
+        family = next(c.family for c in run.catalogue.contracts if Path(c.file) == file_path.resolve())
+        return ContractFile.from_parent(parent, path=file_path, nodeid=ids.file_id(family))
     return ContractFile.from_parent(parent, path=file_path)
 
 
@@ -505,7 +533,10 @@ class ContractFile(pytest.File):
                 for device in ep.facts["devices"]:
                     for params in contract.cases():
                         label = "-".join([device["label"], *map(str, params.values())])
-                        yield ContractItem.from_parent(self, name=f"{contract.id}[{label}]", contract=contract, ep=ep, device=device, params=params)
+                        # The id given as text, parsed by pytest as it parses its cache's (pytest 9 would
+                        # otherwise keep `[label]` in the name, and --lf would find no item it knows).
+                        yield ContractItem.from_parent(self, name=f"{contract.id}[{label}]", nodeid=ids.case_id(self.nodeid, contract.id, label),
+                                                       contract=contract, ep=ep, device=device, params=params)
 
 
 class ContractFailure(Exception):
@@ -523,7 +554,8 @@ class ContractItem(pytest.Item):
         self.device = device
         self.params = params
         self.run: ConformanceRun = self.config.stash[RUN_KEY]
-        self.add_marker(pytest.mark.conformance)
+        for marker in ["conformance", *ids.markers(contract)]:
+            self.add_marker(marker)  # -m required, -m family_copy, -m "subject_ep and not isolated"
         self._decision: tuple[Skip | None] | None = None
 
     def decision(self) -> Skip | None:

@@ -135,8 +135,8 @@ def test_report_json_has_a_result_per_item_with_the_interface_fields(cpu_run):
 
 def test_item_ids_are_contract_and_parameters(cpu_run):
     nodeids = {r["nodeid"] for r in cpu_run.report["results"]}
-    assert "update-inplace.yaml::update-inplace.from-numpy[cpu-float32-7x13]" in nodeids
-    assert "memory-info.yaml::memory-info.session-inputs[cpu-identity-float32]" in nodeids
+    assert "ort-conformance/update-inplace::update-inplace.from-numpy[cpu-float32-7x13]" in nodeids
+    assert "ort-conformance/memory-info::memory-info.session-inputs[cpu-identity-float32]" in nodeids
 
 
 def test_every_junit_case_carries_contract_ep_device_and_outcome(cpu_run):
@@ -177,7 +177,7 @@ def test_models_used_are_written_beside_the_report(cpu_run):
 
 
 def test_runtime_subject_failure_is_an_xfail_finding_against_onnxruntime(cpu_run):
-    assert "XFAIL update-inplace.yaml::update-inplace.rejects-mismatch[cpu-numpy-element-type]" in cpu_run.stdout
+    assert "XFAIL ort-conformance/update-inplace::update-inplace.rejects-mismatch[cpu-numpy-element-type]" in cpu_run.stdout
     assert "finding against onnxruntime" in cpu_run.stdout
     findings = {(f["contract"], tuple(f["params"].values())): (f["outcome"], f["subject"]) for f in cpu_run.report["findings"]}
     # What onnxruntime 1.32.0 itself gets wrong, on the CPU EP: update_inplace(numpy) takes
@@ -408,10 +408,10 @@ def test_the_workers_are_told_to_end_before_the_report_is_written(pytester):
 
         def pytest_sessionstart(session):
             run = session.config.stash[RUN_KEY]
-            def writing(data, directory):
+            def writing(data, directory, *others):
                 told = [w.process is None or w.process.stdin.closed for w in run.pool.workers]
                 (directory / "told.json").write_text(json.dumps(told))
-                return write_all(data, directory)
+                return write_all(data, directory, *others)
             report.write_all = writing
     """)
     result = pytester.runpytest_subprocess(*BASE, "--ep=cpu", "-k", "roundtrip-exact", timeout=TIMEOUT)
@@ -526,7 +526,11 @@ SHIPPED_COPY = Path(__file__).resolve().parents[1] / "specs" / "contracts" / "co
     # A checkout's copy of a shipped file (the kit installed from the checkout, not editable).
     (["specs/contracts/copy.yaml::copy.roundtrip-exact[cpu-float32-scalar]"], ["copy.roundtrip-exact[cpu-float32-scalar]"]),
     (["vendor.yaml::vendor.update-from-numpy[cpu-int64-3]"], ["vendor.update-from-numpy[cpu-int64-3]"]),
-], ids=["shipped-item", "checkout-copy-item", "vendor-item"])
+    # By its id, as pytest shows it (ids.py): the shipped file it stands for.
+    (["ort-conformance/copy::copy.roundtrip-exact[cpu-float32-scalar]"], ["copy.roundtrip-exact[cpu-float32-scalar]"]),
+    (["ort-conformance/copy::copy.roundtrip-exact[cpu-float32-scalar]", "ort-conformance/copy::copy.roundtrip-exact[cpu-int8-1]"],
+     ["copy.roundtrip-exact[cpu-float32-scalar]", "copy.roundtrip-exact[cpu-int8-1]"]),
+], ids=["shipped-item", "checkout-copy-item", "vendor-item", "item-by-id", "items-by-id"])
 def test_an_item_named_on_the_command_line_runs_alone(pytester, arguments, items):
     pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
     checkout = pytester.path / "specs" / "contracts"
@@ -720,6 +724,10 @@ def test_xdist_run_writes_junit_properties_on_every_case(cpu_run, xdist_run):
     assert len(cases) == len(cpu_run.report["results"])
     for case in cases:
         assert {"contract", "ep", "device", "outcome"} <= set(properties(case)), case.get("name")
+    # The class is set in the controller, where both files are written (junit_files.JunitFiles).
+    for name in ("junit.xml", "reports/junit.xml"):
+        assert {case.get("classname") for case in xdist_run.junit(name)} == {f"ort_conformance.{family}" for family in (
+            "copy", "import", "iobinding", "lifecycle", "memory-info", "session", "streams", "update-inplace")}
 
 
 def test_xdist_run_counts_the_collected_checks(cpu_run, xdist_run):

@@ -45,8 +45,8 @@ safe_io._write_aside = full
 """)
     assert completed.returncode == pytest.ExitCode.INTERNAL_ERROR, completed.stdout[-2000:] + completed.stderr[-2000:]
     errors = [line for line in completed.stderr.splitlines() if line.strip()]
-    assert errors == ["ERROR: the conformance report was not written: reports: cannot write report.json, report.md, report.html, summary.md: "
-                      "No space left on device (the folder is full); the files there before are unchanged"], completed.stderr
+    assert errors == ["ERROR: the conformance report was not written: reports: cannot write report.json, report.md, report.html, summary.md, "
+                      "junit.xml: No space left on device (the folder is full); the files there before are unchanged"], completed.stderr
     assert "Traceback" not in completed.stdout + completed.stderr
     assert {name: (reports / name).read_text() for name in OLD} == OLD
     assert not [name for name in os.listdir(reports) if name.startswith(".report")]  # nothing left aside

@@ -71,8 +71,9 @@ def test_a_non_strict_subset_is_decided_as_usual():
 @pytest.mark.parametrize("args, named", [
     (["-k", "from-numpy"], "-k from-numpy"),
     (["-m", "not conformance"], "-m not conformance"),
-    # outside a checkout's root the items are named from the catalogue's folder
-    (["--deselect", "update-inplace.yaml::update-inplace.from-numpy[cpu-float32-scalar]"], "--deselect update-inplace.yaml"),
+    (["-m", "required"], "-m required"),
+    (["--deselect", "ort-conformance/update-inplace::update-inplace.from-numpy[cpu-float32-scalar]"], "--deselect ort-conformance/update-inplace"),
+    (["ort-conformance/update-inplace::update-inplace.from-numpy[cpu-float32-7x13]"], "named on the command line: ort-conformance/update-inplace::"),
     ([ITEM], "named on the command line: " + ITEM),
     (["specs/contracts/copy.yaml"], "named on the command line: specs/contracts/copy.yaml"),
     (["-n", "2", "-k", "from-numpy"], "-k from-numpy"),

@@ -12,7 +12,7 @@ import json
 import platform
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from conformance import __version__, safe_io
 from conformance.claims import spec_claims
@@ -143,15 +143,17 @@ def _excerpt(lines: list[str] | None, line: int, limit: int = 30) -> str:
     return "\n".join(entry).rstrip()
 
 
-def write_all(data: dict[str, Any], directory: Path) -> list[Path]:
+def write_all(data: dict[str, Any], directory: Path, others: Mapping[str, bytes] | None = None) -> list[Path]:
     """report.json, report.md, report.html and summary.md (a CI job's summary, linking into
-    report.html), rendered, then written as one set: all replaced, or (a full disk, a symlink
-    planted at one of the names) none of them, with one safe_io.UnsafeFile naming the folder and
-    why. The summary also goes on GitHub Actions' job page when $GITHUB_STEP_SUMMARY is set."""
+    report.html), rendered, then written as one set with `others` (the run's junit.xml): all
+    replaced, or (a full disk, a symlink planted at one of the names) none of them, with one
+    safe_io.UnsafeFile naming the folder and why. The summary also goes on GitHub Actions' job
+    page when $GITHUB_STEP_SUMMARY is set."""
     from conformance.report import html, markdown, summary
 
     text = summary.render(data)
     files: dict[str, bytes | str] = {"report.json": json_text(data), "report.md": markdown.render(data), "report.html": html.render(data), "summary.md": text}
+    files.update(others or {})
     written = safe_io.write_set(directory, files)
     summary.append_step_summary(text)
     return written
