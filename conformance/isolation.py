@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from conformance.calls import Call
 from conformance.launcher import Launcher
@@ -93,6 +95,28 @@ class WorkerRefused(Exception):
         return cls(reply.get("error", "unknown error"), reply.get("kind", ""))
 
 
+# How long a request's reply may take before the caller hears that it is waited for (on_wait),
+# and how often after that: a hang is seen moving long before its timeout, and a normal run,
+# whose replies come within milliseconds, hears nothing.
+WAIT_NOTICE_AFTER = 3.0
+WAIT_NOTICE_EVERY = 5.0
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A reply waited for: `what` (the request, 'copy.roundtrip-exact on refdev'), the call it
+    has in flight (None before it announced one), seconds waited of `timeout`."""
+
+    what: str
+    call: Call | None
+    waited: float
+    timeout: float
+
+    def __str__(self) -> str:
+        on = f"{self.call} in {self.what}" if self.call else self.what
+        return f"waiting on {on}: {self.waited:.0f} s of {self.timeout:g}"
+
+
 class _Launchers:
     """An attribute of Worker that is its launcher's (init, process, fork_server, ...), methods
     too."""
@@ -124,6 +148,7 @@ class Worker:
         self._ledger = Ledger()
         self.timeout = timeout
         self.facts: dict[str, Any] | None = None
+        self.on_wait: Callable[[Waiting], None] | None = None  # hears a slow reply to a request (see Waiting)
 
     def start(self) -> dict[str, Any]:
         self.launch()
@@ -216,7 +241,7 @@ class Worker:
         answer (see CheckContext.attempt and calling) is kept as its note, and the call
         `running` has in flight names what it was in if the worker is lost."""
         while True:
-            reply = self._receive(deadline, timeout, what, self._ledger.call_of(running))
+            reply = self._receive(deadline, timeout, what, self._ledger.call_of(running), notify=True)
             if "progress" not in reply:
                 return reply
             self._ledger.note(reply)
@@ -226,10 +251,11 @@ class Worker:
         request, note = self._ledger.told(id_)
         return lost.concerning(request, note, self.init)
 
-    def _receive(self, deadline: float, timeout: float, what: str, call: Call | None = None) -> dict[str, Any]:
+    def _receive(self, deadline: float, timeout: float, what: str, call: Call | None = None, notify: bool = False) -> dict[str, Any]:
         """The next line the worker sends, or WorkerLost when it ended or `deadline` passed;
-        `call`: the onnxruntime call the running request has in flight."""
-        line = self._launcher.channel.read_line(deadline)
+        `call`: the onnxruntime call the running request has in flight; `notify`: on_wait hears
+        every few seconds that the line is waited for."""
+        line = self._read_line(deadline, timeout, what, call) if notify and self.on_wait else self._launcher.channel.read_line(deadline)
         if line is None:
             self._kill()
             raise WorkerLost.timed_out(what, timeout, call)
@@ -242,6 +268,21 @@ class Worker:
         except ValueError:
             self._kill()
             raise WorkerLost.garbled(what, line, call) from None
+
+    def _read_line(self, deadline: float, timeout: float, what: str, call: Call | None) -> bytes | None:
+        """The channel's next line, telling on_wait at WAIT_NOTICE_AFTER seconds into the wait
+        and every WAIT_NOTICE_EVERY after. The times count from the wait's start (`deadline` -
+        `timeout`), not from this read: a progress line read meanwhile moves no notice."""
+        assert self.on_wait is not None
+        start = deadline - timeout
+        while True:
+            waited = time.monotonic() - start
+            steps = 0 if waited < WAIT_NOTICE_AFTER else math.floor((waited - WAIT_NOTICE_AFTER) / WAIT_NOTICE_EVERY) + 1
+            notice = start + WAIT_NOTICE_AFTER + steps * WAIT_NOTICE_EVERY
+            line = self._launcher.channel.read_line(min(deadline, notice))
+            if line is not None or time.monotonic() >= deadline:
+                return line
+            self.on_wait(Waiting(what, call, time.monotonic() - start, timeout))
 
     def _kill(self) -> None:
         self._ledger.pending.clear()

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from conformance.forkserver import ForkServer
-from conformance.isolation import Worker
+from conformance.isolation import Waiting, Worker
 from conformance.quarantine import Quarantine
 
 
@@ -51,6 +51,7 @@ class WorkerPool:
         self.workers: list[Worker] = []  # every worker launched, to close them all
         self.fork_server: ForkServer | None = None
         self.handover: dict[str, Any] | None = None  # the catalogue and recipes, for every worker (isolation.handover)
+        self.on_wait: Callable[[Waiting], None] | None = None  # every worker's (see isolation.Waiting)
 
     def serve_forks(self) -> None:
         if ForkServer.supported():
@@ -69,6 +70,7 @@ class WorkerPool:
         log = self.report_dir / f"worker-{_safe(name)}{f'-{role}' if role else ''}.log"
         worker = Worker(init, timeout=self.timeout, log=log, warm_up=warm_up)
         worker.fork_server = self.fork_server
+        worker.on_wait = self.on_wait
         if self.handover:
             worker.hand_over(self.handover)
         return worker

@@ -174,7 +174,7 @@ def test_only_the_plugin_and_its_hookspecs_import_pytest():
     """Everything else is a library that a worker, the cli or a vendor's script loads without pytest
     (selection.py's SelectionWatch is a plugin of its own beside the run, watching deselection)."""
     importing = {name for name, path in _modules().items() if {"pytest", "_pytest"} & imported(path)}
-    assert importing == {"conformance.plugin", "conformance.hookspecs", "conformance.selection"}
+    assert importing == {"conformance.plugin", "conformance.hookspecs", "conformance.selection", "conformance.terminal"}
 
 
 # The worker's side (the checks, their context, the runner, the matrix) and what it must never load
