@@ -21,7 +21,7 @@ import pytest
 from conformance import runfolder, signals, terminal
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
-from conformance.options import ep_options, seconds
+from conformance.options import ep_options, seconds, unknown_options
 from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
 from conformance.pool import EpUnderTest, WorkerPool
 from conformance.safe_io import UnsafeFile
@@ -137,6 +137,10 @@ class ConformanceRun:
             ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
             self.eps.append(ep)
         self.folder.journal.eps([ep.facts for ep in self.eps], self.catalogue.digest, _machine())
+        if self.primary:
+            for ep in self.eps:
+                for text in unknown_options(self.options, ep.facts["provider"], ep.facts["devices"]):
+                    self.config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
 
     def worker_init(self, name: str) -> dict[str, Any]:
         # This process reads and validates the spec files; its workers are handed them (see start).

@@ -209,7 +209,11 @@ def describe_failure(result: Result, contract) -> str:
         "  sources:   " + "; ".join(f"{s.kind} {s.ref}" for s in contract.sources),
     ]
     if result.outcome is not Outcome.FAIL:
-        lines += ["  " + line for line in f"{result.outcome.value}: {result.message}".splitlines()]
+        # What happened: the violation says it where the loss was attributed to a step (see
+        # attribution.details_of); the process's last output follows the message's first line.
+        head, *tail = result.message.splitlines() or [""]
+        lines += [] if result.details.get("violations") else [f"  {result.outcome.value}: {head}"]
+        lines += ["  output:"] + [f"    {line}" for line in tail] if tail else []
     for violation in result.details.get("violations", []):
         lines.append(f"  violation: {violation['message']}")
         if violation.get("expected"):

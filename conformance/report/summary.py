@@ -104,7 +104,7 @@ def terminal(data: dict[str, Any]) -> list[str]:
     then the EP's counts apart from onnxruntime's findings."""
     ep_counts, runtime_counts = tally(data["results"])
     lines = [f"  {reason.text}" + (f" ({reason.cases})" if reason.cases else "") for reason in reasons(data)]
-    lines.append(f"{(data.get('ep') or {}).get('name', 'EP')}: {_counts(ep_counts)}")
+    lines.append(f"{(data.get('ep') or {}).get('name', 'EP')}: {_counts(ep_counts) if ep_counts else 'no check of its own ran'}")
     if runtime_counts:
         lines.append(f"{RUNTIME_COUNTS.format(subject='runtime')}: {_counts(runtime_counts)}")
     return lines
