@@ -102,8 +102,7 @@ class ConformanceRun:
         self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
         self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
         self.folder = runfolder.RunFolder(self.report_dir, self.primary)  # its lock and the journal
-        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"))
-        self.pool.on_wait = terminal.wait_notices(config)  # a line while a slow call is waited for
+        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config))  # says when it waits
         self.report_data: dict[str, Any] | None = None  # report.json's data, once written
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
         self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
@@ -137,10 +136,7 @@ class ConformanceRun:
             ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
             self.eps.append(ep)
         self.folder.journal.eps([ep.facts for ep in self.eps], self.catalogue.digest, _machine())
-        if self.primary:
-            for ep in self.eps:
-                for text in unknown_options(self.options, ep.facts["provider"], ep.facts["devices"]):
-                    self.config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
+        _warn_of_unknown_options(self)
 
     def worker_init(self, name: str) -> dict[str, Any]:
         # This process reads and validates the spec files; its workers are handed them (see start).
@@ -185,15 +181,14 @@ class ConformanceRun:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport):
-        # A wrapper: JUnit's writer has seen an errored call's report when it is made an error there.
-        outcome = yield
-        if terminal.is_error(report):
-            terminal.as_junit_error(self.config, report)
         data = getattr(report, "conformance_result", None)
         if data is not None and self.primary:
-            self.folder.journal.result(data)
+            self.folder.journal.result(data)  # first: a plugin after this one may take the process down
             self.results.append(result := Result.from_dict(data))
             self.config.hook.pytest_conformance_result(result=result, config=self.config)
+        outcome = yield
+        if terminal.is_error(report):  # once JUnit's writer has seen it (see terminal.as_junit_error)
+            terminal.as_junit_error(self.config, report)
         return outcome
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -225,24 +220,35 @@ class ConformanceRun:
         gc.freeze()
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        if not self.primary or not self.written:
-            return
-        terminalreporter.section("conformance")
-        colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(self.verdict, {"yellow": True})
-        terminalreporter.write_line(f"verdict: {self.verdict}" + _verdict_label(self.strict, self.selection), bold=True, **colour)
-        if self.report_data is not None:
-            from conformance.report import summary
-
-            for line in summary.terminal(self.report_data):  # the reasons and counts summary.md gives
-                terminalreporter.write_line(line)
-        for line, markup in _ep_lines(self.eps):
-            terminalreporter.write_line(line, **markup)
-        for path in self.written:
-            terminalreporter.write_line(f"report: {path}")
+        if self.primary and self.written:
+            _terminal_summary(self, terminalreporter)
 
     def close(self) -> None:
         self.pool.close()
         self.folder.close()
+
+
+def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
+    """The verdict, its reasons and the EP's counts (as summary.md gives them), and where the report is."""
+    from conformance.report import summary
+
+    terminalreporter.section("conformance")
+    colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(run.verdict, {"yellow": True})
+    terminalreporter.write_line(f"verdict: {run.verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
+    for line in summary.terminal(run.report_data) if run.report_data is not None else []:
+        terminalreporter.write_line(line)
+    for line, markup in _ep_lines(run.eps):
+        terminalreporter.write_line(line, **markup)
+    for path in run.written:
+        terminalreporter.write_line(f"report: {path}")
+
+
+def _warn_of_unknown_options(run: ConformanceRun) -> None:
+    """A pytest warning for each --ep-option key an EP does not report (options.unknown_options)."""
+    if run.primary:
+        for ep in run.eps:
+            for text in unknown_options(run.options, ep.facts["provider"], ep.facts["devices"]):
+                run.config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
 
 
 def _ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
