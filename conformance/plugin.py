@@ -4,8 +4,9 @@ Items are contracts × EP devices present × parameters. Each item's check runs 
 worker process (see isolation.py), in the item's call; its outcome maps onto pytest as DESIGN.md
 says: `fail` is a failure, `crash`/`timeout`/`error` are errors of the call (conformance.terminal
 says how pytest and JUnit are told), everything else is a skip with its reason (in setup when it
-is decided before anything runs). A broken `runtime`-subject contract is a finding against onnxruntime and shows as
-xfail, so it does not fail a conformant EP's run. Without `--ep` the plugin does nothing.
+is decided before anything runs). A broken `runtime`-subject contract is a finding against
+onnxruntime and shows as xfail, so it does not fail a conformant EP's run. Without `--ep` the
+plugin does nothing.
 """
 
 from __future__ import annotations
