@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from conformance.calls import Call
 from conformance.launcher import Launcher
@@ -30,6 +32,7 @@ from conformance.ledger import Ledger
 
 if TYPE_CHECKING:
     from conformance.contracts import Catalogue
+    from conformance.lines import LineChannel
 
 
 def handover(catalogue: Catalogue, recipes: dict[str, Any]) -> dict[str, Any]:
@@ -93,6 +96,45 @@ class WorkerRefused(Exception):
         return cls(reply.get("error", "unknown error"), reply.get("kind", ""))
 
 
+# How long a request's reply may take before the caller hears that it is waited for (on_wait),
+# and how often after that: a hang is seen moving long before its timeout, and a normal run,
+# whose replies come within milliseconds, hears nothing.
+WAIT_NOTICE_AFTER = 3.0
+WAIT_NOTICE_EVERY = 5.0
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A reply waited for: `what` (the request, 'copy.roundtrip-exact on refdev'), the call it
+    has in flight (None before it announced one), seconds waited of `timeout`."""
+
+    what: str
+    call: Call | None
+    waited: float
+    timeout: float
+
+    def __str__(self) -> str:
+        on = f"{self.call} in {self.what}" if self.call else self.what
+        return f"waiting on {on}: {self.waited:.0f} s of {self.timeout:g}"
+
+
+def read_line_telling(channel: LineChannel, deadline: float, waiting: Waiting, on_wait: Callable[[Waiting], None] | None) -> bytes | None:
+    """`channel`'s next line; `on_wait` (if any) is told `waiting`, with the seconds waited,
+    WAIT_NOTICE_AFTER into the wait and every WAIT_NOTICE_EVERY after. The times count from the
+    wait's start (`deadline` - its timeout), not from this read: a progress line read meanwhile
+    moves no notice."""
+    if on_wait is None:
+        return channel.read_line(deadline)
+    start = deadline - waiting.timeout
+    while True:
+        waited = time.monotonic() - start
+        steps = 0 if waited < WAIT_NOTICE_AFTER else math.floor((waited - WAIT_NOTICE_AFTER) / WAIT_NOTICE_EVERY) + 1
+        line = channel.read_line(min(deadline, start + WAIT_NOTICE_AFTER + steps * WAIT_NOTICE_EVERY))
+        if line is not None or time.monotonic() >= deadline:
+            return line
+        on_wait(replace(waiting, waited=time.monotonic() - start))
+
+
 class _Launchers:
     """An attribute of Worker that is its launcher's (init, process, fork_server, ...), methods
     too."""
@@ -119,10 +161,10 @@ class Worker:
     hand_over = _Launchers()
 
     def __init__(self, init: dict[str, Any], *, timeout: float, log: Path | None = None, env: dict[str, str] | None = None,
-                 warm_up: bool = False):
+                 warm_up: bool = False, on_wait: Callable[[Waiting], None] | None = None):
         self._launcher = Launcher(dict(init, op="init"), log=log, env=env, warm_up=warm_up)
         self._ledger = Ledger()
-        self.timeout = timeout
+        self.timeout, self.on_wait = timeout, on_wait  # on_wait: hears a slow reply to a request (see Waiting)
         self.facts: dict[str, Any] | None = None
 
     def start(self) -> dict[str, Any]:
@@ -216,7 +258,7 @@ class Worker:
         answer (see CheckContext.attempt and calling) is kept as its note, and the call
         `running` has in flight names what it was in if the worker is lost."""
         while True:
-            reply = self._receive(deadline, timeout, what, self._ledger.call_of(running))
+            reply = self._receive(deadline, timeout, what, self._ledger.call_of(running), self.on_wait)
             if "progress" not in reply:
                 return reply
             self._ledger.note(reply)
@@ -226,10 +268,10 @@ class Worker:
         request, note = self._ledger.told(id_)
         return lost.concerning(request, note, self.init)
 
-    def _receive(self, deadline: float, timeout: float, what: str, call: Call | None = None) -> dict[str, Any]:
+    def _receive(self, deadline: float, timeout: float, what: str, call: Call | None = None, on_wait=None) -> dict[str, Any]:
         """The next line the worker sends, or WorkerLost when it ended or `deadline` passed;
-        `call`: the onnxruntime call the running request has in flight."""
-        line = self._launcher.channel.read_line(deadline)
+        `call`: the call the running request has in flight; `on_wait`: hears that it waits."""
+        line = read_line_telling(self._launcher.channel, deadline, Waiting(what, call, 0.0, timeout), on_wait)
         if line is None:
             self._kill()
             raise WorkerLost.timed_out(what, timeout, call)

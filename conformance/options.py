@@ -3,7 +3,8 @@
 Each refuses a bad value with the message a user should read: `ep_options` with ValueError,
 `seconds` with argparse.ArgumentTypeError, which argparse (and pytest's option parser) shows as
 "argument --X: MESSAGE" since it is the option's `type`. `reason_of` words why a file named on
-the command line (or in a spec) cannot be read or written.
+the command line (or in a spec) cannot be read or written. `unknown_options` words the
+warning for an option key the EP does not report.
 """
 
 from __future__ import annotations
@@ -21,6 +22,23 @@ def ep_options(pairs: list[str]) -> dict[str, str]:
             raise ValueError(f"--ep-option expects KEY=VALUE, got {pair!r}")
         options[key] = value
     return options
+
+
+def unknown_options(options: dict[str, str], provider: str, devices: list[dict]) -> list[str]:
+    """A warning for each provider option (`--ep-option`, not a `session.` entry) that the EP
+    does not report: the keys an EP reports are those of its devices' `ep_options` (OrtEpDevice,
+    the EP's defaults as the EP device lists them); an EP that reports none cannot be checked
+    against, and the warning says so. The option is passed on either way: onnxruntime's
+    providers take options they do not list, and some ignore ones they do not know."""
+    reported = sorted({key for device in devices for key in (device.get("ep_options") or {})})
+    warnings = []
+    for key in (k for k in options if not k.startswith("session.") and k not in reported):
+        if reported:
+            warnings.append(f"--ep-option {key}: {provider} reports no option '{key}'; the options it reports are: {', '.join(reported)}")
+        else:
+            warnings.append(f"--ep-option {key}: {provider} reports no options at all (its EP devices list no ep_options), "
+                            f"so '{key}' cannot be checked; it is passed on as given")
+    return warnings
 
 
 def reason_of(exc: Exception) -> str:

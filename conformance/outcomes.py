@@ -41,8 +41,8 @@ AGAINST_EP = ("ep", "both")
 AGAINST_RUNTIME = ("runtime", "both")
 COULD_NOT_RUN = (Outcome.NOT_RUN, Outcome.ERROR)
 BROKEN_OR_ERROR = (*BROKEN, Outcome.ERROR)  # what a person looks into after a run
-# Raised in an item's setup, so that pytest and JUnit count them as errors, not failures
-# (unless the result is a finding against onnxruntime: an expected failure).
+# Errors of an item's call, which pytest and JUnit count as errors, not failures (unless the
+# result is a finding against onnxruntime: an expected failure); see conformance.terminal.
 PYTEST_ERRORS = (Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR)
 # The properties of every result's test case in JUnit XML (pytest's user_properties).
 CASE_PROPERTIES = ("contract", "ep", "device", "outcome", "severity", "subject", "spec")

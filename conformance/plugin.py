@@ -1,10 +1,12 @@
 """The pytest plugin: `pytest --ep NAME` turns the contract catalogue into checks.
 
 Items are contracts × EP devices present × parameters. Each item's check runs in the EP's
-worker process (see isolation.py); its outcome maps onto pytest as DESIGN.md says: `fail` is a
-failure, `crash`/`timeout`/`error` are errors (raised in setup), everything else is a skip with
-its reason. A broken `runtime`-subject contract is a finding against onnxruntime and shows as
-xfail, so it does not fail a conformant EP's run. Without `--ep` the plugin does nothing.
+worker process (see isolation.py), in the item's call; its outcome maps onto pytest as DESIGN.md
+says: `fail` is a failure, `crash`/`timeout`/`error` are errors of the call (conformance.terminal
+says how pytest and JUnit are told), everything else is a skip with its reason (in setup when it
+is decided before anything runs). A broken `runtime`-subject contract is a finding against
+onnxruntime and shows as xfail, so it does not fail a conformant EP's run. Without `--ep` the
+plugin does nothing.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
-from conformance import ids, runfolder, signals
+from conformance import ids, runfolder, signals, terminal
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
-from conformance.options import ep_options, seconds
+from conformance.options import ep_options, seconds, unknown_options
 from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
 from conformance.pool import EpUnderTest, WorkerPool
 from conformance.safe_io import UnsafeFile
@@ -103,7 +105,8 @@ class ConformanceRun:
         self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
         self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
         self.folder = runfolder.RunFolder(self.report_dir, self.primary)  # its lock and the journal
-        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"))
+        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config))  # says when it waits
+        self.report_data: dict[str, Any] | None = None  # report.json's data, once written
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
         self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
 
@@ -136,6 +139,7 @@ class ConformanceRun:
             ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
             self.eps.append(ep)
         self.folder.journal.eps([ep.facts for ep in self.eps], self.catalogue.digest, _machine())
+        _warn_of_unknown_options(self)
 
     def worker_init(self, name: str) -> dict[str, Any]:
         # This process reads and validates the spec files; its workers are handed them (see start).
@@ -178,12 +182,17 @@ class ConformanceRun:
             self.scheduler.plan(item for item in session.items if isinstance(item, ContractItem) and item.decision() is None)
             self.scheduler.start_plans()
 
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport):
         data = getattr(report, "conformance_result", None)
         if data is not None and self.primary:
-            self.folder.journal.result(data)
+            self.folder.journal.result(data)  # first: a plugin after this one may take the process down
             self.results.append(result := Result.from_dict(data))
             self.config.hook.pytest_conformance_result(result=result, config=self.config)
+        outcome = yield
+        if terminal.is_error(report):  # once JUnit's writer has seen it (see terminal.as_junit_error)
+            terminal.as_junit_error(self.config, report)
+        return outcome
 
     @pytest.hookimpl(trylast=True)  # after pytest's JUnit writers, whose file joins the report set
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -205,6 +214,7 @@ class ConformanceRun:
         self.pool.ask_to_exit()
         with signals.held():  # a second Ctrl-C (or a SIGTERM) now is noted: the report set is written whole
             data = _write_report(self, session, interrupted)
+        self.report_data = data
         if data is not None:
             self.config.hook.pytest_conformance_report(report=data, folder=self.report_dir, config=self.config)
         if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
@@ -214,19 +224,35 @@ class ConformanceRun:
         gc.freeze()
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
-        if not self.primary or not self.written:
-            return
-        terminalreporter.section("conformance")
-        colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(self.verdict, {"yellow": True})
-        terminalreporter.write_line(f"verdict: {self.verdict}" + _verdict_label(self.strict, self.selection), bold=True, **colour)
-        for line, markup in _ep_lines(self.eps):
-            terminalreporter.write_line(line, **markup)
-        for path in self.written:
-            terminalreporter.write_line(f"report: {path}")
+        if self.primary and self.written:
+            _terminal_summary(self, terminalreporter)
 
     def close(self) -> None:
         self.pool.close()
         self.folder.close()
+
+
+def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
+    """The verdict, its reasons and the EP's counts (as summary.md gives them), and where the report is."""
+    from conformance.report import summary
+
+    terminalreporter.section("conformance")
+    colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(run.verdict, {"yellow": True})
+    terminalreporter.write_line(f"verdict: {run.verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
+    for line in summary.terminal(run.report_data) if run.report_data is not None else []:
+        terminalreporter.write_line(line)
+    for line, markup in _ep_lines(run.eps):
+        terminalreporter.write_line(line, **markup)
+    for path in run.written:
+        terminalreporter.write_line(f"report: {path}")
+
+
+def _warn_of_unknown_options(run: ConformanceRun) -> None:
+    """A pytest warning for each --ep-option key an EP does not report (options.unknown_options)."""
+    if run.primary:
+        for ep in run.eps:
+            for text in unknown_options(run.options, ep.facts["provider"], ep.facts["devices"]):
+                run.config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
 
 
 def _ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
@@ -585,15 +611,27 @@ class ContractItem(pytest.Item):
         return self.ep.quarantine(self.device["index"])
 
     def setup(self) -> None:
+        # What is decided before anything runs (not applicable, quarantined) is skipped here, as
+        # pytest's skip marks are; the check itself runs in the call (runtest), so that a crash
+        # or a timeout is an error of the call and --durations shows the check's own time.
         skip = self.decision()
         if skip:
-            result = self._result(skip.outcome, skip.reason)
+            result = self._finish(self._result(skip.outcome, skip.reason))
         elif self.quarantined():
-            result = self._result(Outcome.NOT_RUN, f"not run: {self.quarantined()}")
+            result = self._finish(self._result(Outcome.NOT_RUN, f"not run: {self.quarantined()}"))
         else:
-            result = self._result(*self.run.scheduler.run_case(self))
-            if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
-                self._quarantine().record(result, self.contract.check, self.params.get("direction"), self.name)
+            return
+        if not result.details.get("strict"):
+            pytest.skip(f"[{result.outcome.value}] {result.message}")
+
+    def _run(self) -> Result:
+        result = self._result(*self.run.scheduler.run_case(self))
+        if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
+            self._quarantine().record(result, self.contract.check, self.params.get("direction"), self.name)
+        return self._finish(result)
+
+    def _finish(self, result: Result) -> Result:
+        """`result` after the EP spec's waivers and the strict rules, kept for the reports."""
         from conformance import strict as strict_rules
         from conformance import waivers as waiver_rules
 
@@ -602,28 +640,23 @@ class ContractItem(pytest.Item):
             result = strict_rules.mark(result, self.contract, self.ep.spec)
         self.stash[RESULT_KEY] = result
         self.user_properties.extend(result.case_properties())
-        if result.is_finding and not result.against_ep:
-            return  # a fail, crash or timeout of onnxruntime's own promise: xfail in runtest
-        if result.outcome in PYTEST_ERRORS:
-            pytest.fail(f"[{result.outcome.value}] {result.message}", pytrace=False)
-        if result.outcome not in (Outcome.PASS, Outcome.FAIL) and not result.details.get("strict"):
-            pytest.skip(f"[{result.outcome.value}] {result.message}")
+        return result
 
     def runtest(self) -> None:
-        result = self.stash[RESULT_KEY]
+        result = self.stash.get(RESULT_KEY, None) or self._run()
         if result.details.get("strict"):
             pytest.fail(f"[{result.outcome.value}] strict run: {result.details['strict']}", pytrace=False)
         if result.is_finding and not result.against_ep:
             prefix = "" if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] "
             pytest.xfail(f"finding against onnxruntime, not the EP: {prefix}{result.message}")
-        if result.outcome is Outcome.FAIL:
-            raise ContractFailure(result, self.contract)
+        if result.outcome is Outcome.FAIL or result.outcome in PYTEST_ERRORS:
+            raise ContractFailure(result, self.contract)  # an error's report is marked one (see pytest_report_teststatus)
+        if result.outcome is not Outcome.PASS:
+            pytest.skip(f"[{result.outcome.value}] {result.message}")
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ContractFailure):
-            from conformance import report
-
-            return report.describe_failure(excinfo.value.result, self.contract)
+            return terminal.failure_repr(excinfo.value.result, self.contract, self.config.getoption("tbstyle", "auto"))
         if isinstance(excinfo.value, pytest.xfail.Exception):
             return str(excinfo.value)  # its reason says it all; a traceback of the plugin would not
         return super().repr_failure(excinfo, style=style)
@@ -639,3 +672,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if result is not None and call.when == "teardown":
         # Carried on the report so that it reaches the xdist controller too.
         outcome.get_result().conformance_result = result.to_dict()
+    if result is not None and call.when == "call":
+        report = outcome.get_result()
+        terminal.mark_outcome(report, result)
+        report.duration = terminal.duration(result, report.duration)
+
+
+def pytest_report_teststatus(report: pytest.TestReport):
+    return terminal.teststatus(report)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from conformance.forkserver import ForkServer
-from conformance.isolation import Worker
+from conformance.isolation import Waiting, Worker
 from conformance.quarantine import Quarantine
 
 
@@ -45,12 +45,13 @@ class WorkerPool:
     every other: replacements after a crash or hang, and the workers of isolated and
     own-process contracts; see forkserver.py), and closed at the end."""
 
-    def __init__(self, report_dir: Path, timeout: float):
+    def __init__(self, report_dir: Path, timeout: float, on_wait: Callable[[Waiting], None] | None = None):
         self.report_dir = report_dir
         self.timeout = timeout
         self.workers: list[Worker] = []  # every worker launched, to close them all
         self.fork_server: ForkServer | None = None
         self.handover: dict[str, Any] | None = None  # the catalogue and recipes, for every worker (isolation.handover)
+        self.on_wait = on_wait  # every worker's: hears a slow reply (see isolation.Waiting)
 
     def serve_forks(self) -> None:
         if ForkServer.supported():
@@ -67,7 +68,7 @@ class WorkerPool:
         run's fork server forks its processes once it serves. `warm_up`: it is started before
         collection, and may prepare for its checks meanwhile."""
         log = self.report_dir / f"worker-{_safe(name)}{f'-{role}' if role else ''}.log"
-        worker = Worker(init, timeout=self.timeout, log=log, warm_up=warm_up)
+        worker = Worker(init, timeout=self.timeout, log=log, warm_up=warm_up, on_wait=self.on_wait)
         worker.fork_server = self.fork_server
         if self.handover:
             worker.hand_over(self.handover)

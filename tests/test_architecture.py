@@ -175,7 +175,7 @@ def test_only_the_plugin_and_its_hookspecs_import_pytest():
     (selection.py's SelectionWatch is a plugin of its own beside the run, watching deselection, and
     junit_files.py's JunitFiles another, beside pytest's JUnit writers)."""
     importing = {name for name, path in _modules().items() if {"pytest", "_pytest"} & imported(path)}
-    assert importing == {"conformance.plugin", "conformance.hookspecs", "conformance.selection", "conformance.junit_files"}
+    assert importing == {"conformance.plugin", "conformance.hookspecs", "conformance.selection", "conformance.junit_files", "conformance.terminal"}
 
 
 # The worker's side (the checks, their context, the runner, the matrix) and what it must never load

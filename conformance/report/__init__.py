@@ -174,15 +174,48 @@ def json_text(data: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(entries) + "\n}\n"
 
 
+# How a broken or errored case's headline words what happened to it.
+_HAPPENED = {Outcome.FAIL: "failed", Outcome.CRASH: "crashed", Outcome.TIMEOUT: "timed out", Outcome.ERROR: "could not be checked"}
+
+
+def reason_line(result: Result) -> str:
+    """The one line that says why a case failed or errored: its first violation's message for a
+    failure, the outcome and what happened for a crash, a timeout or an error. pytest ends its
+    `FAILED id - ...` and `ERROR id - ...` lines with it, and `--tb=line` shows it."""
+    violations = result.details.get("violations") or []
+    text = violations[0]["message"] if result.outcome is Outcome.FAIL and violations else result.message
+    line = " ".join((text.strip().splitlines() or [""])[0].split())
+    return line if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] {line}"
+
+
+def _headline(result: Result, contract) -> str:
+    happened = _HAPPENED.get(result.outcome, result.outcome.value)
+    return f"{contract.id} [{contract.severity}, subject: {contract.subject}] {happened} on {result.ep} ({result.device}), params {result.params}"
+
+
+def describe_briefly(result: Result, contract) -> str:
+    """`--tb=short`: the headline, each violation's message (or what happened), and the spec line."""
+    messages = [v["message"] for v in result.details.get("violations") or []] if result.outcome is Outcome.FAIL else []
+    lines = [_headline(result, contract)] + [f"  violation: {m}" for m in messages or [reason_line(result)]]
+    return "\n".join(lines + [f"  spec:      {result.spec}"])
+
+
 def describe_failure(result: Result, contract) -> str:
     """What a failing check shows: the statement and where it is written, expected vs actual,
-    the memory infos involved, and a snippet that reproduces it."""
+    the memory infos involved, and a snippet that reproduces it; for a crash, a timeout or an
+    error, what happened and the process's last output."""
     lines = [
-        f"{contract.id} [{contract.severity}, subject: {contract.subject}] failed on {result.ep} ({result.device}), params {result.params}",
+        _headline(result, contract),
         f"  statement: {contract.statement}",
         f"  spec:      {result.spec}",
         "  sources:   " + "; ".join(f"{s.kind} {s.ref}" for s in contract.sources),
     ]
+    if result.outcome is not Outcome.FAIL:
+        # What happened: the violation says it where the loss was attributed to a step (see
+        # attribution.details_of); the process's last output follows the message's first line.
+        head, *tail = result.message.splitlines() or [""]
+        lines += [] if result.details.get("violations") else [f"  {result.outcome.value}: {head}"]
+        lines += ["  output:"] + [f"    {line}" for line in tail] if tail else []
     for violation in result.details.get("violations", []):
         lines.append(f"  violation: {violation['message']}")
         if violation.get("expected"):

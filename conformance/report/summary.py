@@ -10,6 +10,7 @@ adds the same text to the file GitHub Actions names in $GITHUB_STEP_SUMMARY.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -55,25 +56,58 @@ def _head(data: dict[str, Any], html: str) -> list[str]:
     verdict, ep = data["verdict"], data.get("ep") or {}
     mark = f"{MARK[verdict]} " if verdict in MARK else ""
     out = [f"## {mark}ort-ep-conformance: {cell(ep.get('name', '?'))} is **{verdict}**"]
-    reasons = data.get("verdict_reasons") or []
-    contracts = data.get("contracts") or {}
-    failing = {r["contract"] for r in data["results"] if r["outcome"] in BROKEN_VALUES}
-    out += [""] if reasons else []
-    for reason in reasons[:REASONS_SHOWN]:
-        named = reason_contract(reason, contracts)
-        target = (failure_anchor(named) if named in failing else contract_anchor(named)) if named else "verdict"
-        out.append(f"- [{cell(reason, 200)}]({html}#{target})")
-    if len(reasons) > REASONS_SHOWN:
-        out.append(f"- … and {len(reasons) - REASONS_SHOWN} more reasons: [report.html]({html}#verdict)")
+    found = reasons(data)
+    out += [""] if found else []
+    for reason in found[:REASONS_SHOWN]:
+        target = (failure_anchor(reason.contract) if reason.cases else contract_anchor(reason.contract)) if reason.contract else "verdict"
+        out.append(f"- [{cell(reason.text, 200)}]({html}#{target})" + (f" ({reason.cases})" if reason.cases else ""))
+    if len(found) > REASONS_SHOWN:
+        out.append(f"- … and {len(found) - REASONS_SHOWN} more reasons: [report.html]({html}#verdict)")
     ep_counts, runtime_counts = tally(data["results"])
     out += ["", f"**{cell(ep.get('name', 'EP'))}**: {_counts(ep_counts)}"]
     if runtime_counts:
-        out.append(f"onnxruntime's own contracts (subject `runtime`; they do not decide the verdict): {_counts(runtime_counts)}")
+        out.append(f"{RUNTIME_COUNTS.format(subject='`runtime`')}: {_counts(runtime_counts)}")
     ort = data.get("onnxruntime") or {}
     devices = ", ".join(f"`{cell(d['label'])}`" for d in data.get("devices", [])) or "none"
     out += ["", f"kit {cell(data.get('kit_version'))} · onnxruntime {cell(ort.get('version'))} ({cell(ort.get('package'))}) · devices {devices}"
             + (" · strict" if data.get("strict") else "")]
     return out
+
+
+RUNTIME_COUNTS = "onnxruntime's own contracts (subject {subject}; they do not decide the verdict)"
+
+
+@dataclass(frozen=True)
+class Reason:
+    """A verdict reason, the contract it names (None for the run as a whole) and, where that
+    contract broke, how many of its cases did ('3 of 12 cases')."""
+
+    text: str
+    contract: str | None
+    cases: str
+
+
+def reasons(data: dict[str, Any]) -> list[Reason]:
+    """The verdict's reasons as summary.md and the terminal both show them."""
+    contracts = data.get("contracts") or {}
+    out = []
+    for text in data.get("verdict_reasons") or []:
+        named = reason_contract(text, contracts)
+        of_it = [r for r in data["results"] if r["contract"] == named]
+        broken = sum(1 for r in of_it if r["outcome"] in BROKEN_VALUES)
+        out.append(Reason(text, named, f"{broken} of {len(of_it)} case{'s' if len(of_it) != 1 else ''}" if broken else ""))
+    return out
+
+
+def terminal(data: dict[str, Any]) -> list[str]:
+    """What the terminal summary says under the verdict: each reason, as summary.md has them,
+    then the EP's counts apart from onnxruntime's findings."""
+    ep_counts, runtime_counts = tally(data["results"])
+    lines = [f"  {reason.text}" + (f" ({reason.cases})" if reason.cases else "") for reason in reasons(data)]
+    lines.append(f"{(data.get('ep') or {}).get('name', 'EP')}: {_counts(ep_counts) if ep_counts else 'no check of its own ran'}")
+    if runtime_counts:
+        lines.append(f"{RUNTIME_COUNTS.format(subject='runtime')}: {_counts(runtime_counts)}")
+    return lines
 
 
 def _counts(counts: dict[str, int]) -> str:
