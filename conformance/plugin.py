@@ -161,8 +161,6 @@ class ConformanceRun:
         isolated = self.pool.launch_isolated(self.worker_init(name), name) if wanted else None
         return EpUnderTest(name, facts, worker, None, init=self.worker_init(name), isolated_worker=isolated)
 
-    # --- hooks of the run -------------------------------------------------------------------
-
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         if self.scheduler.lookahead:
             # pytest reports the items in the order their worker runs them, isolated contracts

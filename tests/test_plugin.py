@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -292,6 +293,15 @@ def test_crash_timeout_and_error_are_junit_errors(faked, name, outcome):
     assert kind(case) == "error"
     assert properties(case)["outcome"] == outcome
     assert f"[{outcome}]" in case.find("error").get("message")
+
+
+def test_the_report_folders_junit_file_holds_the_same_errors(faked):
+    """The report folder's junit.xml is a second writer: a crash is an <error> there too, and its counts say so."""
+    run, user_cases, _ = faked
+    folder_cases = by_name(run.junit("reports/junit.xml"))
+    assert {name: kind(case) for name, case in folder_cases.items()} == {name: kind(case) for name, case in user_cases.items()}
+    suite = ET.parse(run.path / "reports" / "junit.xml").getroot().find("testsuite")
+    assert int(suite.get("errors")) == sum(kind(case) == "error" for case in folder_cases.values()) >= 3
 
 
 def test_not_run_is_a_junit_skip_with_its_reason(faked):
@@ -593,6 +603,7 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(refdev_
 # Registered as a plugin: a conftest's own hooks reach only the items below its folder.
 SLOW_ITEMS = """\
 import time
+import xml.etree.ElementTree as ET
 
 
 class SlowItems:
