@@ -70,6 +70,6 @@ class CheckContext:
     memory_info, memory_facts, is_cpu_memory, require_memory, describe_memory = (_Part("memories") for _ in range(5))
     wrap_cpu, allocate, copy, read, place = (_Part("memories") for _ in range(5))
     # sessions
-    session, create_session, assignment_of, require_nodes_on_ep, running = (_Part("sessions") for _ in range(5))
+    session, create_session, assignment_of, require_nodes_on_ep, running, cpu_session = (_Part("sessions") for _ in range(6))
     # reproducers
     preamble, session_snippet, memory_expr = (_Part("snippets") for _ in range(3))
