@@ -652,3 +652,59 @@ def test_a_value_reporting_the_wrong_size_fails_memory_info_tensor_size(runner, 
     violation = result["details"]["violations"][0]
     assert (violation["expected"], violation["actual"]) == ("8 bytes", "15 bytes")
     reproduce(violation["reproducer"])  # onnxruntime's own value is right, without the stand-in: the assert holds
+
+
+# --- issue 17, items 7 and 8: CPU memory everywhere, placement (branch placement) --------------
+
+
+class HalfWritten:
+    """A CPU value whose update_inplace writes only the first half of the source, as a copy
+    that stops early would; everything else is the real value's."""
+
+    def __init__(self, value, storage: np.ndarray):
+        self.value, self.storage = value, storage
+
+    def __getattr__(self, name):
+        return getattr(self.value, name)
+
+    def update_inplace(self, source):
+        flat = self.storage.reshape(-1)
+        flat[: flat.size // 2] = np.asarray(source).reshape(-1)[: flat.size // 2]
+
+
+def test_a_cpu_copy_path_that_drops_bytes_fails_cpu_memory_copy_paths(runner, ctx, monkeypatch):
+    params = dict(path="update_inplace-numpy", dtype="float16")
+    assert run(runner, "cpu-memory.copy-paths", **params)[0] is Outcome.PASS
+    real_wrap = ctx.wrap_cpu
+    monkeypatch.setattr(ctx, "wrap_cpu", lambda storage, dt: HalfWritten(real_wrap(storage, dt), storage))
+    result = runner.run("cpu-memory.copy-paths", 0, params)
+    assert result["outcome"] == "fail" and "did not deliver the source bytes" in result["message"], result
+    reproduce(result["details"]["violations"][0]["reproducer"])  # onnxruntime's own update_inplace is right
+
+
+def test_copy_tensors_between_two_cpu_values_is_onnxruntimes_finding_and_its_script_fails_alone(runner):
+    """onnxruntime 1.32 has no CPU→CPU data transfer behind copy_tensors: the runtime-subject
+    contract fails on the CPU EP alone, and its script fails without the kit."""
+    result = runner.run("cpu-memory.copy-paths", 0, {"path": "copy_tensors", "dtype": "int8"})
+    assert result["outcome"] == "fail" and "Data transfer implementation" in result["message"], result
+    script = result["details"]["violations"][0]["reproducer"]
+    completed = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 1 and "expected it to succeed" in completed.stderr
+
+
+def test_every_cpu_copy_path_passes_with_the_bytes_it_compared(runner):
+    for path in ("update_inplace-ortvalue", "ortvalue_from_numpy", "iobinding", "iobinding-ortvalue"):
+        result = runner.run("cpu-memory.copy-paths", 0, {"path": path, "dtype": "float32"})
+        assert result["outcome"] == "pass", (path, result)
+        assert result["details"]["evidence"]["bytes_compared"] == 60
+
+
+def test_placement_on_the_cpu_ep_has_no_boundary_and_a_named_record_must_hold_something(runner, ctx, monkeypatch):
+    assert run(runner, "placement.kernel-inputs", recipe="sub_relu") == (
+        Outcome.NOT_APPLICABLE, "CPUExecutionProvider took every node of 'sub_relu': no partition boundary at a CPU node's output")
+    assert run(runner, "placement.kernel-inputs", recipe="add")[0] is Outcome.NOT_APPLICABLE  # no record, CPU memory
+    # An EP that names a record of its kernels' inputs but writes nothing there has shown nothing.
+    monkeypatch.setitem(ctx.under_test.facts, "ep_metadata", {"conformance.kernel_input_log": "KIT_TEST_INPUT_LOG"})
+    outcome, message = run(runner, "placement.kernel-inputs", recipe="add")
+    assert outcome is Outcome.NOT_RUN and "recorded none" in message
+    assert "KIT_TEST_INPUT_LOG" not in os.environ  # set around the run only

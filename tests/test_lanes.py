@@ -280,7 +280,7 @@ def test_a_lane_runs_in_the_environment_of_the_lane_it_names_which_installs_the_
 
 def test_an_unknown_lane_is_one_message_and_exit_2(capsys):
     assert LANES.main(["nosuchlane"]) == 2
-    assert capsys.readouterr().err.startswith("lanes/run: unknown lane nosuchlane; lanes: cpu, refdev, webgpu")
+    assert capsys.readouterr().err.startswith("lanes/run: unknown lane nosuchlane; lanes: cpu, refdev, refdev-host, webgpu")
 
 
 def test_a_device_copy_contract_on_an_ep_with_cpu_memory_and_an_old_api_is_not_applicable_not_not_run():
@@ -376,3 +376,20 @@ def test_the_cuda_lanes_agree_on_whether_there_is_an_nvidia_gpu(monkeypatch, lan
         except lanes.Skip:
             skipped.append(name)
     assert skipped == (["cuda-absent"] if has_gpu else ["cuda"])
+
+
+# --- issue 17, item 7: the refdev lane with and without HOST_ACCESSIBLE memory (branch placement)
+
+
+def test_the_refdev_host_lane_runs_refdev_with_its_host_accessible_memory_declared_and_gates_on_it(capsys):
+    lane = next(lane for lane in LANES.LANES if lane.name == "refdev-host")
+    assert lane.environ(Path("python")) == {"ORT_REFDEV_HOST_ACCESSIBLE": "1"} and lane.venv == "cpu"
+    declaration = lane.pytest_args[-1]
+    assert (REPO / declaration).is_file() and "name: RefDevHost" in (REPO / declaration).read_text()
+    # The declaration replaces the shipped one by name, so the run is checked against the memory it advertises.
+    assert catalogue(str(REPO / declaration)).ep_spec("refdev").host_accessible.name == "RefDevHost"
+    needed = ("copy.host-accessible-alias", "iobinding.host-accessible-in-place", "memory-info.allocatable", "cpu-memory.host-accessible-writes")
+    assert LANES.refdev_host_gate(lane_report(*(case(contract) for contract in needed)), 0) == []
+    missing = LANES.refdev_host_gate(lane_report(*(case(contract) for contract in needed[:-1])), 0)
+    assert missing == ["no cpu-memory.host-accessible-writes case passed on the HOST_ACCESSIBLE memory"]
+    assert LANES.main(["--list"]) == 0 and "refdev-host" in capsys.readouterr().out
