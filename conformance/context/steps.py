@@ -129,7 +129,8 @@ def placement(sn: Snippets, model_path: Path | None, recipe: str, inputs, shape:
     (the environment variable `variable`), every input was in the `expected` memory
     (device type, memory type, vendor id)."""
     reference = REFERENCES[recipe].format(*(f"feeds[{name!r}]" for name in inputs))
-    body = ["import os, tempfile", "log = os.path.join(tempfile.mkdtemp(), 'inputs.log')"]
+    body = ["log = os.path.join(os.environ.get('TMPDIR', '/tmp'), f'kernel-inputs-{os.getpid()}.log')",
+            "if os.path.exists(log):\n    os.remove(log)"]
     if variable:
         body.append(f"os.environ[{variable!r}] = log  # the EP appends '<node> <input> <device type> <memory type> <vendor id>' per kernel input")
     body += [sn.session_snippet(model_path), "rng = np.random.default_rng(11)",
