@@ -26,7 +26,8 @@ def default_memory_kind(device: dict[str, Any]) -> str:
 
 
 def decide(contract: Contract, run: dict[str, Any], device: dict[str, Any], spec: EpSpec | None) -> Skip | None:
-    if run.get("unusable"):
+    if run.get("unusable") and contract.subject != "package":
+        # A package's contract is about exactly this: a listed EP that cannot run here.
         return Skip(Outcome.NOT_RUN, run["unusable"])
     if spec and contract.id in spec.not_applicable:
         return Skip(Outcome.NOT_APPLICABLE, f"declared not applicable by {spec.location}: {spec.not_applicable[contract.id]}")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Any, Mapping, Protocol
 
 SEVERITIES = ("required", "recommended", "informational")
-SUBJECTS = ("ep", "runtime")
+SUBJECTS = ("ep", "runtime", "package")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from typing import Any
 
 from conformance import safe_io
 from conformance.bundle import MAX_MEMBER_BYTES, BundleError, read, require_report_shape
-from conformance.outcomes import BROKEN_OR_ERROR
+from conformance.outcomes import BROKEN_OR_ERROR, NOT_AGAINST_EP
 from conformance.report_schema import parse_json
 
 # Copy statuses from better to worse; a step down from a working status is a regression.
@@ -89,7 +89,7 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> Diff:
         change = {"case": _label(key), "old": was["outcome"], "new": now["outcome"], "message": now["message"]}
         # A case is bad when it broke (fail, crash, timeout) or the kit could not run it (error).
         if now["outcome"] in BROKEN_OR_ERROR and was["outcome"] not in BROKEN_OR_ERROR:
-            (diff.findings if now["subject"] == "runtime" else diff.regressions).append(change)  # "both" is the EP's regression too
+            (diff.findings if now["subject"] in NOT_AGAINST_EP else diff.regressions).append(change)  # "both" is the EP's regression too
         elif was["outcome"] in BROKEN_OR_ERROR and now["outcome"] not in BROKEN_OR_ERROR:
             diff.fixes.append(change)
         else:

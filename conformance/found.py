@@ -28,7 +28,7 @@ from conformance.spec import load_known_issues
 RUNTIME_ISSUES = Path(__file__).with_name("known_issues.yaml")
 # Who answers for a broken result, by its subject: "both" is listed under onnxruntime (it passed
 # the bad request through unchecked) and under the EP (it accepted it), which the verdict counts.
-WHOSE = {"ep": "the EP", "runtime": "onnxruntime", "both": "onnxruntime and the EP"}
+WHOSE = {"ep": "the EP", "runtime": "onnxruntime", "both": "onnxruntime and the EP", "package": "the onnxruntime package"}
 # The keys of report.json that render() reads.
 READ_KEYS = ("onnxruntime", "ep", "devices", "verdict", "verdict_reasons", "summary", "findings", "results", "capabilities", "run")
 

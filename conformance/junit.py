@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.outcomes import BROKEN, CASE_PROPERTIES, PYTEST_ERRORS
+from conformance.outcomes import BROKEN, CASE_PROPERTIES, NOT_AGAINST_EP, PYTEST_ERRORS
 
 RESULT_TAGS = ("failure", "error", "skipped")
 
@@ -141,7 +141,7 @@ def _properties(case: ET.Element, path: str) -> list[Problem]:
     outcome = values["outcome"]
     if outcome == "pass" and kind != "passed":
         return [Problem(f"{path} ({case.get('name')})", f"outcome pass, but JUnit says {kind}")]
-    finding = values["subject"] == "runtime" and outcome in BROKEN  # "both" counts against the EP: a failure or an error
+    finding = values["subject"] in NOT_AGAINST_EP and outcome in BROKEN  # "both" counts against the EP: a failure or an error
     if finding and kind != "skipped":
         return [Problem(f"{path} ({case.get('name')})", f"a finding against onnxruntime ({outcome}) must be an expected failure (skipped), not {kind}")]
     if outcome in PYTEST_ERRORS and not finding and kind != "error":

@@ -35,10 +35,12 @@ BROKEN = (Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT)
 # Whose promise a result is (its subject): the EP's, onnxruntime's own layer's, or both, when
 # onnxruntime passed a bad request through without checking it and the EP accepted it. A broken
 # `both` result counts against the EP in the verdict and is listed among the findings against
-# onnxruntime too.
-SUBJECTS = ("ep", "runtime", "both")
+# onnxruntime too. `package`: the promise of the onnxruntime package as shipped (a built-in EP it
+# lists must run); its failures are findings, against that package, never the EP's.
+SUBJECTS = ("ep", "runtime", "both", "package")
 AGAINST_EP = ("ep", "both")
 AGAINST_RUNTIME = ("runtime", "both")
+NOT_AGAINST_EP = ("runtime", "package")  # broken, they are findings alone: xfail, counted apart
 COULD_NOT_RUN = (Outcome.NOT_RUN, Outcome.ERROR)
 BROKEN_OR_ERROR = (*BROKEN, Outcome.ERROR)  # what a person looks into after a run
 # Errors of an item's call, which pytest and JUnit count as errors, not failures (unless the
@@ -65,9 +67,9 @@ class Result:
 
     @property
     def is_finding(self) -> bool:
-        """A broken result of onnxruntime's promise (subject runtime or both): a defect of
-        onnxruntime, listed among the findings against it."""
-        return self.subject in AGAINST_RUNTIME and self.outcome in BROKEN
+        """A broken result of onnxruntime's promise (subject runtime or both) or of its package's
+        (subject package): a defect of onnxruntime, listed among the findings against it."""
+        return (self.subject in AGAINST_RUNTIME or self.subject == "package") and self.outcome in BROKEN
 
     @property
     def against_ep(self) -> bool:
@@ -138,8 +140,9 @@ def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = 
         reasons.append("no required contract passed on this EP")
         # One cause behind every check that did not run (an EP that is not functional here)
         # is the reason that matters: it goes first.
+        # (A package's finding is beside the point: it is that cause, seen from the package.)
         causes = {r.message for r in results if r.outcome is Outcome.NOT_RUN}
-        if len(causes) == 1 and all(r.outcome in (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE) for r in results):
+        if len(causes) == 1 and all(r.outcome in (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE) or r.subject == "package" for r in results):
             reasons.insert(0, f"no check could run: {causes.pop()}")
     if strict:
         reasons += _unshown_on_a_device(deciding, set(missing))

@@ -646,7 +646,8 @@ class ContractItem(pytest.Item):
             pytest.fail(f"[{result.outcome.value}] strict run: {result.details['strict']}", pytrace=False)
         if result.is_finding and not result.against_ep:
             prefix = "" if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] "
-            pytest.xfail(f"finding against onnxruntime, not the EP: {prefix}{result.message}")
+            whose = "the onnxruntime package" if result.subject == "package" else "onnxruntime"
+            pytest.xfail(f"finding against {whose}, not the EP: {prefix}{result.message}")
         if result.outcome is Outcome.FAIL or result.outcome in PYTEST_ERRORS:
             raise ContractFailure(result, self.contract)  # an error's report is marked one (see pytest_report_teststatus)
         if result.outcome is not Outcome.PASS:

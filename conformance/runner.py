@@ -93,6 +93,9 @@ class Runner:
         ctx.begin(progress, quarantined)
         started = time.perf_counter()
         outcome, message, details = self._run(CHECKS[contract.check].function, ctx, params)
+        subject = case_subject(contract.subject, ctx, details)
+        if subject:
+            details["subject"], details["subject_reason"] = subject, PLAIN_CPU_CASE
         if outcome is Outcome.FAIL:
             _complete(details["violations"], ctx.reproducer or kit_snippet(self.init, contract_id, device, params))
         return {"outcome": outcome.value, "message": message, "details": details, "duration": time.perf_counter() - started}
@@ -136,6 +139,22 @@ class Runner:
             details["subject"] = "both"  # onnxruntime passed it through and the EP accepted it: counted against both
         message = violations[0].message + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
         return Outcome.FAIL, message, {**details, "violations": [asdict(v) for v in violations], **({"evidence": evidence} if evidence else {})}
+
+
+PLAIN_CPU_CASE = "every value of this case was in onnxruntime's plain CPU memory and no node ran on the EP: the promise is onnxruntime's"
+SESSION_EVIDENCE = ("runs_on_ep", "nodes_on_ep", "providers")
+
+
+def case_subject(subject: str, ctx: CheckContext, details: dict[str, Any]) -> str:
+    """Whose promise this case was, where it is not the contract's: 'runtime' for a case of an
+    EP contract that used only onnxruntime's plain CPU memory (no memory info of the EP device at
+    either end) and ran no node on the EP, which is onnxruntime's own copy or update however the
+    contract is worded; '' to keep what the contract and the check said."""
+    if subject != "ep" or details.get("subject") or not ctx.only_plain_cpu():
+        return ""
+    if any(key in ctx.evidence.recorded for key in SESSION_EVIDENCE):
+        return ""
+    return "runtime"
 
 
 def _raised(ctx: CheckContext, exc: BaseException, who: str) -> Violation:

@@ -73,6 +73,8 @@ typedef enum {
   FAULT_IMPORT_NO_BOUNDS,
   FAULT_IMPORT_DENIES,
   FAULT_KERNEL_FAILS,
+  /* placement (issue 17 item 8) */
+  FAULT_MISPLACED_INPUTS,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -83,13 +85,14 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "hang",       "slow-d2d",         "claim-nothing", "wrong-compute",
     "unregister-crash", "host-accessible-as-device", "import-copy", "import-misread",
     "import-no-bounds", "import-denies", "kernel-fails",
+    "misplaced-inputs",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
-  "import-no-bounds, import-denies, kernel-fails"
+  "import-no-bounds, import-denies, kernel-fails, misplaced-inputs"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -875,6 +878,45 @@ static void encode(const float* in, mem_kind kind, void* dst, size_t count) {
   }
 }
 
+/* Placement record (issue 17 item 8): with ORT_REFDEV_INPUT_LOG naming a file, every kernel call
+ * appends one line per input, `<node> <input index> <device type> <memory type> <vendor id>`,
+ * the memory device onnxruntime handed the kernel (Value_GetMemoryDevice). A file, because the
+ * kit's check runs in the process that loaded the library and reads it back after the run: no
+ * change to the model (a custom op's output would be a node of its own, placed by onnxruntime
+ * like any other) and no new API. The variable is read on every call, so a check sets it only
+ * around its own run. misplaced-inputs records input 0 as plain CPU memory: what a kernel would
+ * see had onnxruntime handed it CPU memory where the EP declared its DEFAULT memory. */
+#define REFDEV_INPUT_LOG_ENV "ORT_REFDEV_INPUT_LOG"
+
+static void log_input_placement(const char* node, size_t index, const OrtValue* v) {
+  const char* path = getenv(REFDEV_INPUT_LOG_ENV);
+  if (path == NULL || path[0] == '\0') return;
+  const OrtMemoryDevice* d = g_ep->Value_GetMemoryDevice(v);
+  const char* type = "unknown";
+  const char* mtype = "unknown";
+  uint32_t vendor = 0;
+  if (d != NULL) {
+    switch (g_ep->MemoryDevice_GetDeviceType(d)) {
+      case OrtMemoryInfoDeviceType_CPU: type = "cpu"; break;
+      case OrtMemoryInfoDeviceType_GPU: type = "gpu"; break;
+      case OrtMemoryInfoDeviceType_NPU: type = "npu"; break;
+      case OrtMemoryInfoDeviceType_FPGA: type = "fpga"; break;
+      default: break;
+    }
+    mtype = g_ep->MemoryDevice_GetMemoryType(d) == OrtDeviceMemoryType_HOST_ACCESSIBLE ? "host_accessible" : "default";
+    vendor = g_ep->MemoryDevice_GetVendorId(d);
+  }
+  if (index == 0 && current_fault() == FAULT_MISPLACED_INPUTS) {
+    type = "cpu";
+    mtype = "default";
+    vendor = 0;
+  }
+  FILE* log = fopen(path, "a");
+  if (log == NULL) return;
+  fprintf(log, "%s %zu %s %s 0x%X\n", node, index, type, mtype, (unsigned)vendor);
+  fclose(log);
+}
+
 static OrtStatus* ORT_API_CALL ci_compute(OrtNodeComputeInfo* this_ptr, void* state, OrtKernelContext* kctx) {
   (void)state;
   refdev_compute_info* ci = (refdev_compute_info*)this_ptr;
@@ -898,6 +940,7 @@ static OrtStatus* ORT_API_CALL ci_compute(OrtNodeComputeInfo* this_ptr, void* st
     RETURN_IF_STATUS(g_ort->KernelContext_GetInput(kctx, i, &in[i]));
     if (in[i] == NULL) return make_status(ORT_EP_FAIL, "RefDev %s: missing input %zu", ci->name, i);
     RETURN_IF_STATUS(view_of(f, in[i], &tv[i], "input"));
+    log_input_placement(ci->name, i, in[i]);
   }
   if (ci->op == OP_ADD) {
     bool same = tv[0].rank == tv[1].rank;
@@ -1453,6 +1496,8 @@ static OrtStatus* ORT_API_CALL factory_get_supported_devices(OrtEpFactory* this_
       g_ort->AddKeyValuePair(meta, "refdev.fault", k_fault_names[f->fault]);
       g_ort->AddKeyValuePair(meta, "refdev.host_accessible", f->host_enabled && d == 0 ? "1" : "0");
       g_ort->AddKeyValuePair(meta, "refdev.device_id", device_id);
+      /* where the kernels record the memory of their inputs (see log_input_placement) */
+      g_ort->AddKeyValuePair(meta, "conformance.kernel_input_log", REFDEV_INPUT_LOG_ENV);
       OrtEpDevice* epd = NULL;
       OrtStatus* st = g_ep->CreateEpDevice(&f->base, devices[i], meta, NULL, &epd);
       g_ort->ReleaseKeyValuePairs(meta);

@@ -76,6 +76,9 @@ EXPECTED = {
     "import-misread": None,
     "import-no-bounds": None,
     "import-denies": None,
+    # Only the record of the kernels' inputs (ORT_REFDEV_INPUT_LOG) is wrong, which smoke.py never
+    # reads; the kit's placement.kernel-inputs catches it (tests/test_refdev.py).
+    "misplaced-inputs": None,
 }
 
 

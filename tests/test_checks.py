@@ -652,3 +652,108 @@ def test_a_value_reporting_the_wrong_size_fails_memory_info_tensor_size(runner, 
     violation = result["details"]["violations"][0]
     assert (violation["expected"], violation["actual"]) == ("8 bytes", "15 bytes")
     reproduce(violation["reproducer"])  # onnxruntime's own value is right, without the stand-in: the assert holds
+
+
+# --- issue 17, items 7 and 8: CPU memory everywhere, placement (branch placement) --------------
+
+
+class HalfWritten:
+    """A CPU value whose update_inplace writes only the first half of the source, as a copy
+    that stops early would; everything else is the real value's."""
+
+    def __init__(self, value, storage: np.ndarray):
+        self.value, self.storage = value, storage
+
+    def __getattr__(self, name):
+        return getattr(self.value, name)
+
+    def update_inplace(self, source):
+        flat = self.storage.reshape(-1)
+        flat[: flat.size // 2] = np.asarray(source).reshape(-1)[: flat.size // 2]
+
+
+def test_a_cpu_copy_path_that_drops_bytes_fails_cpu_memory_copy_paths(runner, ctx, monkeypatch):
+    params = dict(path="update_inplace-numpy", dtype="float16")
+    assert run(runner, "cpu-memory.copy-paths", **params)[0] is Outcome.PASS
+    real_wrap = ctx.wrap_cpu
+    monkeypatch.setattr(ctx, "wrap_cpu", lambda storage, dt: HalfWritten(real_wrap(storage, dt), storage))
+    result = runner.run("cpu-memory.copy-paths", 0, params)
+    assert result["outcome"] == "fail" and "did not deliver the source bytes" in result["message"], result
+    reproduce(result["details"]["violations"][0]["reproducer"])  # onnxruntime's own update_inplace is right
+
+
+def test_copy_tensors_between_two_cpu_values_is_onnxruntimes_finding_and_its_script_fails_alone(runner):
+    """onnxruntime 1.32 has no CPU→CPU data transfer behind copy_tensors: the runtime-subject
+    contract fails on the CPU EP alone, and its script fails without the kit."""
+    result = runner.run("cpu-memory.copy-paths", 0, {"path": "copy_tensors", "dtype": "int8"})
+    assert result["outcome"] == "fail" and "Data transfer implementation" in result["message"], result
+    script = result["details"]["violations"][0]["reproducer"]
+    completed = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 1 and "expected it to succeed" in completed.stderr
+
+
+def test_every_cpu_copy_path_passes_with_the_bytes_it_compared(runner):
+    for path in ("update_inplace-ortvalue", "ortvalue_from_numpy", "iobinding", "iobinding-ortvalue"):
+        result = runner.run("cpu-memory.copy-paths", 0, {"path": path, "dtype": "float32"})
+        assert result["outcome"] == "pass", (path, result)
+        assert result["details"]["evidence"]["bytes_compared"] == 60
+
+
+def test_placement_on_the_cpu_ep_has_no_boundary_and_a_named_record_must_hold_something(runner, ctx, monkeypatch):
+    assert run(runner, "placement.kernel-inputs", recipe="sub_relu") == (
+        Outcome.NOT_APPLICABLE, "CPUExecutionProvider took every node of 'sub_relu': no partition boundary at a CPU node's output")
+    assert run(runner, "placement.kernel-inputs", recipe="add")[0] is Outcome.NOT_APPLICABLE  # no record, CPU memory
+    # An EP that names a record of its kernels' inputs but writes nothing there has shown nothing.
+    monkeypatch.setitem(ctx.under_test.facts, "ep_metadata", {"conformance.kernel_input_log": "KIT_TEST_INPUT_LOG"})
+    outcome, message = run(runner, "placement.kernel-inputs", recipe="add")
+    assert outcome is Outcome.NOT_RUN and "recorded none" in message
+    assert "KIT_TEST_INPUT_LOG" not in os.environ  # set around the run only
+
+
+# --- issue 17, item 10: subjects stay honest (branch placement) --------------------------------
+
+
+def test_a_case_of_an_ep_contract_with_plain_cpu_memory_at_every_end_is_the_runtimes(runner, ctx, monkeypatch):
+    """On the CPU EP, DEFAULT memory is onnxruntime's plain CPU memory: update_inplace into it is
+    onnxruntime's own copy, so the case is the runtime's, said with its reason."""
+    result = runner.run("update-inplace.from-numpy", 0, {"dtype": "float32", "shape": "7x13"})
+    assert (result["outcome"], result["details"]["subject"]) == ("pass", "runtime"), result
+    assert "plain CPU memory" in result["details"]["subject_reason"]
+    # A session that ran nodes on the EP keeps the EP's promise, whatever memory its values used.
+    result = runner.run("session.nodes-on-ep", 0, {"recipe": "add", "dtype": "float32"})
+    assert result["outcome"] == "pass" and "subject" not in result["details"], result
+    # The same update_inplace into memory the EP device advertises is the EP's again.
+    facts = dict(ctx.under_test.facts["memory"], default={"name": "Stand-in", "device_type": "cpu", "vendor_id": 0xBEEF, "device_id": 0,
+                                                           "device_mem_type": "default"})
+    monkeypatch.setitem(ctx.under_test.facts, "memory", facts)
+    ctx.memories.touched.update({"cpu", "default"})
+    assert not ctx.only_plain_cpu()
+
+
+def test_every_copy_and_update_case_of_the_cpu_run_is_the_runtimes(cpu_reports):
+    """The rule, on a whole run: on the CPU EP every copy and update case whose check ran no
+    session has plain CPU memory at both ends, so none of them may count against the EP."""
+    import json
+
+    report = json.loads((cpu_reports / "report.json").read_text())
+    cases = [r for r in report["results"] if r["contract"].split(".")[0] in ("copy", "update-inplace", "cpu-memory")
+             and r["outcome"] in ("pass", "fail") and "runs_on_ep" not in r["details"].get("evidence", {})]
+    assert cases and all(r["subject"] == "runtime" for r in cases), [(r["nodeid"], r["subject"]) for r in cases if r["subject"] != "runtime"]
+
+
+# --- issue 17, item 9: what a package lists must run (branch placement) ------------------------
+
+
+def test_a_built_in_ep_listed_but_unable_to_run_fails_package_listed_eps_run_against_the_package(runner, ctx, monkeypatch):
+    result = runner.run("package.listed-eps-run", 0, {})
+    assert result["outcome"] == "pass" and result["details"]["evidence"]["listed_and_runs"]["provider"] == "CPUExecutionProvider", result
+    from conformance.checks import packaging
+
+    reason = "CPUExecutionProvider is listed by onnxruntime but is not functional here: a session created for it silently fell back to X"
+    monkeypatch.setattr(packaging.eps, "fallback_reason", lambda ort, target: reason)
+    result = runner.run("package.listed-eps-run", 0, {})
+    assert result["outcome"] == "fail" and "lists CPUExecutionProvider in get_available_providers(), but it cannot run here" in result["message"]
+    assert "subject" not in result["details"]  # the contract's own subject, package, stands
+    reproduce(result["details"]["violations"][0]["reproducer"])  # the real CPU EP runs: the script passes
+    monkeypatch.setattr(ctx.target, "library", "/some/plugin.so")
+    assert run(runner, "package.listed-eps-run")[0] is Outcome.NOT_APPLICABLE

@@ -246,11 +246,14 @@ def test_a_device_lane_fails_when_a_copy_it_must_exercise_did_not_pass():
 
 def test_the_cuda_absent_lane_fails_if_anything_passed_or_the_reason_is_missing():
     reasons = ["no check could run: CUDAExecutionProvider is listed by onnxruntime-gpu but is not functional here"]
-    good = lane_report(case("copy.x", "not_run"), verdict_="incomplete", reasons=reasons)
+    good = lane_report(case("copy.x", "not_run"), case("package.listed-eps-run", "fail"), verdict_="incomplete", reasons=reasons)
     assert LANES.nothing_ran(good, 0) == []
+    assert LANES.nothing_ran(lane_report(case("copy.x", "not_run"), verdict_="incomplete", reasons=reasons), 0) == [
+        "no finding against the package: package.listed-eps-run did not fail"]
     bad = lane_report(case("copy.x"), verdict_="incomplete", reasons=["required contract could not run: copy.y"])
     assert LANES.nothing_ran(bad, 0) == ["a check passed although the EP is not functional here",
-                                        "the verdict does not say the EP is not functional: ['required contract could not run: copy.y']"]
+                                        "the verdict does not say the EP is not functional: ['required contract could not run: copy.y']",
+                                        "no finding against the package: package.listed-eps-run did not fail"]
 
 
 def test_a_lane_that_cannot_be_set_up_is_skipped_with_its_reason(tmp_path, monkeypatch):
@@ -280,7 +283,7 @@ def test_a_lane_runs_in_the_environment_of_the_lane_it_names_which_installs_the_
 
 def test_an_unknown_lane_is_one_message_and_exit_2(capsys):
     assert LANES.main(["nosuchlane"]) == 2
-    assert capsys.readouterr().err.startswith("lanes/run: unknown lane nosuchlane; lanes: cpu, refdev, webgpu")
+    assert capsys.readouterr().err.startswith("lanes/run: unknown lane nosuchlane; lanes: cpu, refdev, refdev-host, webgpu")
 
 
 def test_a_device_copy_contract_on_an_ep_with_cpu_memory_and_an_old_api_is_not_applicable_not_not_run():
@@ -376,3 +379,40 @@ def test_the_cuda_lanes_agree_on_whether_there_is_an_nvidia_gpu(monkeypatch, lan
         except lanes.Skip:
             skipped.append(name)
     assert skipped == (["cuda-absent"] if has_gpu else ["cuda"])
+
+
+# --- issue 17, item 7: the refdev lane with and without HOST_ACCESSIBLE memory (branch placement)
+
+
+def test_the_refdev_host_lane_runs_refdev_with_its_host_accessible_memory_declared_and_gates_on_it(capsys):
+    lane = next(lane for lane in LANES.LANES if lane.name == "refdev-host")
+    assert lane.environ(Path("python")) == {"ORT_REFDEV_HOST_ACCESSIBLE": "1"} and lane.venv == "cpu"
+    declaration = lane.pytest_args[-1]
+    assert (REPO / declaration).is_file() and "name: RefDevHost" in (REPO / declaration).read_text()
+    # The declaration replaces the shipped one by name, so the run is checked against the memory it advertises.
+    assert catalogue(str(REPO / declaration)).ep_spec("refdev").host_accessible.name == "RefDevHost"
+    needed = ("copy.host-accessible-alias", "iobinding.host-accessible-in-place", "memory-info.allocatable", "cpu-memory.host-accessible-writes")
+    assert LANES.refdev_host_gate(lane_report(*(case(contract) for contract in needed)), 0) == []
+    missing = LANES.refdev_host_gate(lane_report(*(case(contract) for contract in needed[:-1])), 0)
+    assert missing == ["no cpu-memory.host-accessible-writes case passed on the HOST_ACCESSIBLE memory"]
+    assert LANES.main(["--list"]) == 0 and "refdev-host" in capsys.readouterr().out
+
+
+# --- issue 17, item 9: a listed EP that cannot run is the package's finding (branch placement)
+
+
+def test_a_listed_ep_that_cannot_run_is_a_finding_against_its_package_beside_the_incomplete_run():
+    unusable = "CUDAExecutionProvider is listed by onnxruntime-gpu 1.31.1 but is not functional here: a session created for it silently fell back"
+    run = {"unusable": unusable, "api": {}, "onnxruntime": {"version": "1.31.1"}, "ep_device": False, "library": None, "plugin_module": None,
+           "declared": True}
+    device = {"memory": {"default": None, "host_accessible": None}}
+    package = catalogue().contract("package.listed-eps-run")
+    assert package.subject == "package"
+    assert applicability.decide(package, run, device, None) is None  # the one contract that runs on an unusable EP
+    assert applicability.decide(catalogue().contract("copy.required-directions"), run, device, None).outcome is Outcome.NOT_RUN
+    found = Result("package.listed-eps-run", "CUDAExecutionProvider", "cuda", {}, Outcome.FAIL, f"onnxruntime-gpu lists it: {unusable}",
+                   "s:1", "required", "package")
+    assert found.is_finding and not found.against_ep
+    others = [Result(c, "CUDAExecutionProvider", "cuda", {}, Outcome.NOT_RUN, unusable, "s:1", "required", "ep") for c in ("copy.a", "copy.b")]
+    decided, reasons = verdict([found, *others])
+    assert decided is Verdict.INCOMPLETE and reasons[0] == f"no check could run: {unusable}"

@@ -46,17 +46,19 @@ FAILING_VENDOR_CONTRACT = """\
 family: vendor
 title: A contract onnxruntime breaks
 contracts:
-  - id: vendor.strict-update
-    statement: update_inplace MUST refuse a source of another element type (vendor's stricter rule).
+  - id: vendor.strict-binding
+    statement: A session MUST refuse an output bound on a device nobody advertises (vendor's stricter rule).
     subject: ep
     severity: required
     sources:
       - {kind: measured, ref: "vendor lab"}
-    check: update-inplace.rejects-mismatch
+    check: iobinding.rejects-bad-output
     params:
-      source: [numpy]
-      request: [element-type]
+      request: [unreachable-device]
+      memory: [default]
 """
+# (An EP contract of values in plain CPU memory alone, such as update_inplace on the CPU EP, is
+# the runtime's whatever it says: this one runs a session on the EP, so it stays the EP's.)
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +191,10 @@ def test_runtime_subject_failure_is_an_xfail_finding_against_onnxruntime(cpu_run
         ("iobinding.rejects-bad-output", ("unreachable-device", "default")): ("fail", "runtime"),
         ("iobinding.rejects-bad-output", ("unreachable-buffer", "default")): ("fail", "runtime"),
         ("iobinding.rebind-after-failure", ("unreachable-device", "input", "default")): ("crash", "runtime"),
+        # copy_tensors has no CPU→CPU data transfer (cpu-memory.copy-paths)
+        ("cpu-memory.copy-paths", ("copy_tensors", "float32")): ("fail", "runtime"),
+        ("cpu-memory.copy-paths", ("copy_tensors", "float16")): ("fail", "runtime"),
+        ("cpu-memory.copy-paths", ("copy_tensors", "int8")): ("fail", "runtime"),
     }
     junit = by_name(cpu_run.junit())
     case = junit["update-inplace.rejects-mismatch[cpu-numpy-element-type]"]
@@ -223,18 +229,17 @@ def test_a_failing_ep_contract_shows_statement_spec_line_and_reproducer(pytester
     result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "*vendor.strict-update [[]required, subject: ep[]] failed on CPUExecutionProvider (cpu)*",
-        "*statement: update_inplace MUST refuse a source of another element type*",
+        "*vendor.strict-binding [[]required, subject: ep[]] failed on CPUExecutionProvider (cpu)*",
+        "*statement: A session MUST refuse an output bound on a device nobody advertises*",
         "*spec:      vendor.yaml:4",
         "*reproduce with:",
-        "*refused('update_inplace(numpy) of a int32 [[]2, 3[]] source into a float32 [[]2, 3[]] destination (element-type)', "
-        "destination.update_inplace, payload)",
+        "*    raise AssertionError('a bad output (unreachable-device): expected an error, got: accepted')",
         "*verdict: non_conformant*",
     ])
     assert "Traceback" not in result.stdout.str()
     report = json.loads((pytester.path / "reports" / "report.json").read_text())
     assert report["verdict"] == "non_conformant"
-    assert report["verdict_reasons"] == ["required contract broken: vendor.strict-update"]
+    assert report["verdict_reasons"] == ["required contract broken: vendor.strict-binding"]
 
 
 # --- (c), (i) the outcome -> JUnit mapping ---------------------------------------------------

@@ -51,7 +51,12 @@ FAULTS = {
 # Findings against onnxruntime 1.32 itself, whatever the EP does: copy_tensors and
 # update_inplace(numpy) accept a source of another element type, and a rebind after a refused
 # input binding aborts the process.
-RUNTIME_FINDINGS = {"copy.bad-requests", "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure"}
+RUNTIME_FINDINGS = {"copy.bad-requests", "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure",
+                    # copy_tensors between CPU values has no data transfer; a CPU node's output
+                    # reaches an EP kernel in CPU memory (tests at the end of this file)
+                    "cpu-memory.copy-paths", "placement.kernel-inputs",
+                    # update_inplace(numpy) refuses a HOST_ACCESSIBLE destination (where advertised)
+                    "cpu-memory.host-accessible-writes"}
 
 
 def refdev_run(library: Path, tmp_path: Path, fault: str | None = None, extra_env: dict[str, str] | None = None) -> dict:
@@ -313,3 +318,56 @@ def test_the_smoke_test_says_when_it_cannot_read_the_fault_modes(monkeypatch, tm
     (tmp_path / "refdev_ep.c").write_text("int main(void) { return 0; }\n")
     with pytest.raises(SystemExit, match="no k_fault_names array in"):
         smoke.fault_modes()
+
+
+# --- issue 17, items 7 and 8: CPU memory everywhere, placement (branch placement) --------------
+
+
+def refdev_subset(library: Path, folder: Path, selection: str, **env: str) -> dict:
+    """The results of the contracts `selection` (-k) names, on refdev with `env` set, by id and
+    parameter values (in the YAML's order)."""
+    folder.mkdir()
+    run = conformance_run(folder, "--ep-library", str(library), "--ep", "refdev", "-k", selection, env={"ORT_REFDEV_FAULT": None, **env})
+    return {(r["contract"], tuple(r["params"].values())): r for r in run.report["results"]}
+
+
+def run_script(script: str, **env: str) -> subprocess.CompletedProcess:
+    """A reproducer run as a user runs it: its own interpreter, isolated, from another folder."""
+    return subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=120, cwd="/",
+                          env={**os.environ, "ORT_REFDEV_FAULT": "", **env})
+
+
+def test_placement_reads_the_memory_of_each_kernel_input_and_the_misplaced_inputs_fault_fails_it(refdev_library, tmp_path):
+    good = refdev_subset(refdev_library, tmp_path / "good", "placement")
+    add = good[("placement.kernel-inputs", ("add",))]
+    assert add["outcome"] == "pass" and add["details"]["evidence"]["kernel_inputs_recorded"] == 2, add
+    assert add["details"]["evidence"]["declared"] == "gpu default 0xC0DE"
+    # onnxruntime 1.32 hands a CPU node's output to the RefDev kernel in CPU memory (its
+    # MemcpyFromHost runs on the CPU EP): a finding against onnxruntime, with its script.
+    for recipe in ("sub_relu", "relu_neg_add"):
+        found = good[("placement.kernel-inputs", (recipe,))]
+        assert (found["outcome"], found["subject"]) == ("fail", "runtime") and "cpu default memory of vendor 0x0" in found["message"], found
+        assert run_script(found["details"]["violations"][0]["reproducer"]).returncode == 1
+    broken = refdev_subset(refdev_library, tmp_path / "broken", "placement", ORT_REFDEV_FAULT="misplaced-inputs")
+    failed = broken[("placement.kernel-inputs", ("add",))]
+    assert failed["outcome"] == "fail" and "received input 0 in cpu default memory" in failed["message"], failed
+    script = failed["details"]["violations"][0]["reproducer"]
+    assert run_script(script, ORT_REFDEV_FAULT="misplaced-inputs").returncode == 1
+    assert run_script(script).returncode == 0  # the same script passes on the good build
+
+
+def test_cpu_side_writes_into_host_accessible_memory_are_checked_and_a_corrupting_copy_fails_them(refdev_library, tmp_path):
+    good = refdev_subset(refdev_library, tmp_path / "good", "host-accessible-writes", ORT_REFDEV_HOST_ACCESSIBLE="1")
+    outcomes = {params: r["outcome"] for (contract, params), r in good.items()}
+    assert outcomes[("copy_tensors", "float32")] == outcomes[("iobinding-output", "int8")] == outcomes[("update_inplace-ortvalue", "float32")] == "pass"
+    # onnxruntime 1.32's update_inplace(numpy) refuses a HOST_ACCESSIBLE destination of a plugin EP.
+    refused = good[("cpu-memory.host-accessible-writes", ("update_inplace-numpy", "float32"))]
+    assert refused["outcome"] == "fail" and "Unsupported GPU device" in refused["message"], refused
+    assert run_script(refused["details"]["violations"][0]["reproducer"], ORT_REFDEV_HOST_ACCESSIBLE="1").returncode == 1
+    broken = refdev_subset(refdev_library, tmp_path / "broken", "host-accessible-writes and copy_tensors",
+                           ORT_REFDEV_HOST_ACCESSIBLE="1", ORT_REFDEV_FAULT="corrupt")
+    failed = broken[("cpu-memory.host-accessible-writes", ("copy_tensors", "float32"))]
+    assert failed["outcome"] == "fail" and "the CPU does not see the source bytes" in failed["message"], failed
+    script = failed["details"]["violations"][0]["reproducer"]
+    assert run_script(script, ORT_REFDEV_HOST_ACCESSIBLE="1", ORT_REFDEV_FAULT="corrupt").returncode == 1
+    assert run_script(script, ORT_REFDEV_HOST_ACCESSIBLE="1").returncode == 0

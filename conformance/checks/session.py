@@ -32,6 +32,10 @@ def reference(recipe: str, feeds: dict[str, np.ndarray]) -> np.ndarray:
         return values[0] + values[1]
     if recipe == "add_relu":
         return np.maximum(values[0] + values[1], 0)
+    if recipe == "sub_relu":
+        return np.maximum(values[0] - values[1], 0)
+    if recipe == "relu_neg_add":
+        return np.minimum(values[0], 0)
     raise ValueError(f"no reference for recipe '{recipe}'")
 
 

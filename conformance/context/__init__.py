@@ -58,6 +58,7 @@ class CheckContext:
         """A new check starts (see CallGuard.begin); it has proved nothing yet."""
         self.guard.begin(on_progress, quarantined)
         self.evidence.clear()
+        self.memories.touched.clear()
 
     # the EP device
     ort, target, device, facts, require_api = (_Part("under_test") for _ in range(5))
@@ -68,8 +69,8 @@ class CheckContext:
     prove, prove_item, tally, compare = (_Part("evidence") for _ in range(4))
     # memories and values
     memory_info, memory_facts, is_cpu_memory, require_memory, describe_memory = (_Part("memories") for _ in range(5))
-    wrap_cpu, allocate, copy, read, place = (_Part("memories") for _ in range(5))
+    wrap_cpu, allocate, copy, read, place, only_plain_cpu = (_Part("memories") for _ in range(6))
     # sessions
-    session, create_session, assignment_of, require_nodes_on_ep, running = (_Part("sessions") for _ in range(5))
+    session, create_session, assignment_of, require_nodes_on_ep, running, cpu_session = (_Part("sessions") for _ in range(6))
     # reproducers
     preamble, session_snippet, memory_expr = (_Part("snippets") for _ in range(3))

@@ -22,6 +22,14 @@ from conformance.findings import NotApplicable, NotRun
 class Memories:
     def __init__(self, under_test: DeviceUnderTest, guard: CallGuard):
         self.under_test, self.guard = under_test, guard
+        # The memory kinds the running check placed, allocated, wrapped or read values in: whose
+        # promise a case is depends on them (`only_plain_cpu`). CheckContext.begin clears it.
+        self.touched: set[str] = set()
+
+    def only_plain_cpu(self) -> bool:
+        """Whether every value the check made was in onnxruntime's plain CPU memory (no memory
+        info of the EP device at either end): what is done with them is onnxruntime's own work."""
+        return bool(self.touched) and all(self.memory_facts(kind) is None for kind in self.touched)
 
     # --- what the memories are -------------------------------------------------------------
 
@@ -48,6 +56,7 @@ class Memories:
     def wrap_cpu(self, storage: np.ndarray, dtype: tensors.DType):
         """A CPU OrtValue over `storage` itself (no copy): what a copy writes into it shows in numpy."""
         ort = self.under_test.ort
+        self.touched.add("cpu")
         if dtype.name == "string":
             raise NotApplicable("onnxruntime's Python API creates no OrtValue from a string array")
         if dtype.numpy_native:
@@ -61,6 +70,7 @@ class Memories:
     def allocate(self, kind: str, dtype: tensors.DType, shape: tuple[int, ...]):
         """A new value in memory `kind`, allocated by onnxruntime from the EP's allocator."""
         ort, info = self.under_test.ort, self.memory_info(kind)
+        self.touched.add(kind)
         if info is None:
             return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype.onnx_type)
         self.under_test.require_api("memory_info_alloc", "cannot allocate from an EP memory info")
@@ -77,6 +87,7 @@ class Memories:
     def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes | list[str]:
         """The bytes of `value`: CPU values directly, device values through a copy to a
         CPU buffer pre-filled with a sentinel, so a copy that did nothing cannot look right."""
+        self.touched.add(kind)
         if self.is_cpu_memory(kind):
             if dtype.numpy_native:
                 return tensors.payload(value.numpy(), dtype)
@@ -90,6 +101,7 @@ class Memories:
 
     def place(self, storage: np.ndarray, kind: str, dtype: tensors.DType):
         """A value in memory `kind` holding `storage`'s bytes (device values via copy_tensors)."""
+        self.touched.add(kind)
         if kind == "cpu" or (self.memory_info(kind) is None):
             return self.wrap_cpu(storage, dtype)
         value = self.allocate(kind, dtype, storage.shape)

@@ -58,6 +58,20 @@ class Sessions:
             self._sessions[key] = SessionInfo(session, path, recipe, self.assignment_of(session))
         return self._sessions[key]
 
+    def cpu_session(self, recipe: str, dtype: tensors.DType, shape: tuple[int, ...]) -> SessionInfo:
+        """A session of the model on the CPU EP alone, the EP under test not in it: for the
+        paths that are onnxruntime's own (CPU memory at every end). Built once per worker."""
+        key = ("cpu:" + recipe, dtype.name, shape)
+        if key not in self._sessions:
+            model, path = self.models.get(recipe, dtype, shape)
+            options = self.under_test.ort.SessionOptions()
+            options.log_severity_level = 3
+            options.intra_op_num_threads = options.inter_op_num_threads = 1
+            with self.guard.calling(Call("InferenceSession creation", note="CPU EP alone")):
+                session = self.under_test.ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+            self._sessions[key] = SessionInfo(session, path, recipe, {"CPUExecutionProvider": list(self.models.recipes[recipe].ops)})
+        return self._sessions[key]
+
     def create_session(self, model: bytes, device=None):
         """A session of `model` on the EP under test, made as every check's session is; on
         `device` (an OrtEpDevice) instead of this context's, where a check has fetched it anew."""

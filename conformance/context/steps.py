@@ -108,7 +108,8 @@ def staging(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], margin: flo
     return sn.script(f"update_inplace(OrtValue) device to device does not stage through the host ({dt.name} {list(shape)})", "\n".join(body))
 
 
-REFERENCES = {"identity": "{0}", "relu": "np.maximum({0}, 0)", "add": "{0} + {1}", "add_relu": "np.maximum({0} + {1}, 0)"}
+REFERENCES = {"identity": "{0}", "relu": "np.maximum({0}, 0)", "add": "{0} + {1}", "add_relu": "np.maximum({0} + {1}, 0)",
+              "sub_relu": "np.maximum({0} - {1}, 0)", "relu_neg_add": "np.minimum({0}, 0)"}
 
 
 def session_run(sn: Snippets, model_path: Path | None, recipe: str, inputs, dt: tensors.DType, shape: tuple[int, ...]) -> str:
@@ -120,6 +121,74 @@ def session_run(sn: Snippets, model_path: Path | None, recipe: str, inputs, dt: 
             "(output,) = works('running the session', s.run, None, feeds)",
             f"same_bytes('model {recipe} ({dt.name}) on {sn.under_test.target.provider} against numpy', expected, np.asarray(output))"]
     return sn.script(f"model '{recipe}' ({dt.name} {list(shape)}) computes numpy's result on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def placement(sn: Snippets, model_path: Path | None, recipe: str, inputs, shape: tuple[int, ...], variable: str,
+              expected: tuple[str, str, int]) -> str:
+    """A run of the model gives numpy's result and, where the EP records its kernels' inputs
+    (the environment variable `variable`), every input was in the `expected` memory
+    (device type, memory type, vendor id)."""
+    reference = REFERENCES[recipe].format(*(f"feeds[{name!r}]" for name in inputs))
+    body = ["log = os.path.join(os.environ.get('TMPDIR', '/tmp'), f'kernel-inputs-{os.getpid()}.log')",
+            "if os.path.exists(log):\n    os.remove(log)"]
+    if variable:
+        body.append(f"os.environ[{variable!r}] = log  # the EP appends '<node> <input> <device type> <memory type> <vendor id>' per kernel input")
+    body += [sn.session_snippet(model_path), "rng = np.random.default_rng(11)",
+             f"feeds = {{name: rng.integers(-8, 9, size={list(shape)}).astype(np.float32) for name in {list(inputs)!r}}}",
+             f"expected = ({reference}).astype(np.float32)",
+             "(output,) = works('running the session', s.run, None, feeds)",
+             f"same_bytes('model {recipe} against numpy', expected, np.asarray(output))"]
+    if variable:
+        want = f"{expected[0]} {expected[1]} 0x{expected[2]:X}"
+        body += ["lines = open(log).read().splitlines() if os.path.exists(log) else []",
+                 "assert lines, 'the EP recorded no kernel input'",
+                 "for line in lines:",
+                 "    node, index, where = line.split(' ', 2)",
+                 f"    assert where == {want!r}, f'node {{node}} input {{index}}: expected its input in {want}, got {{where}}'",
+                 "print(len(lines), 'kernel inputs, all in', " + repr(want) + ")"]
+    return sn.script(f"the kernels of model '{recipe}' on {sn.under_test.target.provider} receive their inputs in the memory it declared", "\n".join(body))
+
+
+def _cpu_only_session(model_path: Path | None) -> str:
+    path = os.path.abspath(model_path) if model_path is not None else "<the model: not saved in this run>"
+    return f"s = works('a session on the CPU EP alone', ort.InferenceSession, {path!r}, providers=['CPUExecutionProvider'])"
+
+
+def cpu_path(sn: Snippets, path: str, dt: tensors.DType, shape: tuple[int, ...], model_path: Path | None) -> str:
+    """A public copy path between two CPU values, with no EP in it, delivers the source bytes."""
+    t, what = dt.onnx_type, f"{path} of {dt.name} {list(shape)} between CPU values"
+    body = [sn.values("values", dt, shape, 12), sn.sentinel("landing", dt, shape, SENTINEL), "got = landing"]
+    body += {
+        "copy_tensors": [f"works({what!r}, ort.copy_tensors, [cpu_value(values, {t})], [cpu_value(landing, {t})], None)"],
+        "update_inplace-numpy": [f"works({what!r}, cpu_value(landing, {t}).update_inplace, values)"],
+        "update_inplace-ortvalue": [f"works({what!r}, cpu_value(landing, {t}).update_inplace, cpu_value(values, {t}))"],
+        "ortvalue_from_numpy": [f"v = works({what!r}, ort.OrtValue.ortvalue_from_numpy, values, 'cpu', 0)", f"got = read(v, values, {t})"],
+        "iobinding": [_cpu_only_session(model_path), "b = s.io_binding()", "b.bind_cpu_input('x', values)", "b.bind_output('y', 'cpu')",
+                      f"works({what!r}, s.run_with_iobinding, b)", "got = b.copy_outputs_to_cpu()[0]"],
+        "iobinding-ortvalue": [_cpu_only_session(model_path), "b = s.io_binding()", f"b.bind_ortvalue_input('x', cpu_value(values, {t}))",
+                               f"b.bind_ortvalue_output('y', cpu_value(landing, {t}))", f"works({what!r}, s.run_with_iobinding, b)"],
+    }[path]
+    body.append(f"same_bytes({what!r}, values, got)")
+    return sn.script(what, "\n".join(body))
+
+
+def host_accessible_write(sn: Snippets, path: str, dt: tensors.DType, shape: tuple[int, ...], model_path: Path | None) -> str:
+    """A CPU-side write into a HOST_ACCESSIBLE value lands where the CPU sees it, at the value's address."""
+    t, what = dt.onnx_type, f"{path} of {dt.name} {list(shape)} into HOST_ACCESSIBLE memory"
+    body = [f"dst = works('allocating HOST_ACCESSIBLE memory', ort.OrtValue.ortvalue_from_shape_and_type, {list(shape)}, {t}, memory_info=HOST_ACCESSIBLE)",
+            sn.sentinel("landing", dt, shape, SENTINEL), "ctypes.memmove(dst.data_ptr(), landing.tobytes(), dst.tensor_size_in_bytes())",
+            "address = dst.data_ptr()", sn.values("values", dt, shape, 13)]
+    body += {
+        "update_inplace-numpy": [f"works({what!r}, dst.update_inplace, values)"],
+        "update_inplace-ortvalue": [f"works({what!r}, dst.update_inplace, cpu_value(values, {t}))"],
+        "copy_tensors": [f"works({what!r}, ort.copy_tensors, [cpu_value(values, {t})], [dst], None)"],
+        "iobinding-output": [_cpu_only_session(model_path), "b = s.io_binding()", "b.bind_cpu_input('x', values)",
+                             "b.bind_ortvalue_output('y', dst)", f"works({what!r}, s.run_with_iobinding, b)"],
+    }[path]
+    body += ["assert dst.data_ptr() == address, f'the destination moved: expected 0x{address:x}, got 0x{dst.data_ptr():x}'",
+             "seen = np.frombuffer(ctypes.string_at(dst.data_ptr(), dst.tensor_size_in_bytes()), np.uint8)  # what the CPU sees there",
+             f"same_bytes({what + ', read through data_ptr()'!r}, values, seen)"]
+    return sn.script(what, "\n".join(body))
 
 
 def iobinding_in_place(sn: Snippets, model_path: Path | None, recipe: str, dt: tensors.DType, shape: tuple[int, ...], kind: str) -> str:

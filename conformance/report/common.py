@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 from conformance.eps import memory_label
+from conformance.outcomes import NOT_AGAINST_EP
 
 
 # What a report says of a memory type for an EP that get_ep_devices() does not list: its
@@ -108,7 +109,7 @@ def tally(results: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]
     ep: dict[str, int] = {}
     runtime: dict[str, int] = {}
     for result in results:
-        counts = runtime if result["subject"] == "runtime" else ep
+        counts = runtime if result["subject"] in NOT_AGAINST_EP else ep
         counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
     return ep, runtime
 
