@@ -76,6 +76,9 @@ EXPECTED = {
     "import-misread": None,
     "import-no-bounds": None,
     "import-denies": None,
+    # One element past a CPU destination lands in the slack of numpy's allocation, where
+    # smoke.py does not look; the kit's guard memory (conformance/guard.py) sees it.
+    "overrun": None,
 }
 
 

@@ -171,22 +171,24 @@ def test_host_accessible_memory_that_numpy_copies_fails(runner, ctx, monkeypatch
 class RawBufferUpdate:
     """update_inplace that copies the source's memory from its first byte, ignoring strides."""
 
-    def __init__(self, value, storage):
-        self._value, self._storage = value, storage
+    def __init__(self, value):
+        self._value = value
 
     def __getattr__(self, name):
         return getattr(self._value, name)
 
     def update_inplace(self, source):
-        raw = np.lib.stride_tricks.as_strided(source, shape=(source.size,), strides=(source.itemsize,))
-        self._storage.reshape(-1)[:] = raw
+        import ctypes
+
+        raw = np.ascontiguousarray(np.lib.stride_tricks.as_strided(source, shape=(source.size,), strides=(source.itemsize,)))
+        ctypes.memmove(self._value.data_ptr(), raw.ctypes.data, raw.nbytes)  # into the value's own buffer (a guarded copy of what was placed)
 
 
 def test_update_inplace_that_ignores_strides_fails(runner, ctx, monkeypatch):
     params = dict(layout="strided", dtype="float32", shape="7x13")
     assert run(runner, "update-inplace.non-contiguous", **params)[0] is Outcome.PASS
     real_place = ctx.place
-    monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: RawBufferUpdate(real_place(storage, kind, dt), storage))
+    monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: RawBufferUpdate(real_place(storage, kind, dt)))
     outcome, message = run(runner, "update-inplace.non-contiguous", **params)
     assert outcome is Outcome.FAIL
     assert message.startswith("strided numpy source: values differ after update_inplace")
@@ -652,3 +654,27 @@ def test_a_value_reporting_the_wrong_size_fails_memory_info_tensor_size(runner, 
     violation = result["details"]["violations"][0]
     assert (violation["expected"], violation["actual"]) == ("8 bytes", "15 bytes")
     reproduce(violation["reproducer"])  # onnxruntime's own value is right, without the stand-in: the assert holds
+
+
+# --- issue 17, surface-copy: guard memory, the copy and creation surface ---------------------
+
+
+def test_a_write_past_a_host_buffer_the_kit_handed_out_fails_the_check_against_the_ep(runner, ctx, monkeypatch):
+    """Every host buffer `place` and `read` hand onnxruntime sits between canaries: one byte
+    written past the destination of update_inplace fails the case, which passes without it."""
+    import ctypes
+
+    params = dict(dtype="float32", shape="7x13")
+    assert run(runner, "update-inplace.from-numpy", **params)[0] is Outcome.PASS
+    read = ctx.memories.read
+
+    def read_after_an_overrun(value, kind, dtype, shape):
+        ctypes.memset(value.data_ptr() + value.tensor_size_in_bytes(), 0xEE, 1)  # what a careless copy does
+        return read(value, kind, dtype, shape)
+
+    monkeypatch.setattr(ctx.memories, "read", read_after_an_overrun)
+    result = runner.run("update-inplace.from-numpy", 0, params)
+    assert result["outcome"] == "fail", result
+    assert "wrote 1 byte after the end (at +364)" in result["message"]
+    assert "host buffer of the value placed in default memory" in result["message"]
+    assert ctx.memories.guarded == []  # the next check starts with none

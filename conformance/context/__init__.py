@@ -58,6 +58,7 @@ class CheckContext:
         """A new check starts (see CallGuard.begin); it has proved nothing yet."""
         self.guard.begin(on_progress, quarantined)
         self.evidence.clear()
+        self.memories.guarded = []
 
     # the EP device
     ort, target, device, facts, require_api = (_Part("under_test") for _ in range(5))

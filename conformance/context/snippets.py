@@ -66,12 +66,29 @@ def place(array, memory, onnx_type):  # a value in `memory` (None: the array its
     return value
 
 
+def guarded(array, margin=64):  # the array's values amid canary bytes (as conformance/guard.py lays them): a write past it shows
+    raw = (np.arange(array.nbytes + 2 * margin) %% 256).astype(np.uint8) ^ np.uint8(0xC3)
+    view = raw[margin:margin + array.nbytes].view(array.dtype).reshape(array.shape)
+    view[...] = array
+    return raw, view
+
+
+def intact(what, raw, margin=64):  # the assertion that nothing was written around a guarded array
+    canaries = (np.arange(raw.size) %% 256).astype(np.uint8) ^ np.uint8(0xC3)
+    before = np.flatnonzero(raw[:margin] != canaries[:margin]) - margin
+    after = np.flatnonzero(raw[raw.size - margin:] != canaries[raw.size - margin:])
+    assert not before.size and not after.size, (f"{what}: expected the canaries around the buffer unchanged, got "
+                                                f"{before.size} bytes changed before its start, {after.size} after its end")
+
+
 def read(value, like, onnx_type):  # the value's bytes: directly where the CPU reads them, else copied into another sentinel
     if value.device_name().lower() == "cpu":
         size = value.tensor_size_in_bytes()
         return np.frombuffer(ctypes.string_at(value.data_ptr(), size) if size else b"", np.uint8)
-    landing = sentinel(like.shape, like.dtype, 0xA5)
+    raw, landing = guarded(sentinel(like.shape, like.dtype, 0xA5))
     works("copy_tensors EP memory > CPU", ort.copy_tensors, [value], [cpu_value(landing, onnx_type)], None)
+    if landing.size:
+        intact("copy_tensors EP memory > CPU", raw)
     return landing
 
 
