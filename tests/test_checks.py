@@ -678,3 +678,65 @@ def test_a_write_past_a_host_buffer_the_kit_handed_out_fails_the_check_against_t
     assert "wrote 1 byte after the end (at +364)" in result["message"]
     assert "host buffer of the value placed in default memory" in result["message"]
     assert ctx.memories.guarded == []  # the next check starts with none
+
+
+class _Lying:
+    """An OrtValue that reports one accessor wrong (`accessor`: the value it returns instead)."""
+
+    def __init__(self, value, **lies):
+        self._value, self._lies = value, lies
+
+    def __getattr__(self, name):
+        if name in self._lies:
+            return lambda: self._lies[name]
+        return getattr(self._value, name)
+
+
+def creating(monkeypatch, ctx, factory: str, make):
+    """ctx.ort with OrtValue.<factory> replaced by `make(real_factory, *args, **kwargs)`."""
+    real_ort = ctx.ort
+    real = getattr(real_ort.OrtValue, factory)
+    value_class = type("OrtValueStandIn", (), {factory: staticmethod(lambda *a, **k: make(real, *a, **k))})
+    for name in ("ortvalue_from_numpy", "ortvalue_from_shape_and_type", "ortvalue_from_numpy_with_onnx_type"):
+        if name != factory:
+            setattr(value_class, name, staticmethod(getattr(real_ort.OrtValue, name)))
+    ort_stand_in = type("OrtStandIn", (), {"__getattr__": lambda self, name: getattr(real_ort, name), "OrtValue": value_class})()
+    monkeypatch.setattr(ctx.under_test, "ort", ort_stand_in)
+
+
+@pytest.mark.parametrize("contract, params", [("create.from-numpy", dict(dtype="int16", shape="7x13")),
+                                              ("create.from-numpy-layouts", dict(dtype="float32", shape="7x13", layout="transposed"))])
+def test_ortvalue_from_numpy_that_keeps_the_raw_buffer_or_misreports_fails(runner, ctx, monkeypatch, contract, params):
+    assert run(runner, contract, **params)[0] is Outcome.PASS
+    # a creation that takes a Fortran-ordered array's buffer as it lies in memory, as if C-ordered
+    creating(monkeypatch, ctx, "ortvalue_from_numpy",
+             lambda real, array, *args: real(array if array.flags.c_contiguous else array.T.copy().reshape(array.shape), *args))
+    if params.get("layout") == "transposed":
+        outcome, message = run(runner, contract, **params)
+        assert outcome is Outcome.FAIL and "does not hold the array's values" in message, message
+    creating(monkeypatch, ctx, "ortvalue_from_numpy", lambda real, array, *args: _Lying(real(array, *args), tensor_size_in_bytes=7))
+    outcome, message = run(runner, contract, **params)
+    assert outcome is Outcome.FAIL and "tensor_size_in_bytes() is 7, not the" in message, message
+
+
+def test_a_cpu_value_of_the_wrong_size_or_type_fails_from_shape_and_type(runner, ctx, monkeypatch):
+    params = dict(memory="cpu", form="device-args", dtype="int4", shape="3x5x7")
+    assert run(runner, "create.cpu-from-shape-and-type-shapes", **params)[0] is Outcome.PASS
+    # allocated for one byte an element: tensor_size_in_bytes() tells the 4-bit packing was lost
+    creating(monkeypatch, ctx, "ortvalue_from_shape_and_type",
+             lambda real, shape, element_type, **kw: real(shape, 2 if element_type == 22 else element_type, **kw))
+    outcome, message = run(runner, "create.cpu-from-shape-and-type-shapes", **params)
+    assert outcome is Outcome.FAIL, message
+    assert message.startswith("ortvalue_from_shape_and_type([3, 5, 7], int4) in cpu memory (device-args): element_type() is 2"), message
+
+
+def test_a_read_only_array_written_through_its_value_fails_and_a_copying_creation_passes(runner, ctx, monkeypatch):
+    """onnxruntime 1.32 wraps a read-only array and lets update_inplace write into it: the
+    finding the CPU run shows. Made to copy the array, the same case passes."""
+    outcome, message = run(runner, "create.read-only-source", dtype="uint8", shape="2x3")
+    assert outcome is Outcome.FAIL and "reached the read-only array it was made from (aliased)" in message
+    reproducer = runner.run("create.read-only-source", 0, dict(dtype="uint8", shape="2x3"))["details"]["violations"][0]["reproducer"]
+    with pytest.raises(AssertionError, match="the read-only array after a write through the value made from it"):
+        reproduce(reproducer)
+    creating(monkeypatch, ctx, "ortvalue_from_numpy", lambda real, array, *args: real(array.copy(), *args))
+    assert run(runner, "create.read-only-source", dtype="uint8", shape="2x3")[0] is Outcome.PASS

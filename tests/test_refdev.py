@@ -31,7 +31,7 @@ FAULTS = {
     "no-h2d": ("non_conformant", {"copy.required-directions"}, "fail"),
     "wrong-memory": ("non_conformant", {"memory-info.declaration"}, "fail"),
     "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep", "iobinding.in-place", "copy.cpu-default-optional"}, "fail"),
-    "alloc-fail": ("non_conformant", {"memory-info.allocatable"}, "fail"),
+    "alloc-fail": ("non_conformant", {"memory-info.allocatable", "create.from-shape-and-type", "create.from-shape-and-type-shapes"}, "fail"),
     "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
     # one element past each CPU destination of a device>cpu copy: the guard memory around it
     "overrun": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "update-inplace.from-numpy"}, "fail"),

@@ -69,7 +69,7 @@ class CheckContext:
     prove, prove_item, tally, compare = (_Part("evidence") for _ in range(4))
     # memories and values
     memory_info, memory_facts, is_cpu_memory, require_memory, describe_memory = (_Part("memories") for _ in range(5))
-    wrap_cpu, allocate, copy, read, place = (_Part("memories") for _ in range(5))
+    wrap_cpu, allocate, copy, read, place, watch = (_Part("memories") for _ in range(6))
     # sessions
     session, create_session, assignment_of, require_nodes_on_ep, running = (_Part("sessions") for _ in range(5))
     # reproducers

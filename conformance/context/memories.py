@@ -35,8 +35,12 @@ class Memories:
         """`storage`'s values in a new host array between canaries, kept for `overruns()`:
         what onnxruntime writes past it, or reads past it into a result, shows."""
         guarded = GuardedArray.holding(storage, writeable=storage.flags.writeable)
-        self.guarded.append((role, subject, guarded))
+        self.watch(guarded, role, subject)
         return guarded.array
+
+    def watch(self, guarded: GuardedArray, role: str, subject: str = "") -> None:
+        """Reads `guarded`'s canaries when the check ends, as those of `guarded_copy`."""
+        self.guarded.append((role, subject, guarded))
 
     def overruns(self) -> list[Violation]:
         """A violation for each guarded host buffer whose canaries changed; forgets them all

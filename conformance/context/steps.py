@@ -188,3 +188,52 @@ for round_ in (1, 2):
     assert not left, f'round {{round_}}: expected no EP device of {target.provider} after unregistering, got {{len(left)}}'
 """
     return sn.script(f"register, use, release, unregister, register again: {target.library}", body)
+
+
+def _layout(name: str) -> str:
+    """Lines that make `source`, the array `values` laid out as `name`."""
+    return {"contiguous": "source = values.copy()",
+            "read-only": "source = values.copy()\nsource.flags.writeable = False",
+            "strided": "wide = np.zeros(values.shape[:-1] + (values.shape[-1] * 2,), values.dtype)\nwide[..., ::2] = values\nsource = wide[..., ::2]",
+            "transposed": "source = np.ascontiguousarray(values.T).T"}[name]
+
+
+def _described(what: str, value: str, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """The assertion that `value` reports the shape, element type and byte size asked for."""
+    asked = (list(shape), dt.onnx_type, dt.nbytes(tensors.element_count(shape)))
+    return (f"said = (list({value}.shape()), {value}.element_type(), {value}.tensor_size_in_bytes())\n"
+            f"assert said == {asked!r}, f{what + ': expected (shape, element type, bytes) ' + repr(asked) + ', got '!r}" " + repr(said)")
+
+
+def from_numpy(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], layout: str, device_args: tuple) -> str:
+    """ortvalue_from_numpy gives a CPU value of the array's shape, type, size and logical values."""
+    what = f"ortvalue_from_numpy of a {layout} {dt.name} {list(shape)} array"
+    args = "".join(f", {a!r}" for a in device_args)
+    body = [sn.values("values", dt, shape, 11), _layout(layout), f"value = works({what!r}, ort.OrtValue.ortvalue_from_numpy, source{args})",
+            _described(what, "value", dt, shape),
+            f"assert value.device_name().lower() == 'cpu', f'{what}: expected a CPU value, got ' + value.device_name()",
+            f"same_bytes({what!r}, values, read(value, values, {dt.onnx_type}))"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def read_only_source(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """A write through a value made from a read-only array leaves the array as it was."""
+    body = [sn.values("values", dt, shape, 12), _layout("read-only"), "value = ort.OrtValue.ortvalue_from_numpy(source)",
+            "print('the value aliases the read-only array:', value.data_ptr() == source.ctypes.data)",
+            sn.sentinel("other", dt, shape, SENTINEL),
+            "try:\n    value.update_inplace(other)\nexcept Exception as error:\n    print('update_inplace refused:', error)",
+            "same_bytes('the read-only array after a write through the value made from it', values, source)"]
+    return sn.script("ortvalue_from_numpy of a read-only array gives no way to write into it", "\n".join(body))
+
+
+def from_shape_and_type(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], kind: str, form: str) -> str:
+    """ortvalue_from_shape_and_type gives a value of the shape, type and size asked for, in the
+    memory asked for, that holds what is copied into it."""
+    what = f"ortvalue_from_shape_and_type({list(shape)}, {dt.name}) in {kind} memory ({form})"
+    args = {"default-args": "", "device-args": ", 'cpu', 0", "memory-info": f", memory_info={sn.memory_expr(kind)}"}[form]
+    body = [f"value = works({what!r}, ort.OrtValue.ortvalue_from_shape_and_type, {list(shape)}, {dt.onnx_type}{args})",
+            _described(what, "value", dt, shape), sn.values("values", dt, shape, 13), "source = cpu_value(values, %d)" % dt.onnx_type,
+            "if value.device_name().lower() == 'cpu':\n    ctypes.memmove(value.data_ptr(), source.data_ptr(), value.tensor_size_in_bytes())\n"
+            f"else:\n    works('copy_tensors cpu>{kind}', ort.copy_tensors, [source], [value], None)",
+            f"same_bytes({what!r}, values, read(value, values, {dt.onnx_type}){sn.nbytes(dt, shape)})"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
