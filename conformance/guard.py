@@ -46,17 +46,19 @@ class Overrun:
         return f"wrote {self.count} byte{'s' * (self.count != 1)} {where} (at {self.offset:+d})"
 
 
-def canary_pattern(canary: int, nbytes: int) -> np.ndarray:
-    """The canary bytes of a region of `nbytes`: `canary` XOR the byte's position modulo 256,
-    so that a shifted copy of canaries is no canary, and no element type reads it as zero."""
-    return (np.arange(nbytes, dtype=np.uint32) % 256).astype(np.uint8) ^ np.uint8(canary)
+def canary_pattern(canary: int, nbytes: int, start: int = 0) -> np.ndarray:
+    """The canary bytes of `nbytes` from position `start` of a buffer: `canary` XOR the byte's
+    position modulo 256, so that a shifted copy of canaries is no canary, and no element type
+    reads it as zero."""
+    return (np.arange(start, start + nbytes, dtype=np.int64) % 256).astype(np.uint8) ^ np.uint8(canary)
 
 
 class GuardedArray:
     """A C-ordered numpy array of `dtype` and `shape` (`step` > 1: every `step`-th element of
     the last dimension of a wider one) between `margin_bytes` of canaries on each side.
     `.array` is the view to hand out; `.check()` lists what changed around it. Its elements
-    start as canaries too: fill them (`.array[...] = values`, or `GuardedArray.holding`)."""
+    start as whatever the allocation held: fill them (`.array[...] = values`, or
+    `GuardedArray.holding`)."""
 
     def __init__(self, dtype, shape: tuple[int, ...], *, canary: int = DEFAULT_CANARY, margin_bytes: int = DEFAULT_MARGIN,
                  step: int = 1):
@@ -71,7 +73,13 @@ class GuardedArray:
         self.raw = np.empty(self.before + span + margin_bytes + ALIGNMENT, dtype=np.uint8)
         start = (-self.raw.ctypes.data) % ALIGNMENT  # numpy aligns to 16 at most
         self.buffer = self.raw[start:start + self.before + span + margin_bytes]
-        self.buffer[:] = canary_pattern(canary, self.buffer.size)
+        # canaries where they are compared: the margins, and a strided array's whole span (its
+        # gaps); a contiguous array's elements are left as allocated, for the caller to fill
+        end = self.before + span
+        self.buffer[:self.before] = canary_pattern(canary, self.before)
+        self.buffer[end:] = canary_pattern(canary, self.buffer.size - end, end)
+        if step > 1:
+            self.buffer[self.before:end] = canary_pattern(canary, span, self.before)
         wide = self.buffer[self.before:self.before + span].view(self.dtype).reshape(wide_shape)
         self.array: np.ndarray = wide[..., ::step] if step > 1 else wide
         self._span = span

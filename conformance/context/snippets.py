@@ -66,19 +66,23 @@ def place(array, memory, onnx_type):  # a value in `memory` (None: the array its
     return value
 
 
-def guarded(array, margin=64):  # the array's values amid canary bytes (as conformance/guard.py lays them): a write past it shows
-    raw = (np.arange(array.nbytes + 2 * margin) %% 256).astype(np.uint8) ^ np.uint8(0xC3)
+def canaries(start, stop):  # the canary bytes of positions start..stop of a guarded buffer (as conformance/guard.py writes them)
+    return (np.arange(start, stop) %% 256).astype(np.uint8) ^ np.uint8(0xC3)
+
+
+def guarded(array, margin=64):  # the array's values between canary bytes: a write past it shows
+    raw = np.empty(array.nbytes + 2 * margin, np.uint8)
+    raw[:margin], raw[raw.size - margin:] = canaries(0, margin), canaries(raw.size - margin, raw.size)
     view = raw[margin:margin + array.nbytes].view(array.dtype).reshape(array.shape)
     view[...] = array
     return raw, view
 
 
 def intact(what, raw, margin=64):  # the assertion that nothing was written around a guarded array
-    canaries = (np.arange(raw.size) %% 256).astype(np.uint8) ^ np.uint8(0xC3)
-    before = np.flatnonzero(raw[:margin] != canaries[:margin]) - margin
-    after = np.flatnonzero(raw[raw.size - margin:] != canaries[raw.size - margin:])
-    assert not before.size and not after.size, (f"{what}: expected the canaries around the buffer unchanged, got "
-                                                f"{before.size} bytes changed before its start, {after.size} after its end")
+    before = np.count_nonzero(raw[:margin] != canaries(0, margin))
+    after = np.count_nonzero(raw[raw.size - margin:] != canaries(raw.size - margin, raw.size))
+    assert not before and not after, (f"{what}: expected the canaries around the buffer unchanged, "
+                                      f"got {before} bytes changed before its start, {after} after its end")
 
 
 def read(value, like, onnx_type):  # the value's bytes: directly where the CPU reads them, else copied into another sentinel
