@@ -740,3 +740,64 @@ def test_a_read_only_array_written_through_its_value_fails_and_a_copying_creatio
         reproduce(reproducer)
     creating(monkeypatch, ctx, "ortvalue_from_numpy", lambda real, array, *args: real(array.copy(), *args))
     assert run(runner, "create.read-only-source", dtype="uint8", shape="2x3")[0] is Outcome.PASS
+
+
+@pytest.mark.parametrize("broken, expected", [
+    ("destination", "after the refused bad request (size-mismatch), a valid copy into destination 0 (default memory) did not deliver"),
+    ("source", "after the refused bad request (size-mismatch), source 0 (cpu memory) no longer holds its values"),
+])
+def test_a_refusal_that_leaves_its_values_unusable_fails(runner, ctx, monkeypatch, broken, expected):
+    """The state after a refusal: a copy that, once it refused a request, ignores later copies
+    into the destination it refused (or spoils the source it refused) fails the bad request."""
+    checking = CheckingCopy()
+    monkeypatch.setattr(ctx, "copy", checking)
+    assert run(runner, "copy.bad-requests", request="size-mismatch", direction="cpu>default")[0] is Outcome.PASS
+    refused: list = []
+
+    def refuses_then_sticks(sources, destinations, direction="", note=""):
+        if note.startswith("bad request"):
+            refused.append((sources[0], destinations[0]))
+            if broken == "source":
+                sources[0].numpy().reshape(-1).view(np.uint8)[:4] = 0
+            raise RuntimeError("size mismatch")
+        if any(destination is stuck for _, stuck in refused for destination in destinations):
+            return  # the refused destination takes nothing any more
+        checking(sources, destinations)
+
+    monkeypatch.setattr(ctx, "copy", refuses_then_sticks)
+    outcome, message = run(runner, "copy.bad-requests", request="size-mismatch", direction="cpu>default")
+    assert outcome is Outcome.FAIL and message.startswith(expected), message
+
+
+class StuckAfterRefusal:
+    """A destination whose update_inplace, once it refused a source, takes no other."""
+
+    def __init__(self, value):
+        self._value, self._stuck = value, False
+
+    def __getattr__(self, name):
+        return getattr(self._value, name)
+
+    def update_inplace(self, source):
+        if self._stuck:
+            return
+        try:
+            self._value.update_inplace(source)
+        except Exception:
+            self._stuck = True
+            raise
+
+
+def test_a_destination_unusable_after_a_refused_update_inplace_fails(runner, ctx, monkeypatch):
+    params = dict(source="ortvalue", request="fewer-elements")
+    assert run(runner, "update-inplace.rejects-mismatch", **params)[0] is Outcome.PASS
+    real_place = ctx.place
+
+    def place(storage, kind, dt):
+        value = real_place(storage, kind, dt)
+        return StuckAfterRefusal(value) if storage.shape == (2, 3) and dt.name == "float32" else value
+
+    monkeypatch.setattr(ctx, "place", place)
+    outcome, message = run(runner, "update-inplace.rejects-mismatch", **params)
+    assert outcome is Outcome.FAIL
+    assert message.startswith("a valid update_inplace(ortvalue) after the refused one (fewer-elements): values differ"), message

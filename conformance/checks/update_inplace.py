@@ -123,6 +123,7 @@ MISMATCHES = {
     "element-count": ("float32", (7,)),
     "element-type": ("int32", (2, 3)),  # same byte size, different element type
     "same-bytes-other-type": ("float64", (3,)),  # 24 bytes, like the destination, but 3 float64
+    "fewer-elements": ("float32", (5,)),  # a copy sized by the destination reads past the source
 }
 
 
@@ -159,6 +160,31 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
         yield Violation("the refused update_inplace still wrote into the destination", expected="destination unchanged",
                         actual="destination bytes changed", reproducer=snippet)
     yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
+    if refused:
+        yield from _usable_after_refusal(ctx, destination, source, memory, request, snippet)
+
+
+def _usable_after_refusal(ctx, destination, source: str, memory: str, request: str, snippet: str) -> Iterator[Violation]:
+    """The state after a refusal: the destination refused takes the next valid update_inplace
+    (a float32 [2, 3] source of the same kind), whole and at the same address."""
+    float32 = tensors.DTYPES["float32"]
+    values = tensors.sample(float32, (2, 3), seed=10)
+    with ctx.precondition(f"placing a valid float32 [2, 3] source in {memory} memory"):
+        payload = ctx.place(values, memory, float32) if source == "ortvalue" else values
+    before = destination.data_ptr()
+    ctx.attempt(f"a valid update_inplace({source}) after the refused one ({request})", snippet)
+    try:
+        with ctx.calling(Call("update_inplace", f"{source}>{memory}", f"after bad request {request}")):
+            destination.update_inplace(payload)
+    except Exception as exc:
+        yield Violation(f"after the refused update_inplace({source}) ({request}), a valid one into the same destination failed: "
+                        f"{message_line(exc)}", expected="the update", actual=message_line(exc),
+                        memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
+        return
+    ctx.prove("usable_after_refusal", True)
+    yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
+    yield from _diff_violation(ctx, f"a valid update_inplace({source}) after the refused one ({request})", tensors.payload(values, float32),
+                               ctx.read(destination, memory, float32, (2, 3)), memory, snippet)
 
 
 # A device-to-device update_inplace may be this much slower than the round trip through CPU

@@ -45,6 +45,16 @@ def bad_copy(sn: Snippets, request: str, sources, destinations) -> str:
     for index, (kind, dt, _shape) in enumerate(destinations):
         body.append(f"same_bytes('destination {index} after the refused request', unchanged{index}, "
                     f"{sn.read(f'destination{index}', f'landing{index}', kind, dt)})")
+    # the state after the refusal: the sources hold their values, the destinations take a valid copy
+    for index, (kind, dt, _shape) in enumerate(sources):
+        body.append(f"same_bytes('source {index} after the refused request', values{index}, "
+                    f"{sn.read(f'source{index}', f'values{index}', kind, dt)})")
+    for index, (kind, dt, shape) in enumerate(destinations):
+        from_kind = sources[index][0] if index < len(sources) else (sources[0][0] if sources else "cpu")
+        body += [sn.values(f"again{index}", dt, shape, 9 + index), sn.place(f"again_source{index}", f"again{index}", from_kind, dt),
+                 f"works('a valid copy into destination {index} after the refusal', ort.copy_tensors, [again_source{index}], [destination{index}], None)",
+                 f"same_bytes('destination {index} after a valid copy that followed the refusal', again{index}, "
+                 f"{sn.read(f'destination{index}', f'landing{index}', kind, dt)})"]
     return sn.script(f"copy_tensors refuses a bad request ({request}) on {sn.under_test.target.provider}", "\n".join(body))
 
 
@@ -82,7 +92,11 @@ def update_mismatch(sn: Snippets, source: str, kind: str, src_dt: tensors.DType,
              sn.sentinel("unchanged", float32, (2, 3), SENTINEL), "before = destination.data_ptr()",
              f"refused('update_inplace({source}) of a {src_dt.name} {list(src_shape)} source into a float32 [2, 3] destination ({request})', "
              "destination.update_inplace, payload)",
-             _same_address(), f"same_bytes('the destination after the refused update_inplace', unchanged, {sn.read('destination', 'landing', kind, float32)})"]
+             _same_address(), f"same_bytes('the destination after the refused update_inplace', unchanged, {sn.read('destination', 'landing', kind, float32)})",
+             # the state after the refusal: the destination takes a valid update whole
+             sn.values("again", float32, (2, 3), 10), sn.place("again_source", "again", kind, float32) if source == "ortvalue" else "again_source = again",
+             "works('a valid update_inplace after the refused one', destination.update_inplace, again_source)", _same_address(),
+             f"same_bytes('the destination after a valid update_inplace that followed the refusal', again, {sn.read('destination', 'landing', kind, float32)})"]
     return sn.script(f"update_inplace({source}) refuses a mismatched source ({request}) in {kind} memory", "\n".join(body))
 
 
