@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # fault mode -> (verdict, contracts that must be broken, outcome they must end in)
 FAULTS = {
     "no-data-transfer": ("non_conformant", {"copy.required-directions", "copy.device-to-device", "streams.sync-stream"}, "fail"),
-    "corrupt": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "update-inplace.from-numpy"}, "fail"),
+    "corrupt": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "update-inplace.from-numpy",
+                                   "update-inplace.from-numpy-read-only"}, "fail"),
     "short-copy": ("non_conformant", {"copy.roundtrip-exact", "copy.roundtrip-large", "update-inplace.from-numpy-large"}, "fail"),
     "no-d2d": ("non_conformant", {"copy.device-to-device", "update-inplace.from-ortvalue"}, "fail"),
     "no-d2h": ("non_conformant", {"copy.required-directions"}, "fail"),
@@ -211,6 +212,17 @@ def test_host_accessible_memory_is_checked_when_advertised(refdev_library, tmp_p
     assert len([r for r in report["results"] if r["contract"] == "iobinding.host-accessible-in-place" and r["outcome"] == "pass"]) == 2
     # refdev's spec declares no HOST_ACCESSIBLE memory, so the build now contradicts it.
     assert "memory-info.declaration" in broken(report, "fail")
+    # issue 17 (surface-copy): HOST_ACCESSIBLE memory as a copy's source and destination, and as
+    # what is allocated; update_inplace(numpy) into it is refused by onnxruntime's Python layer
+    for contract in ("copy.host-accessible-directions", "update-inplace.from-ortvalue-host-accessible", "create.from-shape-and-type"):
+        assert {r["outcome"] for r in report["results"] if r["contract"] == contract and r["params"].get("memory", "host") != "default"} == {"pass"}
+    assert "update-inplace.from-numpy-host-accessible" in {f["contract"] for f in report["findings"]}
+
+
+def test_copies_with_host_accessible_memory_that_corrupt_fail(refdev_library, tmp_path):
+    report = refdev_run(refdev_library, tmp_path, fault="corrupt", extra_env={"ORT_REFDEV_HOST_ACCESSIBLE": "1"})
+    assert {"copy.host-accessible-directions", "update-inplace.from-ortvalue-host-accessible", "create.from-shape-and-type",
+            "create.from-shape-and-type-shapes"} <= broken(report, "fail")
 
 
 def test_copy_matrix_includes_the_other_devices_present(refdev_library, monkeypatch):

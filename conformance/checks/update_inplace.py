@@ -12,6 +12,7 @@ from conformance.checks.registry import check
 from conformance.context import steps
 from conformance.eps import memory_label
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
+from conformance.guard import GuardedArray
 
 DESTINATION_SENTINEL = 0x5A
 
@@ -24,20 +25,27 @@ def _numpy_dtype(dtype: str) -> tensors.DType:
     return dt
 
 
-def _source_layout(values: np.ndarray, layout: str) -> np.ndarray:
-    """The same values, laid out as asked: contiguous, every other element of a larger array,
-    or the transpose of a C-ordered array (Fortran order)."""
-    if layout == "contiguous":
-        return values
-    if layout == "strided":
-        wide = np.zeros(values.shape[:-1] + (values.shape[-1] * 2,), dtype=values.dtype) if values.ndim else values
+def _source_layout(ctx, values: np.ndarray, layout: str) -> np.ndarray:
+    """The same values, laid out as asked, in a guarded host buffer (conformance.guard):
+    contiguous, read-only, every other element of a larger array (canaries in the gaps, so a
+    copy that ignores the strides reads canaries), or the transpose of a C-ordered array
+    (Fortran order)."""
+    if layout in ("contiguous", "read-only"):
+        guarded = GuardedArray.holding(values, writeable=layout == "contiguous")
+        source = guarded.array
+    elif layout == "strided":
         if values.ndim == 0:
             raise NotApplicable("a scalar cannot be laid out with strides")
-        wide[..., ::2] = values
-        return wide[..., ::2]
-    if values.ndim < 2:
-        raise NotApplicable("a transposed layout needs at least two dimensions")
-    return np.ascontiguousarray(values.T).T
+        guarded = GuardedArray.holding(values, step=2)
+        source = guarded.array
+    else:
+        if values.ndim < 2:
+            raise NotApplicable("a transposed layout needs at least two dimensions")
+        guarded = GuardedArray.holding(np.ascontiguousarray(values.T))
+        source = guarded.array.T
+    if values.size:
+        ctx.watch(guarded, f"{layout} numpy source of update_inplace")
+    return source
 
 
 def _diff_violation(ctx, what: str, expected: tensors.Bytes | list[str], got: tensors.Bytes | list[str], memory: str, snippet: str) -> Iterator[Violation]:
@@ -61,7 +69,7 @@ def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterat
     dt = _numpy_dtype(dtype)
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=1)
-    source = _source_layout(values, layout)
+    source = _source_layout(ctx, values, layout)
     snippet = steps.update_from_numpy(ctx.snippets, dt, shp, memory, layout)
     ctx.attempt(f"placing the destination of update_inplace in {memory} memory", snippet)
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), memory, dt)
@@ -74,8 +82,8 @@ def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterat
 
 
 @check("update-inplace.from-numpy")
-def from_numpy(ctx, dtype: str, shape: str, memory: str = "default") -> Iterator[Violation]:
-    yield from _from_numpy(ctx, dtype, shape, memory, "contiguous")
+def from_numpy(ctx, dtype: str, shape: str, memory: str = "default", layout: str = "contiguous") -> Iterator[Violation]:
+    yield from _from_numpy(ctx, dtype, shape, memory, layout)
 
 
 @check("update-inplace.non-contiguous")

@@ -63,8 +63,9 @@ def update_from_numpy(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], k
     copies the array's logical values."""
     lay = {"contiguous": "source = values",
            "strided": "wide = np.zeros(values.shape[:-1] + (values.shape[-1] * 2,), values.dtype)\nwide[..., ::2] = values\nsource = wide[..., ::2]",
-           "transposed": "source = np.ascontiguousarray(values.T).T"}[layout]
-    if layout != "contiguous":
+           "transposed": "source = np.ascontiguousarray(values.T).T",
+           "read-only": "source = values.copy()\nsource.flags.writeable = False"}[layout]
+    if layout in ("strided", "transposed"):
         lay += "\nassert not source.flags.c_contiguous, 'the source is not laid out non-contiguous'"
     what = f"update_inplace of a {layout} numpy {dt.name} {list(shape)} array into {kind} memory"
     body = [sn.values("values", dt, shape, 1), lay, sn.sentinel("landing", dt, shape, SENTINEL), sn.place("destination", "landing", kind, dt),
