@@ -719,15 +719,17 @@ def test_ortvalue_from_numpy_that_keeps_the_raw_buffer_or_misreports_fails(runne
     assert outcome is Outcome.FAIL and "tensor_size_in_bytes() is 7, not the" in message, message
 
 
-def test_a_cpu_value_of_the_wrong_size_or_type_fails_from_shape_and_type(runner, ctx, monkeypatch):
-    params = dict(memory="cpu", form="device-args", dtype="int4", shape="3x5x7")
-    assert run(runner, "create.cpu-from-shape-and-type-shapes", **params)[0] is Outcome.PASS
+@pytest.mark.parametrize("contract, form, shape", [("create.cpu-from-shape-and-type-shapes", "device-args", "3x5x7"),
+                                                   ("create.cpu-from-shape-and-type", "default-args", "7x13")])
+def test_a_cpu_value_of_the_wrong_size_or_type_fails_from_shape_and_type(runner, ctx, monkeypatch, contract, form, shape):
+    params = dict(memory="cpu", form=form, dtype="int4", shape=shape)
+    assert run(runner, contract, **params)[0] is Outcome.PASS
     # allocated for one byte an element: tensor_size_in_bytes() tells the 4-bit packing was lost
     creating(monkeypatch, ctx, "ortvalue_from_shape_and_type",
              lambda real, shape, element_type, **kw: real(shape, 2 if element_type == 22 else element_type, **kw))
-    outcome, message = run(runner, "create.cpu-from-shape-and-type-shapes", **params)
+    outcome, message = run(runner, contract, **params)
     assert outcome is Outcome.FAIL, message
-    assert message.startswith("ortvalue_from_shape_and_type([3, 5, 7], int4) in cpu memory (device-args): element_type() is 2"), message
+    assert message.startswith(f"ortvalue_from_shape_and_type({[int(n) for n in shape.split('x')]}, int4) in cpu memory ({form}): element_type() is 2"), message
 
 
 def test_a_read_only_array_written_through_its_value_fails_and_a_copying_creation_passes(runner, ctx, monkeypatch):
