@@ -82,7 +82,14 @@ def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterat
 
 
 @check("update-inplace.from-numpy")
-def from_numpy(ctx, dtype: str, shape: str, memory: str = "default", layout: str = "contiguous") -> Iterator[Violation]:
+def from_numpy(ctx, dtype: str, shape: str, memory: str = "default") -> Iterator[Violation]:
+    yield from _from_numpy(ctx, dtype, shape, memory, "contiguous")
+
+
+@check("update-inplace.from-numpy-layout")
+def from_numpy_layout(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterator[Violation]:
+    """update_inplace(numpy) into one memory, of an array laid out as asked (read-only
+    included), where the contiguous case is not the question."""
     yield from _from_numpy(ctx, dtype, shape, memory, layout)
 
 
