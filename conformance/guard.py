@@ -82,7 +82,7 @@ class GuardedArray:
             self.buffer[self.before:end] = canary_pattern(canary, span, self.before)
         wide = self.buffer[self.before:self.before + span].view(self.dtype).reshape(wide_shape)
         self.array: np.ndarray = wide[..., ::step] if step > 1 else wide
-        self._span = span
+        self._span, self._canary, self._used = span, canary, span
         # what the canaries hold, kept only where they are compared: a contiguous array's
         # elements are not canaries, so a 64 MiB one costs no 64 MiB copy to check
         self._margins = self.buffer[:self.before].copy(), self.buffer[self.before + span:].copy()
@@ -95,6 +95,17 @@ class GuardedArray:
         guarded.array[...] = values
         guarded.array.flags.writeable = writeable
         return guarded
+
+    def guard_tail(self, used_bytes: int) -> None:
+        """Only the first `used_bytes` of the array are the tensor's: the rest become canaries,
+        checked as "after" (4-bit types, whose storage holds one element a byte while the
+        tensor packs two a byte). Call it once the array is filled."""
+        if self.step > 1 or not 0 <= used_bytes <= self._span:
+            raise ValueError(f"a tail guard needs a contiguous array and 0 <= {used_bytes} <= {self._span}")
+        start = self.before + used_bytes
+        self.buffer[start:self.before + self._span] = canary_pattern(self._canary, self._span - used_bytes, start)
+        self._used = used_bytes
+        self._margins = self._margins[0], self.buffer[start:].copy()
 
     @property
     def address(self) -> int:
@@ -110,7 +121,7 @@ class GuardedArray:
             # each group of `step` elements starts with one of the array's, then its gaps
             inside.reshape(-1, self.step * self.dtype.itemsize)[:, :self.dtype.itemsize] = False
             found.append(self._region("gap", inside, 0))
-        found.append(self._region("after", self.buffer[self.before + self._span:] != after, self._span))
+        found.append(self._region("after", self.buffer[self.before + self._used:] != after, self._used))
         return [overrun for overrun in found if overrun]
 
     def _region(self, side: str, changed: np.ndarray, origin: int) -> Overrun | None:

@@ -62,3 +62,12 @@ def test_what_cannot_be_guarded_is_refused():
         GuardedArray(object, (2,))
     with pytest.raises(ValueError, match="step"):
         GuardedArray(np.float32, (), step=2)
+
+
+def test_a_tail_guard_makes_the_unused_end_of_a_packed_types_storage_canaries():
+    guarded = GuardedArray.holding(np.zeros(7, dtype=np.uint8))  # 7 4-bit elements: 4 bytes of tensor
+    guarded.guard_tail(4)
+    guarded.array[:4] = 1
+    assert guarded.check() == []
+    guarded.array[4] = 1  # one byte past the tensor's, inside the array's storage
+    assert guarded.check() == [Overrun("after", 4, 1)]

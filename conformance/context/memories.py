@@ -113,6 +113,8 @@ class Memories:
             size = value.tensor_size_in_bytes()
             return ctypes.string_at(value.data_ptr(), size) if size else b""
         landing = self._host(tensors.sentinel(dtype, shape, 0xA5), dtype, kind, f"read of {kind} memory")
+        if dtype.bits == 4 and landing.size:
+            self.guarded[-1][2].guard_tail(dtype.nbytes(landing.size))  # the packed tensor's bytes, then canaries
         self.copy([value], [self.wrap_cpu(landing, dtype)], f"{kind}>cpu")
         return tensors.payload(landing, dtype)
 

@@ -93,6 +93,9 @@ def read(value, like, onnx_type):  # the value's bytes: directly where the CPU r
     works("copy_tensors EP memory > CPU", ort.copy_tensors, [value], [cpu_value(landing, onnx_type)], None)
     if landing.size:
         intact("copy_tensors EP memory > CPU", raw)
+    if onnx_type in (21, 22):  # 4-bit types: one element a byte in the array, two a byte in the tensor
+        tail = landing.reshape(-1).view(np.uint8)[value.tensor_size_in_bytes():]
+        assert (tail == 0xA5).all(), f"copy_tensors EP memory > CPU: expected nothing written past the tensor's bytes, got {np.count_nonzero(tail != 0xA5)}"
     return landing
 
 
