@@ -26,12 +26,16 @@ def _numpy_dtype(dtype: str) -> tensors.DType:
 
 
 def _source_layout(ctx, values: np.ndarray, layout: str) -> np.ndarray:
-    """The same values, laid out as asked, in a guarded host buffer (conformance.guard):
-    contiguous, read-only, every other element of a larger array (canaries in the gaps, so a
+    """The same values, laid out as asked, in a guarded host buffer (conformance.guard) but
+    for a contiguous one (`values` itself): read-only, every other element of a larger array (canaries in the gaps, so a
     copy that ignores the strides reads canaries), or the transpose of a C-ordered array
     (Fortran order)."""
-    if layout in ("contiguous", "read-only"):
-        guarded = GuardedArray.holding(values, writeable=layout == "contiguous")
+    if layout == "contiguous":
+        # Only read, and sized as the destination: an over-read past its end lands nowhere the
+        # destination's own guard would not show, so a 64 MiB source costs no guarded copy.
+        return values
+    if layout == "read-only":
+        guarded = GuardedArray.holding(values, writeable=False)
         source = guarded.array
     elif layout == "strided":
         if values.ndim == 0:
