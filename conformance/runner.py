@@ -129,7 +129,12 @@ class Runner:
                 violations.append(_raised(ctx, exc, "onnxruntime's Python layer refused"))
             else:
                 violations.append(_raised(ctx, exc, "onnxruntime raised"))
+        # Whatever the check itself found, a write past a host buffer it handed out is a failure.
+        guarded = len(ctx.memories.guarded)
+        violations += ctx.memories.overruns()
         evidence = dict(ctx.evidence.recorded)
+        if evidence and guarded:
+            evidence["host_buffers_guarded"] = guarded  # besides what the check proved, never instead of it
         if not violations:
             if not evidence:
                 # A pass states what it proved; one that recorded nothing may have run nothing.
@@ -137,6 +142,8 @@ class Runner:
             return Outcome.PASS, "", {"evidence": evidence}
         if any(v.subject == "both" for v in violations):
             details["subject"] = "both"  # onnxruntime passed it through and the EP accepted it: counted against both
+        elif any(v.subject == "ep" for v in violations):
+            details["subject"] = "ep"  # the EP's own copy went wrong (a write past a host buffer), whatever the contract's subject
         message = violations[0].message + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
         return Outcome.FAIL, message, {**details, "violations": [asdict(v) for v in violations], **({"evidence": evidence} if evidence else {})}
 

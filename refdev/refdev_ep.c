@@ -73,8 +73,10 @@ typedef enum {
   FAULT_IMPORT_NO_BOUNDS,
   FAULT_IMPORT_DENIES,
   FAULT_KERNEL_FAILS,
-  /* placement (issue 17 item 8) */
+  /* kernel-input placement */
   FAULT_MISPLACED_INPUTS,
+  /* guard memory */
+  FAULT_OVERRUN,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -86,13 +88,14 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "unregister-crash", "host-accessible-as-device", "import-copy", "import-misread",
     "import-no-bounds", "import-denies", "kernel-fails",
     "misplaced-inputs",
+    "overrun",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
-  "import-no-bounds, import-denies, kernel-fails, misplaced-inputs"
+  "import-no-bounds, import-denies, kernel-fails, misplaced-inputs, overrun"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -578,6 +581,20 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
       unsigned bit = j->skind == MEM_CPU ? 0u : (j->dkind == MEM_CPU ? 1u : (src_scrambled && dst_scrambled ? 2u : 3u));
       dp[j->bytes / 2] ^= (unsigned char)(1u << bit);
     }
+    if (fault == FAULT_OVERRUN && j->skind == MEM_DEVICE && j->dkind == MEM_CPU) {
+      /* surface-copy: one element more than the destination holds, written past its end
+       * (a size taken from the wrong tensor); the element size is the tensor's own */
+      size_t count = 0;
+      OrtTensorTypeAndShapeInfo* info = NULL;
+      OrtStatus* ist = g_ort->GetTensorTypeAndShape(dst_tensors[i], &info);
+      if (ist == NULL) {
+        ist = g_ort->GetTensorShapeElementCount(info, &count);
+        g_ort->ReleaseTensorTypeAndShapeInfo(info);
+      }
+      if (ist != NULL) g_ort->ReleaseStatus(ist);
+      size_t element = count > 0 && j->bytes >= count ? j->bytes / count : 1;
+      memset(dp + j->bytes, 0xEE, element);
+    }
     if (fault == FAULT_SLOW_D2D && j->skind == MEM_DEVICE && j->dkind == MEM_DEVICE) {
       /* correct bytes, but far slower than a device->CPU->device round trip */
       sleep_ms(20 + (long)(j->bytes >> 16));
@@ -878,7 +895,7 @@ static void encode(const float* in, mem_kind kind, void* dst, size_t count) {
   }
 }
 
-/* Placement record (issue 17 item 8): with ORT_REFDEV_INPUT_LOG naming a file, every kernel call
+/* Placement record: with ORT_REFDEV_INPUT_LOG naming a file, every kernel call
  * appends one line per input, `<node> <input index> <device type> <memory type> <vendor id>`,
  * the memory device onnxruntime handed the kernel (Value_GetMemoryDevice). A file, because the
  * kit's check runs in the process that loaded the library and reads it back after the run: no

@@ -171,22 +171,24 @@ def test_host_accessible_memory_that_numpy_copies_fails(runner, ctx, monkeypatch
 class RawBufferUpdate:
     """update_inplace that copies the source's memory from its first byte, ignoring strides."""
 
-    def __init__(self, value, storage):
-        self._value, self._storage = value, storage
+    def __init__(self, value):
+        self._value = value
 
     def __getattr__(self, name):
         return getattr(self._value, name)
 
     def update_inplace(self, source):
-        raw = np.lib.stride_tricks.as_strided(source, shape=(source.size,), strides=(source.itemsize,))
-        self._storage.reshape(-1)[:] = raw
+        import ctypes
+
+        raw = np.ascontiguousarray(np.lib.stride_tricks.as_strided(source, shape=(source.size,), strides=(source.itemsize,)))
+        ctypes.memmove(self._value.data_ptr(), raw.ctypes.data, raw.nbytes)  # into the value's own buffer (a guarded copy of what was placed)
 
 
 def test_update_inplace_that_ignores_strides_fails(runner, ctx, monkeypatch):
     params = dict(layout="strided", dtype="float32", shape="7x13")
     assert run(runner, "update-inplace.non-contiguous", **params)[0] is Outcome.PASS
     real_place = ctx.place
-    monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: RawBufferUpdate(real_place(storage, kind, dt), storage))
+    monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: RawBufferUpdate(real_place(storage, kind, dt)))
     outcome, message = run(runner, "update-inplace.non-contiguous", **params)
     assert outcome is Outcome.FAIL
     assert message.startswith("strided numpy source: values differ after update_inplace")
@@ -654,7 +656,7 @@ def test_a_value_reporting_the_wrong_size_fails_memory_info_tensor_size(runner, 
     reproduce(violation["reproducer"])  # onnxruntime's own value is right, without the stand-in: the assert holds
 
 
-# --- issue 17, items 7 and 8: CPU memory everywhere, placement (branch placement) --------------
+# --- CPU memory everywhere, placement --------------
 
 
 class HalfWritten:
@@ -710,7 +712,7 @@ def test_placement_on_the_cpu_ep_has_no_boundary_and_a_named_record_must_hold_so
     assert "KIT_TEST_INPUT_LOG" not in os.environ  # set around the run only
 
 
-# --- issue 17, item 10: subjects stay honest (branch placement) --------------------------------
+# --- subjects stay honest --------------------------------
 
 
 def test_a_case_of_an_ep_contract_with_plain_cpu_memory_at_every_end_is_the_runtimes(runner, ctx, monkeypatch):
@@ -741,7 +743,7 @@ def test_every_copy_and_update_case_of_the_cpu_run_is_the_runtimes(cpu_reports):
     assert cases and all(r["subject"] == "runtime" for r in cases), [(r["nodeid"], r["subject"]) for r in cases if r["subject"] != "runtime"]
 
 
-# --- issue 17, item 9: what a package lists must run (branch placement) ------------------------
+# --- what a package lists must run ------------------------
 
 
 def test_a_built_in_ep_listed_but_unable_to_run_fails_package_listed_eps_run_against_the_package(runner, ctx, monkeypatch):
@@ -757,3 +759,152 @@ def test_a_built_in_ep_listed_but_unable_to_run_fails_package_listed_eps_run_aga
     reproduce(result["details"]["violations"][0]["reproducer"])  # the real CPU EP runs: the script passes
     monkeypatch.setattr(ctx.target, "library", "/some/plugin.so")
     assert run(runner, "package.listed-eps-run")[0] is Outcome.NOT_APPLICABLE
+
+
+# --- issue 17, surface-copy: guard memory, the copy and creation surface ---------------------
+
+
+def test_a_write_past_a_host_buffer_the_kit_handed_out_fails_the_check_against_the_ep(runner, ctx, monkeypatch):
+    """Every host buffer `place` and `read` hand onnxruntime sits between canaries: one byte
+    written past the destination of update_inplace fails the case, which passes without it."""
+    import ctypes
+
+    params = dict(dtype="float32", shape="7x13")
+    assert run(runner, "update-inplace.from-numpy", **params)[0] is Outcome.PASS
+    read = ctx.memories.read
+
+    def read_after_an_overrun(value, kind, dtype, shape):
+        ctypes.memset(value.data_ptr() + value.tensor_size_in_bytes(), 0xEE, 1)  # what a careless copy does
+        return read(value, kind, dtype, shape)
+
+    monkeypatch.setattr(ctx.memories, "read", read_after_an_overrun)
+    result = runner.run("update-inplace.from-numpy", 0, params)
+    assert result["outcome"] == "fail", result
+    assert "wrote 1 byte after the end (at +364)" in result["message"]
+    assert "host buffer of the value placed in default memory" in result["message"]
+    assert ctx.memories.guarded == []  # the next check starts with none
+
+
+class _Lying:
+    """An OrtValue that reports one accessor wrong (`accessor`: the value it returns instead)."""
+
+    def __init__(self, value, **lies):
+        self._value, self._lies = value, lies
+
+    def __getattr__(self, name):
+        if name in self._lies:
+            return lambda: self._lies[name]
+        return getattr(self._value, name)
+
+
+def creating(monkeypatch, ctx, factory: str, make):
+    """ctx.ort with OrtValue.<factory> replaced by `make(real_factory, *args, **kwargs)`."""
+    real_ort = ctx.ort
+    real = getattr(real_ort.OrtValue, factory)
+    value_class = type("OrtValueStandIn", (), {factory: staticmethod(lambda *a, **k: make(real, *a, **k))})
+    for name in ("ortvalue_from_numpy", "ortvalue_from_shape_and_type", "ortvalue_from_numpy_with_onnx_type"):
+        if name != factory:
+            setattr(value_class, name, staticmethod(getattr(real_ort.OrtValue, name)))
+    ort_stand_in = type("OrtStandIn", (), {"__getattr__": lambda self, name: getattr(real_ort, name), "OrtValue": value_class})()
+    monkeypatch.setattr(ctx.under_test, "ort", ort_stand_in)
+
+
+@pytest.mark.parametrize("contract, params", [("create.from-numpy", dict(dtype="int16", shape="7x13")),
+                                              ("create.from-numpy-layouts", dict(dtype="float32", shape="7x13", layout="transposed"))])
+def test_ortvalue_from_numpy_that_keeps_the_raw_buffer_or_misreports_fails(runner, ctx, monkeypatch, contract, params):
+    assert run(runner, contract, **params)[0] is Outcome.PASS
+    # a creation that takes a Fortran-ordered array's buffer as it lies in memory, as if C-ordered
+    creating(monkeypatch, ctx, "ortvalue_from_numpy",
+             lambda real, array, *args: real(array if array.flags.c_contiguous else array.T.copy().reshape(array.shape), *args))
+    if params.get("layout") == "transposed":
+        outcome, message = run(runner, contract, **params)
+        assert outcome is Outcome.FAIL and "does not hold the array's values" in message, message
+    creating(monkeypatch, ctx, "ortvalue_from_numpy", lambda real, array, *args: _Lying(real(array, *args), tensor_size_in_bytes=7))
+    outcome, message = run(runner, contract, **params)
+    assert outcome is Outcome.FAIL and "tensor_size_in_bytes() is 7, not the" in message, message
+
+
+@pytest.mark.parametrize("contract, form, shape", [("create.cpu-from-shape-and-type-shapes", "device-args", "3x5x7"),
+                                                   ("create.cpu-from-shape-and-type", "default-args", "7x13")])
+def test_a_cpu_value_of_the_wrong_size_or_type_fails_from_shape_and_type(runner, ctx, monkeypatch, contract, form, shape):
+    params = dict(memory="cpu", form=form, dtype="int4", shape=shape)
+    assert run(runner, contract, **params)[0] is Outcome.PASS
+    # allocated for one byte an element: tensor_size_in_bytes() tells the 4-bit packing was lost
+    creating(monkeypatch, ctx, "ortvalue_from_shape_and_type",
+             lambda real, shape, element_type, **kw: real(shape, 2 if element_type == 22 else element_type, **kw))
+    outcome, message = run(runner, contract, **params)
+    assert outcome is Outcome.FAIL, message
+    assert message.startswith(f"ortvalue_from_shape_and_type({[int(n) for n in shape.split('x')]}, int4) in cpu memory ({form}): element_type() is 2"), message
+
+
+def test_a_read_only_array_written_through_its_value_fails_and_a_copying_creation_passes(runner, ctx, monkeypatch):
+    """onnxruntime 1.32 wraps a read-only array and lets update_inplace write into it: the
+    finding the CPU run shows. Made to copy the array, the same case passes."""
+    outcome, message = run(runner, "create.read-only-source", dtype="uint8", shape="2x3")
+    assert outcome is Outcome.FAIL and "reached the read-only array it was made from (aliased)" in message
+    reproducer = runner.run("create.read-only-source", 0, dict(dtype="uint8", shape="2x3"))["details"]["violations"][0]["reproducer"]
+    with pytest.raises(AssertionError, match="the read-only array after a write through the value made from it"):
+        reproduce(reproducer)
+    creating(monkeypatch, ctx, "ortvalue_from_numpy", lambda real, array, *args: real(array.copy(), *args))
+    assert run(runner, "create.read-only-source", dtype="uint8", shape="2x3")[0] is Outcome.PASS
+
+
+@pytest.mark.parametrize("broken, expected", [
+    ("destination", "after the refused bad request (size-mismatch), a valid copy into destination 0 (default memory) did not deliver"),
+    ("source", "after the refused bad request (size-mismatch), source 0 (cpu memory) no longer holds its values"),
+])
+def test_a_refusal_that_leaves_its_values_unusable_fails(runner, ctx, monkeypatch, broken, expected):
+    """The state after a refusal: a copy that, once it refused a request, ignores later copies
+    into the destination it refused (or spoils the source it refused) fails the bad request."""
+    checking = CheckingCopy()
+    monkeypatch.setattr(ctx, "copy", checking)
+    assert run(runner, "copy.bad-requests", request="size-mismatch", direction="cpu>default")[0] is Outcome.PASS
+    refused: list = []
+
+    def refuses_then_sticks(sources, destinations, direction="", note=""):
+        if note.startswith("bad request"):
+            refused.append((sources[0], destinations[0]))
+            if broken == "source":
+                sources[0].numpy().reshape(-1).view(np.uint8)[:4] = 0
+            raise RuntimeError("size mismatch")
+        if any(destination is stuck for _, stuck in refused for destination in destinations):
+            return  # the refused destination takes nothing any more
+        checking(sources, destinations)
+
+    monkeypatch.setattr(ctx, "copy", refuses_then_sticks)
+    outcome, message = run(runner, "copy.bad-requests", request="size-mismatch", direction="cpu>default")
+    assert outcome is Outcome.FAIL and message.startswith(expected), message
+
+
+class StuckAfterRefusal:
+    """A destination whose update_inplace, once it refused a source, takes no other."""
+
+    def __init__(self, value):
+        self._value, self._stuck = value, False
+
+    def __getattr__(self, name):
+        return getattr(self._value, name)
+
+    def update_inplace(self, source):
+        if self._stuck:
+            return
+        try:
+            self._value.update_inplace(source)
+        except Exception:
+            self._stuck = True
+            raise
+
+
+def test_a_destination_unusable_after_a_refused_update_inplace_fails(runner, ctx, monkeypatch):
+    params = dict(source="ortvalue", request="fewer-elements")
+    assert run(runner, "update-inplace.rejects-mismatch", **params)[0] is Outcome.PASS
+    real_place = ctx.place
+
+    def place(storage, kind, dt):
+        value = real_place(storage, kind, dt)
+        return StuckAfterRefusal(value) if storage.shape == (2, 3) and dt.name == "float32" else value
+
+    monkeypatch.setattr(ctx, "place", place)
+    outcome, message = run(runner, "update-inplace.rejects-mismatch", **params)
+    assert outcome is Outcome.FAIL
+    assert message.startswith("a valid update_inplace(ortvalue) after the refused one (fewer-elements): values differ"), message

@@ -381,7 +381,7 @@ def test_the_cuda_lanes_agree_on_whether_there_is_an_nvidia_gpu(monkeypatch, lan
     assert skipped == (["cuda-absent"] if has_gpu else ["cuda"])
 
 
-# --- issue 17, item 7: the refdev lane with and without HOST_ACCESSIBLE memory (branch placement)
+# --- the refdev lane with and without HOST_ACCESSIBLE memory
 
 
 def test_the_refdev_host_lane_runs_refdev_with_its_host_accessible_memory_declared_and_gates_on_it(capsys):
@@ -398,7 +398,7 @@ def test_the_refdev_host_lane_runs_refdev_with_its_host_accessible_memory_declar
     assert LANES.main(["--list"]) == 0 and "refdev-host" in capsys.readouterr().out
 
 
-# --- issue 17, item 9: a listed EP that cannot run is the package's finding (branch placement)
+# --- a listed EP that cannot run is the package's finding
 
 
 def test_a_listed_ep_that_cannot_run_is_a_finding_against_its_package_beside_the_incomplete_run():

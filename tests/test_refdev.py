@@ -24,15 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 # fault mode -> (verdict, contracts that must be broken, outcome they must end in)
 FAULTS = {
     "no-data-transfer": ("non_conformant", {"copy.required-directions", "copy.device-to-device", "streams.sync-stream"}, "fail"),
-    "corrupt": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "update-inplace.from-numpy"}, "fail"),
+    "corrupt": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "update-inplace.from-numpy",
+                                   "update-inplace.from-numpy-read-only"}, "fail"),
     "short-copy": ("non_conformant", {"copy.roundtrip-exact", "copy.roundtrip-large", "update-inplace.from-numpy-large"}, "fail"),
     "no-d2d": ("non_conformant", {"copy.device-to-device", "update-inplace.from-ortvalue"}, "fail"),
     "no-d2h": ("non_conformant", {"copy.required-directions"}, "fail"),
     "no-h2d": ("non_conformant", {"copy.required-directions"}, "fail"),
     "wrong-memory": ("non_conformant", {"memory-info.declaration"}, "fail"),
     "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep", "iobinding.in-place", "copy.cpu-default-optional"}, "fail"),
-    "alloc-fail": ("non_conformant", {"memory-info.allocatable"}, "fail"),
+    "alloc-fail": ("non_conformant", {"memory-info.allocatable", "create.from-shape-and-type", "create.from-shape-and-type-shapes"}, "fail"),
     "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
+    # one element past each CPU destination of a device>cpu copy: the guard memory around it
+    "overrun": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "update-inplace.from-numpy"}, "fail"),
     # Every kernel fails with ORT_EP_FAIL: the kit's sessions do not let onnxruntime rerun the
     # model on the CPU EP, so every check that runs one fails (see test_kernel_failures_are_never_retried_elsewhere).
     "kernel-fails": ("non_conformant", {"session.nodes-on-ep", "iobinding.in-place", "lifecycle.plugin-library"}, "fail"),
@@ -49,9 +52,11 @@ FAULTS = {
 }
 
 # Findings against onnxruntime 1.32 itself, whatever the EP does: copy_tensors and
-# update_inplace(numpy) accept a source of another element type, and a rebind after a refused
-# input binding aborts the process.
-RUNTIME_FINDINGS = {"copy.bad-requests", "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure",
+# update_inplace(numpy) accept a source of another element type, a rebind after a refused
+# input binding aborts the process, a value made from a read-only array writes into it, and
+# update_inplace(numpy) into HOST_ACCESSIBLE memory is refused.
+RUNTIME_FINDINGS = {"copy.bad-requests", "create.read-only-source", "update-inplace.from-numpy-host-accessible",
+                    "update-inplace.rejects-mismatch", "iobinding.rejects-bad-output", "iobinding.rebind-after-failure",
                     # copy_tensors between CPU values has no data transfer; a CPU node's output
                     # reaches an EP kernel in CPU memory (tests at the end of this file)
                     "cpu-memory.copy-paths", "placement.kernel-inputs",
@@ -213,6 +218,17 @@ def test_host_accessible_memory_is_checked_when_advertised(refdev_library, tmp_p
     assert len([r for r in report["results"] if r["contract"] == "iobinding.host-accessible-in-place" and r["outcome"] == "pass"]) == 2
     # refdev's spec declares no HOST_ACCESSIBLE memory, so the build now contradicts it.
     assert "memory-info.declaration" in broken(report, "fail")
+    # HOST_ACCESSIBLE memory as a copy's source and destination, and as
+    # what is allocated; update_inplace(numpy) into it is refused by onnxruntime's Python layer
+    for contract in ("copy.host-accessible-directions", "update-inplace.from-ortvalue-host-accessible", "create.from-shape-and-type"):
+        assert {r["outcome"] for r in report["results"] if r["contract"] == contract and r["params"].get("memory", "host") != "default"} == {"pass"}
+    assert "update-inplace.from-numpy-host-accessible" in {f["contract"] for f in report["findings"]}
+
+
+def test_copies_with_host_accessible_memory_that_corrupt_fail(refdev_library, tmp_path):
+    report = refdev_run(refdev_library, tmp_path, fault="corrupt", extra_env={"ORT_REFDEV_HOST_ACCESSIBLE": "1"})
+    assert {"copy.host-accessible-directions", "update-inplace.from-ortvalue-host-accessible", "create.from-shape-and-type",
+            "create.from-shape-and-type-shapes"} <= broken(report, "fail")
 
 
 def test_copy_matrix_includes_the_other_devices_present(refdev_library, monkeypatch):
@@ -320,7 +336,7 @@ def test_the_smoke_test_says_when_it_cannot_read_the_fault_modes(monkeypatch, tm
         smoke.fault_modes()
 
 
-# --- issue 17, items 7 and 8: CPU memory everywhere, placement (branch placement) --------------
+# --- CPU memory everywhere, placement --------------
 
 
 def refdev_subset(library: Path, folder: Path, selection: str, **env: str) -> dict:

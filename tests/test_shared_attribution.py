@@ -88,7 +88,8 @@ def test_the_runner_gives_a_result_the_subject_its_violations_share():
         yield Violation("wrote")
 
     def context():
-        return SimpleNamespace(step="", reproducer="", evidence=SimpleNamespace(recorded={}))
+        return SimpleNamespace(step="", reproducer="", evidence=SimpleNamespace(recorded={}),
+                               memories=SimpleNamespace(guarded=[], overruns=list))  # no host buffer guarded
 
     outcome, _, details = runner._run(check, context(), {})
     assert outcome.value == "fail" and details["subject"] == "both"

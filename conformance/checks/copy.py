@@ -158,11 +158,13 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
     try:
         ctx.copy(src_values, dst_values, direction, note=f"bad request {request}")
     except Exception as exc:
+        refused = True
         ctx.prove("refused", message_line(exc)[:200])
         if not str(exc).strip():
             yield Violation(f"copy_tensors refused a bad request ({request}) without saying why", expected="an error message",
                             actual=repr(exc), reproducer=snippet)
     else:
+        refused = False
         yield Violation(f"copy_tensors accepted a bad request ({request})", expected="a clear error", actual="accepted", reproducer=snippet,
                         subject=shared)
     for index, ((kind, dt, shp), value) in enumerate(zip(destinations, dst_values, strict=False)):
@@ -171,3 +173,34 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
         if ctx.compare(tensors.payload(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), dt), got):
             yield Violation(f"the bad request ({request}) wrote into destination {index} ({kind} memory)",
                             expected="destination unchanged", actual="bytes changed", reproducer=snippet, subject=shared)
+    if refused:
+        yield from _after_refusal(ctx, request, sources, src_values, destinations, dst_values, source_kind, snippet)
+
+
+def _after_refusal(ctx, request: str, sources, src_values, destinations, dst_values, source_kind: str, snippet: str) -> Iterator[Violation]:
+    """The state after a refusal: each source still holds its values, and each destination
+    refused takes a valid copy of its own type and shape (from the memory its pair's source
+    was in) with the right bytes, so the refusal left nothing half-done behind it."""
+    for index, ((kind, dt, shp), value) in enumerate(zip(sources, src_values, strict=False)):
+        with ctx.precondition(f"reading source {index} back after the refusal"):
+            got = ctx.read(value, kind, dt, shp)
+        if diff := ctx.compare(tensors.payload(tensors.sample(dt, shp, seed=8), dt), got):
+            yield Violation(f"after the refused bad request ({request}), source {index} ({kind} memory) no longer holds its values: "
+                            f"{diff.describe()}", expected="the source unchanged", actual=diff.describe(), reproducer=snippet)
+    for index, ((kind, dt, shp), value) in enumerate(zip(destinations, dst_values, strict=False)):
+        from_kind = sources[index][0] if index < len(sources) else source_kind
+        values = tensors.sample(dt, shp, seed=9 + index)
+        with ctx.precondition(f"placing valid values in {from_kind} memory after the refusal"):
+            source = ctx.place(values, from_kind, dt)
+        ctx.attempt(f"copy_tensors {from_kind}>{kind} into destination {index} after the refused bad request ({request})", snippet)
+        try:
+            ctx.copy([source], [value], f"{from_kind}>{kind}", note=f"after bad request {request}")
+        except Exception as exc:
+            yield Violation(f"after the refused bad request ({request}), a valid copy into destination {index} ({kind} memory) failed: "
+                            f"{message_line(exc)}", expected="the copy", actual=message_line(exc), reproducer=snippet)
+            continue
+        if diff := ctx.compare(tensors.payload(values, dt), ctx.read(value, kind, dt, shp)):
+            yield Violation(f"after the refused bad request ({request}), a valid copy into destination {index} ({kind} memory) "
+                            f"did not deliver the source bytes: {diff.describe()}", expected="byte-identical destination",
+                            actual=diff.describe(), reproducer=snippet)
+    ctx.prove("usable_after_refusal", {"sources": len(sources), "destinations": len(destinations)})

@@ -12,6 +12,7 @@ from conformance.checks.registry import check
 from conformance.context import steps
 from conformance.eps import memory_label
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
+from conformance.guard import GuardedArray
 
 DESTINATION_SENTINEL = 0x5A
 
@@ -24,20 +25,31 @@ def _numpy_dtype(dtype: str) -> tensors.DType:
     return dt
 
 
-def _source_layout(values: np.ndarray, layout: str) -> np.ndarray:
-    """The same values, laid out as asked: contiguous, every other element of a larger array,
-    or the transpose of a C-ordered array (Fortran order)."""
+def _source_layout(ctx, values: np.ndarray, layout: str) -> np.ndarray:
+    """The same values, laid out as asked, in a guarded host buffer (conformance.guard) but
+    for a contiguous one (`values` itself): read-only, every other element of a larger array (canaries in the gaps, so a
+    copy that ignores the strides reads canaries), or the transpose of a C-ordered array
+    (Fortran order)."""
     if layout == "contiguous":
+        # Only read, and sized as the destination: an over-read past its end lands nowhere the
+        # destination's own guard would not show, so a 64 MiB source costs no guarded copy.
         return values
-    if layout == "strided":
-        wide = np.zeros(values.shape[:-1] + (values.shape[-1] * 2,), dtype=values.dtype) if values.ndim else values
+    if layout == "read-only":
+        guarded = GuardedArray.holding(values, writeable=False)
+        source = guarded.array
+    elif layout == "strided":
         if values.ndim == 0:
             raise NotApplicable("a scalar cannot be laid out with strides")
-        wide[..., ::2] = values
-        return wide[..., ::2]
-    if values.ndim < 2:
-        raise NotApplicable("a transposed layout needs at least two dimensions")
-    return np.ascontiguousarray(values.T).T
+        guarded = GuardedArray.holding(values, step=2)
+        source = guarded.array
+    else:
+        if values.ndim < 2:
+            raise NotApplicable("a transposed layout needs at least two dimensions")
+        guarded = GuardedArray.holding(np.ascontiguousarray(values.T))
+        source = guarded.array.T
+    if values.size:
+        ctx.watch(guarded, f"{layout} numpy source of update_inplace")
+    return source
 
 
 def _diff_violation(ctx, what: str, expected: tensors.Bytes | list[str], got: tensors.Bytes | list[str], memory: str, snippet: str) -> Iterator[Violation]:
@@ -61,7 +73,7 @@ def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterat
     dt = _numpy_dtype(dtype)
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=1)
-    source = _source_layout(values, layout)
+    source = _source_layout(ctx, values, layout)
     snippet = steps.update_from_numpy(ctx.snippets, dt, shp, memory, layout)
     ctx.attempt(f"placing the destination of update_inplace in {memory} memory", snippet)
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), memory, dt)
@@ -76,6 +88,13 @@ def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterat
 @check("update-inplace.from-numpy")
 def from_numpy(ctx, dtype: str, shape: str, memory: str = "default") -> Iterator[Violation]:
     yield from _from_numpy(ctx, dtype, shape, memory, "contiguous")
+
+
+@check("update-inplace.from-numpy-layout")
+def from_numpy_layout(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterator[Violation]:
+    """update_inplace(numpy) into one memory, of an array laid out as asked (read-only
+    included), where the contiguous case is not the question."""
+    yield from _from_numpy(ctx, dtype, shape, memory, layout)
 
 
 @check("update-inplace.non-contiguous")
@@ -123,6 +142,7 @@ MISMATCHES = {
     "element-count": ("float32", (7,)),
     "element-type": ("int32", (2, 3)),  # same byte size, different element type
     "same-bytes-other-type": ("float64", (3,)),  # 24 bytes, like the destination, but 3 float64
+    "fewer-elements": ("float32", (5,)),  # a copy sized by the destination reads past the source
 }
 
 
@@ -159,6 +179,31 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
         yield Violation("the refused update_inplace still wrote into the destination", expected="destination unchanged",
                         actual="destination bytes changed", reproducer=snippet)
     yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
+    if refused:
+        yield from _usable_after_refusal(ctx, destination, source, memory, request, snippet)
+
+
+def _usable_after_refusal(ctx, destination, source: str, memory: str, request: str, snippet: str) -> Iterator[Violation]:
+    """The state after a refusal: the destination refused takes the next valid update_inplace
+    (a float32 [2, 3] source of the same kind), whole and at the same address."""
+    float32 = tensors.DTYPES["float32"]
+    values = tensors.sample(float32, (2, 3), seed=10)
+    with ctx.precondition(f"placing a valid float32 [2, 3] source in {memory} memory"):
+        payload = ctx.place(values, memory, float32) if source == "ortvalue" else values
+    before = destination.data_ptr()
+    ctx.attempt(f"a valid update_inplace({source}) after the refused one ({request})", snippet)
+    try:
+        with ctx.calling(Call("update_inplace", f"{source}>{memory}", f"after bad request {request}")):
+            destination.update_inplace(payload)
+    except Exception as exc:
+        yield Violation(f"after the refused update_inplace({source}) ({request}), a valid one into the same destination failed: "
+                        f"{message_line(exc)}", expected="the update", actual=message_line(exc),
+                        memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
+        return
+    ctx.prove("usable_after_refusal", True)
+    yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
+    yield from _diff_violation(ctx, f"a valid update_inplace({source}) after the refused one ({request})", tensors.payload(values, float32),
+                               ctx.read(destination, memory, float32, (2, 3)), memory, snippet)
 
 
 # A device-to-device update_inplace may be this much slower than the round trip through CPU

@@ -59,6 +59,7 @@ class CheckContext:
         self.guard.begin(on_progress, quarantined)
         self.evidence.clear()
         self.memories.touched.clear()
+        self.memories.guarded = []
 
     # the EP device
     ort, target, device, facts, require_api = (_Part("under_test") for _ in range(5))
@@ -69,7 +70,7 @@ class CheckContext:
     prove, prove_item, tally, compare = (_Part("evidence") for _ in range(4))
     # memories and values
     memory_info, memory_facts, is_cpu_memory, require_memory, describe_memory = (_Part("memories") for _ in range(5))
-    wrap_cpu, allocate, copy, read, place, only_plain_cpu = (_Part("memories") for _ in range(6))
+    wrap_cpu, allocate, copy, read, place, only_plain_cpu, watch = (_Part("memories") for _ in range(7))
     # sessions
     session, create_session, assignment_of, require_nodes_on_ep, running, cpu_session = (_Part("sessions") for _ in range(6))
     # reproducers

@@ -13,10 +13,11 @@ import numpy as np
 
 from conformance import tensors
 from conformance.calls import Call
+from conformance.guard import GuardedArray
 from conformance.context.device import DeviceUnderTest
 from conformance.context.progress import CallGuard
 from conformance.eps import memory_label
-from conformance.findings import NotApplicable, NotRun
+from conformance.findings import NotApplicable, NotRun, Violation
 
 
 class Memories:
@@ -30,6 +31,33 @@ class Memories:
         """Whether every value the check made was in onnxruntime's plain CPU memory (no memory
         info of the EP device at either end): what is done with them is onnxruntime's own work."""
         return bool(self.touched) and all(self.memory_facts(kind) is None for kind in self.touched)
+        # The host buffers this check handed to onnxruntime, each between canaries
+        # (conformance.guard), with what it was for: `overruns()` reads them when it ends.
+        # A buffer a copy with the EP's own memory wrote past is the EP's defect (its CopyTensors
+        # wrote it), whatever the contract's subject: "ep" for those.
+        self.guarded: list[tuple[str, str, GuardedArray]] = []
+
+    # --- guard memory ----------------------------------------------------------------------
+
+    def guarded_copy(self, storage: np.ndarray, role: str, subject: str = "") -> np.ndarray:
+        """`storage`'s values in a new host array between canaries, kept for `overruns()`:
+        what onnxruntime writes past it, or reads past it into a result, shows."""
+        guarded = GuardedArray.holding(storage, writeable=storage.flags.writeable)
+        self.watch(guarded, role, subject)
+        return guarded.array
+
+    def watch(self, guarded: GuardedArray, role: str, subject: str = "") -> None:
+        """Reads `guarded`'s canaries when the check ends, as those of `guarded_copy`."""
+        self.guarded.append((role, subject, guarded))
+
+    def overruns(self) -> list[Violation]:
+        """A violation for each guarded host buffer whose canaries changed; forgets them all
+        (the next check starts with none). Empty buffers and strings are not guarded."""
+        found = [Violation(f"a copy wrote outside the host buffer of the {role}: " + "; ".join(o.describe() for o in overruns),
+                           expected="the canaries around the buffer unchanged", actual=overruns[0].describe(), subject=subject)
+                 for role, subject, guarded in self.guarded if (overruns := guarded.check())]
+        self.guarded = []
+        return found
 
     # --- what the memories are -------------------------------------------------------------
 
@@ -95,15 +123,25 @@ class Memories:
             # through its data_ptr(), for exactly tensor_size_in_bytes() bytes.
             size = value.tensor_size_in_bytes()
             return ctypes.string_at(value.data_ptr(), size) if size else b""
-        landing = tensors.sentinel(dtype, shape, 0xA5)
+        landing = self._host(tensors.sentinel(dtype, shape, 0xA5), dtype, kind, f"read of {kind} memory")
+        if dtype.bits == 4 and landing.size:
+            self.guarded[-1][2].guard_tail(dtype.nbytes(landing.size))  # the packed tensor's bytes, then canaries
         self.copy([value], [self.wrap_cpu(landing, dtype)], f"{kind}>cpu")
         return tensors.payload(landing, dtype)
 
     def place(self, storage: np.ndarray, kind: str, dtype: tensors.DType):
         """A value in memory `kind` holding `storage`'s bytes (device values via copy_tensors)."""
         self.touched.add(kind)
+        storage = self._host(storage, dtype, kind, f"value placed in {kind} memory")
         if kind == "cpu" or (self.memory_info(kind) is None):
             return self.wrap_cpu(storage, dtype)
         value = self.allocate(kind, dtype, storage.shape)
         self.copy([self.wrap_cpu(storage, dtype)], [value], f"cpu>{kind}")
         return value
+
+    def _host(self, storage: np.ndarray, dtype: tensors.DType, kind: str, role: str) -> np.ndarray:
+        """The host buffer to hand onnxruntime for a copy with memory `kind`: a guarded copy of
+        `storage`, where there are bytes to guard (an object array holds pointers, not its strings)."""
+        if dtype.name == "string" or not storage.size:
+            return storage
+        return self.guarded_copy(storage, role, "" if self.is_cpu_memory(kind) else "ep")

@@ -66,12 +66,36 @@ def place(array, memory, onnx_type):  # a value in `memory` (None: the array its
     return value
 
 
+def canaries(start, stop):  # the canary bytes of positions start..stop of a guarded buffer (as conformance/guard.py writes them)
+    return (np.arange(start, stop) %% 256).astype(np.uint8) ^ np.uint8(0xC3)
+
+
+def guarded(array, margin=64):  # the array's values between canary bytes: a write past it shows
+    raw = np.empty(array.nbytes + 2 * margin, np.uint8)
+    raw[:margin], raw[raw.size - margin:] = canaries(0, margin), canaries(raw.size - margin, raw.size)
+    view = raw[margin:margin + array.nbytes].view(array.dtype).reshape(array.shape)
+    view[...] = array
+    return raw, view
+
+
+def intact(what, raw, margin=64):  # the assertion that nothing was written around a guarded array
+    before = np.count_nonzero(raw[:margin] != canaries(0, margin))
+    after = np.count_nonzero(raw[raw.size - margin:] != canaries(raw.size - margin, raw.size))
+    assert not before and not after, (f"{what}: expected the canaries around the buffer unchanged, "
+                                      f"got {before} bytes changed before its start, {after} after its end")
+
+
 def read(value, like, onnx_type):  # the value's bytes: directly where the CPU reads them, else copied into another sentinel
     if value.device_name().lower() == "cpu":
         size = value.tensor_size_in_bytes()
         return np.frombuffer(ctypes.string_at(value.data_ptr(), size) if size else b"", np.uint8)
-    landing = sentinel(like.shape, like.dtype, 0xA5)
+    raw, landing = guarded(sentinel(like.shape, like.dtype, 0xA5))
     works("copy_tensors EP memory > CPU", ort.copy_tensors, [value], [cpu_value(landing, onnx_type)], None)
+    if landing.size:
+        intact("copy_tensors EP memory > CPU", raw)
+    if onnx_type in (21, 22):  # 4-bit types: one element a byte in the array, two a byte in the tensor
+        tail = landing.reshape(-1).view(np.uint8)[value.tensor_size_in_bytes():]
+        assert (tail == 0xA5).all(), f"copy_tensors EP memory > CPU: expected nothing written past the tensor's bytes, got {np.count_nonzero(tail != 0xA5)}"
     return landing
 
 

@@ -45,6 +45,16 @@ def bad_copy(sn: Snippets, request: str, sources, destinations) -> str:
     for index, (kind, dt, _shape) in enumerate(destinations):
         body.append(f"same_bytes('destination {index} after the refused request', unchanged{index}, "
                     f"{sn.read(f'destination{index}', f'landing{index}', kind, dt)})")
+    # the state after the refusal: the sources hold their values, the destinations take a valid copy
+    for index, (kind, dt, _shape) in enumerate(sources):
+        body.append(f"same_bytes('source {index} after the refused request', values{index}, "
+                    f"{sn.read(f'source{index}', f'values{index}', kind, dt)})")
+    for index, (kind, dt, shape) in enumerate(destinations):
+        from_kind = sources[index][0] if index < len(sources) else (sources[0][0] if sources else "cpu")
+        body += [sn.values(f"again{index}", dt, shape, 9 + index), sn.place(f"again_source{index}", f"again{index}", from_kind, dt),
+                 f"works('a valid copy into destination {index} after the refusal', ort.copy_tensors, [again_source{index}], [destination{index}], None)",
+                 f"same_bytes('destination {index} after a valid copy that followed the refusal', again{index}, "
+                 f"{sn.read(f'destination{index}', f'landing{index}', kind, dt)})"]
     return sn.script(f"copy_tensors refuses a bad request ({request}) on {sn.under_test.target.provider}", "\n".join(body))
 
 
@@ -53,8 +63,9 @@ def update_from_numpy(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], k
     copies the array's logical values."""
     lay = {"contiguous": "source = values",
            "strided": "wide = np.zeros(values.shape[:-1] + (values.shape[-1] * 2,), values.dtype)\nwide[..., ::2] = values\nsource = wide[..., ::2]",
-           "transposed": "source = np.ascontiguousarray(values.T).T"}[layout]
-    if layout != "contiguous":
+           "transposed": "source = np.ascontiguousarray(values.T).T",
+           "read-only": "source = values.copy()\nsource.flags.writeable = False"}[layout]
+    if layout in ("strided", "transposed"):
         lay += "\nassert not source.flags.c_contiguous, 'the source is not laid out non-contiguous'"
     what = f"update_inplace of a {layout} numpy {dt.name} {list(shape)} array into {kind} memory"
     body = [sn.values("values", dt, shape, 1), lay, sn.sentinel("landing", dt, shape, SENTINEL), sn.place("destination", "landing", kind, dt),
@@ -82,7 +93,11 @@ def update_mismatch(sn: Snippets, source: str, kind: str, src_dt: tensors.DType,
              sn.sentinel("unchanged", float32, (2, 3), SENTINEL), "before = destination.data_ptr()",
              f"refused('update_inplace({source}) of a {src_dt.name} {list(src_shape)} source into a float32 [2, 3] destination ({request})', "
              "destination.update_inplace, payload)",
-             _same_address(), f"same_bytes('the destination after the refused update_inplace', unchanged, {sn.read('destination', 'landing', kind, float32)})"]
+             _same_address(), f"same_bytes('the destination after the refused update_inplace', unchanged, {sn.read('destination', 'landing', kind, float32)})",
+             # the state after the refusal: the destination takes a valid update whole
+             sn.values("again", float32, (2, 3), 10), sn.place("again_source", "again", kind, float32) if source == "ortvalue" else "again_source = again",
+             "works('a valid update_inplace after the refused one', destination.update_inplace, again_source)", _same_address(),
+             f"same_bytes('the destination after a valid update_inplace that followed the refusal', again, {sn.read('destination', 'landing', kind, float32)})"]
     return sn.script(f"update_inplace({source}) refuses a mismatched source ({request}) in {kind} memory", "\n".join(body))
 
 
@@ -257,3 +272,52 @@ for round_ in (1, 2):
     assert not left, f'round {{round_}}: expected no EP device of {target.provider} after unregistering, got {{len(left)}}'
 """
     return sn.script(f"register, use, release, unregister, register again: {target.library}", body)
+
+
+def _layout(name: str) -> str:
+    """Lines that make `source`, the array `values` laid out as `name`."""
+    return {"contiguous": "source = values.copy()",
+            "read-only": "source = values.copy()\nsource.flags.writeable = False",
+            "strided": "wide = np.zeros(values.shape[:-1] + (values.shape[-1] * 2,), values.dtype)\nwide[..., ::2] = values\nsource = wide[..., ::2]",
+            "transposed": "source = np.ascontiguousarray(values.T).T"}[name]
+
+
+def _described(what: str, value: str, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """The assertion that `value` reports the shape, element type and byte size asked for."""
+    asked = (list(shape), dt.onnx_type, dt.nbytes(tensors.element_count(shape)))
+    return (f"said = (list({value}.shape()), {value}.element_type(), {value}.tensor_size_in_bytes())\n"
+            f"assert said == {asked!r}, f{what + ': expected (shape, element type, bytes) ' + repr(asked) + ', got '!r}" " + repr(said)")
+
+
+def from_numpy(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], layout: str, device_args: tuple) -> str:
+    """ortvalue_from_numpy gives a CPU value of the array's shape, type, size and logical values."""
+    what = f"ortvalue_from_numpy of a {layout} {dt.name} {list(shape)} array"
+    args = "".join(f", {a!r}" for a in device_args)
+    body = [sn.values("values", dt, shape, 11), _layout(layout), f"value = works({what!r}, ort.OrtValue.ortvalue_from_numpy, source{args})",
+            _described(what, "value", dt, shape),
+            f"assert value.device_name().lower() == 'cpu', f'{what}: expected a CPU value, got ' + value.device_name()",
+            f"same_bytes({what!r}, values, read(value, values, {dt.onnx_type}))"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def read_only_source(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """A write through a value made from a read-only array leaves the array as it was."""
+    body = [sn.values("values", dt, shape, 12), _layout("read-only"), "value = ort.OrtValue.ortvalue_from_numpy(source)",
+            "print('the value aliases the read-only array:', value.data_ptr() == source.ctypes.data)",
+            sn.sentinel("other", dt, shape, SENTINEL),
+            "try:\n    value.update_inplace(other)\nexcept Exception as error:\n    print('update_inplace refused:', error)",
+            "same_bytes('the read-only array after a write through the value made from it', values, source)"]
+    return sn.script("ortvalue_from_numpy of a read-only array gives no way to write into it", "\n".join(body))
+
+
+def from_shape_and_type(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], kind: str, form: str) -> str:
+    """ortvalue_from_shape_and_type gives a value of the shape, type and size asked for, in the
+    memory asked for, that holds what is copied into it."""
+    what = f"ortvalue_from_shape_and_type({list(shape)}, {dt.name}) in {kind} memory ({form})"
+    args = {"default-args": "", "device-args": ", 'cpu', 0", "memory-info": f", memory_info={sn.memory_expr(kind)}"}[form]
+    body = [f"value = works({what!r}, ort.OrtValue.ortvalue_from_shape_and_type, {list(shape)}, {dt.onnx_type}{args})",
+            _described(what, "value", dt, shape), sn.values("values", dt, shape, 13), "source = cpu_value(values, %d)" % dt.onnx_type,
+            "if value.device_name().lower() == 'cpu':\n    ctypes.memmove(value.data_ptr(), source.data_ptr(), value.tensor_size_in_bytes())\n"
+            f"else:\n    works('copy_tensors cpu>{kind}', ort.copy_tensors, [source], [value], None)",
+            f"same_bytes({what!r}, values, read(value, values, {dt.onnx_type}){sn.nbytes(dt, shape)})"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
