@@ -11,7 +11,9 @@ raises one `SpecErrors`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import hashlib
 import json
 import os
@@ -382,6 +384,27 @@ def load_catalogue(paths: Iterable[str | Path] | None = None, *,
                    known_checks: Iterable[str] | Mapping[str, CheckSignature] = ()) -> Catalogue:
     """Load, validate and cross-check spec files; raise `SpecErrors` with every error found.
     `known_checks`: the check ids, or the registry (ids to signatures, see `unknown_checks`)."""
+    with _collector_paused():
+        return _load_catalogue(paths, known_checks)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while the catalogue is built, as it was after. Loading
+    makes millions of small objects (nodes, values, marks, contracts) and no garbage cycle: each
+    collection the allocations trigger traverses all of them again, which took half the load of
+    a 10 000-contract catalogue (2.4 s instead of 4.3 s on the development machine). What
+    reference counting frees is freed as it goes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _load_catalogue(paths: Iterable[str | Path] | None, known_checks: Iterable[str] | Mapping[str, CheckSignature]) -> Catalogue:
     # A shipped file named again (e.g. on the command line) is read once.
     files = list(dict.fromkeys(_resolved(f) for f in spec_files(shipped_spec_dirs() if paths is None else paths)))
     shipped_dirs = {folder.resolve(): folder.name for folder in shipped_spec_dirs()}  # resolved once, for every file
