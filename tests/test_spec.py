@@ -518,3 +518,38 @@ def test_loading_pauses_the_cyclic_collector_and_restores_it_even_on_an_error(in
         assert not gc.isenabled()  # a caller's choice stays its own
     finally:
         gc.enable()
+
+
+MIXED_YAML = """\
+base: &base {kind: seed, ref: "r", n: 3}
+merged:
+  <<: *base
+  note: a merge key, built by PyYAML's constructor
+values: [1, 2.5, true, null, 2024-02-29, "16", !!str 17, [a, {b: c}]]
+? 3
+: a number as a key
+dup: 1
+dup: 2
+set: !!set {a, b}
+"""
+
+
+SHIPPED_FILES = {p.name: p for folder in shipped_spec_dirs() for p in sorted(folder.rglob("*.yaml"))}
+
+
+@pytest.mark.parametrize("name", ["mixed", "many", *SHIPPED_FILES])
+def test_one_walk_builds_the_values_marks_and_duplicate_errors_the_constructor_and_marks_gave(name):
+    import yaml
+
+    text = {"mixed": MIXED_YAML, "many": _many(50, bad=7)}.get(name) or SHIPPED_FILES[name].read_text(encoding="utf-8")
+    document, errors = spec.parse_yaml(text, "f.yaml")
+    node, data = spec._compose(yaml.SafeLoader, text)  # the two walks it replaces: PyYAML's constructor ...
+    expected = spec.Document("f.yaml", data, {}, {})
+    expected_errors: list[spec.SpecError] = []
+    spec._record_marks(node, (), expected, expected_errors)  # ... and the marks
+    assert document is not None
+    assert document.data == expected.data and errors == expected_errors
+    assert document.value_marks == expected.value_marks and document.key_marks == expected.key_marks
+    if name == "mixed":
+        assert [e.message for e in errors] == ["duplicate key 'dup'"] and document.data["merged"]["n"] == 3
+        assert document.location(("values", 7, 1, "b")).line == 5 and document.location((3,), key=True).line == 6
