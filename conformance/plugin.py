@@ -90,9 +90,7 @@ class ConformanceRun:
         self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
         self.catalogue: Catalogue  # loaded by start(), once the workers are launched
-        # Each spec file (resolved) and its contracts in the catalogue's order: indexed once, so
-        # that collecting a file does not look through every contract of every other file.
-        self.contract_files: dict[Path, list[Contract]] = {}
+        self.contract_files: dict[Path, list[Contract]] = {}  # each spec file's contracts (_by_file)
         self.eps: list[EpUnderTest] = []
         self.results: list[Result] = []
         self.collected = 0
@@ -345,7 +343,8 @@ def _start_listing(run: ConformanceRun, names: list[str]) -> None:
 
 def _by_file(catalogue: Catalogue) -> dict[Path, list[Contract]]:
     """The catalogue's spec files, resolved, each with its contracts (a contract's `file` is
-    its file resolved; EP declarations are files without contracts)."""
+    its file resolved; EP declarations are files without contracts): indexed once, so that
+    collecting a file does not look through every contract of every other file."""
     files: dict[Path, list[Contract]] = {Path(f).resolve(): [] for f in catalogue.files}
     for contract in catalogue.contracts:
         files.setdefault(Path(contract.file), []).append(contract)
