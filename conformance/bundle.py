@@ -3,11 +3,12 @@
 A bundle (`ort-conformance bundle`) is a gzipped tar holding `manifest.json` (vendor, EP name
 and version, library sha256, onnxruntime version and build, kit version, spec digest, devices,
 OS, Python, and the sha256 of every other file), report.json/.md/.html, junit.xml, the worker
-logs and the ONNX models the run used. `verify` checks that it is complete and consistent, the
-way the Vulkan CTS submission verifier and the Kubernetes conformance bot do: every required
-contract present on every device, nothing `not_run` without a reason, every hash and version
-consistent between the manifest, the report and the JUnit file, and the verdict the one the
-results give. It checks consistency, not authorship: the bundle is not signed.
+logs, the results journal and the ONNX models the run used. `verify` checks that it is complete
+and consistent, the way the Vulkan CTS submission verifier and the Kubernetes conformance bot
+do: every required contract present on every device, nothing `not_run` without a reason, every
+hash and version consistent between the manifest, the report and the JUnit file, the verdict
+the one the results give, and the run finished (or its reports were rebuilt from its journal).
+It checks consistency, not authorship: the bundle is not signed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conformance import junit, report_schema, safe_io
+from conformance import journal, junit, report_schema, safe_io
 from conformance.eps import sha256_of
 from conformance.findings import message_line
 from conformance.junit import Problem  # its path: a file of the bundle, or the bundle itself
@@ -90,13 +91,14 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
     sources["junit.xml"] = junit_file
     sources.update((f"models/{path.name}", path) for path in sorted((report_dir / "models").glob("*.onnx")))
     sources.update((f"logs/{path.name}", path) for path in sorted(report_dir.glob("worker-*.log")))
+    sources[journal.NAME] = report_dir / journal.NAME  # whether the run ended: see unfinished
     files = {}
     for name, path in sources.items():
         # The run's own files are read without following a symlink: one planted in the report
         # folder would put whatever it points at (a key, a password file) into a bundle that
         # is sent away. Only the folder and a JUnit file named by the user may be links.
         try:
-            if name.startswith(("models/", "logs/")):
+            if name.startswith(("models/", "logs/")) or name == journal.NAME:
                 if (member := safe_io.read_in(path.parent, path.name, MAX_MEMBER_BYTES, what="bundle member")) is not None:  # None: gone since listed
                     files[name] = member
             else:
@@ -155,6 +157,8 @@ def write(report_dir: Path, output: Path | None = None, *, junit_file: Path | No
     LABEL the EP's); returns where, and the manifest."""
     files = _inputs(report_dir, junit_file or report_dir / "junit.xml")
     report = _report(files, report_dir)
+    if problem := unfinished(files.get(journal.NAME), report):
+        raise BundleError(report_dir, f"{problem}; wait for the run to end, or `ort-conformance rebuild {report_dir}`")
     output = output or Path(f"conformance-{report['ep'].get('label') or 'ep'}.tar.gz")
     data = manifest(report, files, vendor)
     files[MANIFEST] = (json.dumps(data, indent=2) + "\n").encode()
@@ -165,6 +169,30 @@ def write(report_dir: Path, output: Path | None = None, *, junit_file: Path | No
     except safe_io.UnsafeFile as exc:
         raise BundleError(output, f"cannot be written: {exc}") from None
     return output, data
+
+
+def unfinished(journal_data: bytes | None, report: dict[str, Any]) -> str:
+    """Why a report set is not that of the run whose journal lies beside it ('' when it is).
+    A run writes its reports, then the journal's `finished` line: a journal without one is a
+    run still going or killed, and the reports beside it the previous run's (the set is
+    replaced whole or not at all), unless `ort-conformance rebuild` wrote them from this
+    journal (marked interrupted, of the run's start, every result of the journal in them; it
+    adds no line to the journal). No journal: a folder of a kit that wrote none, ''."""
+    if journal_data is None:
+        return ""
+    try:
+        contents = journal.parse(journal_data, journal.NAME)
+    except journal.JournalError as exc:
+        return str(exc)
+    if contents.finished is not None:
+        return ""
+    started = contents.run.get("started")
+    rebuilt = (isinstance(started, (int, float)) and _epoch(report) == int(started) and report["run"].get("interrupted") is True
+               and len(report.get("results", ())) == len(contents.results))
+    if rebuilt:
+        return ""
+    return (f"the run did not finish: {journal.NAME} has no `finished` line (the run is still going, or was killed) "
+            "and the report set is not its own")
 
 
 def archive(files: dict[str, bytes], mtime: int) -> bytes:
@@ -289,6 +317,8 @@ def verify(bundle: Path, files: dict[str, bytes], *, required_contracts: set[str
     malformed = [Problem("report.json", problem) for problem in report_problems(report)]
     if malformed:
         return problems + malformed
+    if problem := unfinished(files.get(journal.NAME), report):
+        problems.append(Problem(journal.NAME, problem))
     problems += _versions(data, report)
     problems += _models(files)
     problems += _results(report, required_contracts or set())

@@ -114,11 +114,17 @@ def read(folder: Path | str) -> Contents:
         raise JournalError(str(exc)) from None
     if data is None:
         raise JournalError(f"{path}: no journal there (a run writes one into its --conformance-report folder)")
-    lines = data.decode("utf-8", errors="replace").split("\n")
-    cut_short = lines[-1] != ""  # every line written ends with a newline; a kill may cut the last
-    contents = _contents(path, [line for line in lines if line], cut_short)
+    contents = parse(data, path)
     contents.last_written = path.stat().st_mtime
     return contents
+
+
+def parse(data: bytes, path: Path | str) -> Contents:
+    """What the journal `data` (read from `path`, named in errors) holds; JournalError when it
+    is not one of ours. A bundle's copy of a journal is read with this."""
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    cut_short = lines[-1] != ""  # every line written ends with a newline; a kill may cut the last
+    return _contents(Path(path), [line for line in lines if line], cut_short)
 
 
 def _contents(path: Path, lines: list[str], cut_short: bool) -> Contents:

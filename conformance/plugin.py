@@ -94,7 +94,7 @@ class ConformanceRun:
         self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
         self.catalogue: Catalogue  # loaded by start(), once the workers are launched
-        self.contract_files: set[Path] = set()
+        self.contract_files: dict[Path, list[Contract]] = {}  # each spec file's contracts (_by_file)
         self.eps: list[EpUnderTest] = []
         self.results: list[Result] = []
         self.collected = 0
@@ -122,7 +122,7 @@ class ConformanceRun:
         # With workers, the check ids are cross-checked by them (they import the checks anyway):
         # this process then never imports numpy or onnx, and its start-up does not slow theirs.
         self.catalogue = _load(self.spec_paths, check_ids=not self.isolated)
-        self.contract_files = {Path(f).resolve() for f in self.catalogue.files}
+        self.contract_files = _by_file(self.catalogue)
         # The workers read no YAML: they are handed what this process has read and validated,
         # by the time they have imported onnxruntime (a fifth of a worker's start otherwise).
         self.pool.hand_over(handover(self.catalogue, read_recipes()))
@@ -366,12 +366,22 @@ def _start_listing(run: ConformanceRun, names: list[str]) -> None:
     """--collect-only: the items are listed from the catalogue alone, without a worker, the EP's
     library or a device (and without a report); each EP is taken as one device named by its label."""
     run.catalogue = _load(run.spec_paths, check_ids=False)
-    run.contract_files = {Path(f).resolve() for f in run.catalogue.files}
+    run.contract_files = _by_file(run.catalogue)
     for name in names:
         ep = _unprobed(run.catalogue, name)
         _refuse_twice(run.eps, ep)
         ep.spec = run.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
         run.eps.append(ep)
+
+
+def _by_file(catalogue: Catalogue) -> dict[Path, list[Contract]]:
+    """The catalogue's spec files, resolved, each with its contracts (a contract's `file` is
+    its file resolved; EP declarations are files without contracts): indexed once, so that
+    collecting a file does not look through every contract of every other file."""
+    files: dict[Path, list[Contract]] = {Path(f).resolve(): [] for f in catalogue.files}
+    for contract in catalogue.contracts:
+        files.setdefault(Path(contract.file), []).append(contract)
+    return files
 
 
 def _unprobed(catalogue: Catalogue, name: str) -> EpUnderTest:
@@ -549,10 +559,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config):
 class ContractFile(pytest.File):
     def collect(self):
         run: ConformanceRun = self.config.stash[RUN_KEY]
-        here = self.path.resolve()
-        for contract in run.catalogue.contracts:
-            if Path(contract.file) != here:
-                continue
+        for contract in run.contract_files.get(self.path.resolve(), ()):
             for ep in run.eps:
                 for device in ep.facts["devices"]:
                     for params in contract.cases():

@@ -103,9 +103,19 @@ class Handler:
         if request.get("op") != "handover":
             raise RuntimeError(f"expected the catalogue's handover after init, got {request.get('op')!r}")
         import base64
+        import gc
         import pickle
 
-        handed = pickle.loads(base64.b64decode(request["data"]))
+        # The cyclic collector off while the catalogue is unpickled: the objects it makes hold
+        # no garbage cycle, and each collection their allocation triggers would traverse all
+        # of them again (a 10 000-contract catalogue: 0.4 s with it, 0.12 s without).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            handed = pickle.loads(base64.b64decode(request["data"]))
+        finally:
+            if enabled:
+                gc.enable()
         return handed["catalogue"], handed["recipes"]
 
     def _progress_of(self, request: dict[str, Any]) -> Callable[[dict[str, str]], None]:

@@ -254,3 +254,40 @@ def test_a_model_file_planted_in_the_report_folder_is_not_bundled(cpu_reports, t
     assert any(name.startswith("models/") for name in members)
     code, text = verify(output, capsys)
     assert code == 0, text
+
+
+def _unfinished_copy(cpu_reports: Path, target: Path) -> Path:
+    """A copy of the run's folder as a run killed after its last result leaves it: the
+    journal without its `finished` line, the report set beside it the previous run's."""
+    import shutil
+
+    folder = Path(shutil.copytree(cpu_reports, target))
+    lines = (folder / "journal.jsonl").read_text().splitlines(keepends=True)
+    assert json.loads(lines[-1])["kind"] == "finished"
+    (folder / "journal.jsonl").write_text("".join(lines[:-1]))
+    return folder
+
+
+def test_bundle_refuses_a_folder_whose_run_did_not_finish_until_its_reports_are_rebuilt(cpu_reports, tmp_path, capsys):
+    folder = _unfinished_copy(cpu_reports, tmp_path / "reports")
+    output = tmp_path / "acme.tar.gz"
+    assert cli.main(["bundle", "--report-dir", str(folder), "-o", str(output)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "the run did not finish: journal.jsonl has no `finished` line" in error, error
+    assert f"ort-conformance rebuild {folder}" in error and not output.exists()
+    assert cli.main(["rebuild", str(folder)]) == 0  # the reports written from the journal, marked interrupted
+    assert json.loads((folder / "report.json").read_text())["run"]["interrupted"] is True
+    assert cli.main(["bundle", "--report-dir", str(folder), "-o", str(output)]) == 0
+    capsys.readouterr()
+    code, text = verify(output, capsys)
+    assert code == 0, text
+
+
+def test_verify_refuses_a_bundle_of_a_run_that_did_not_finish(cpu_bundle, tmp_path, capsys):
+    def unfinish(files):
+        lines = files["journal.jsonl"].decode().splitlines(keepends=True)
+        files["journal.jsonl"] = "".join(line for line in lines if json.loads(line)["kind"] != "finished").encode()
+
+    code, text = verify(rewrite(cpu_bundle, tmp_path / "b.tar.gz", unfinish, rehash=True), capsys)
+    assert code == 1 and "journal.jsonl: the run did not finish" in text, text
+    assert bundle.unfinished(bundle.read(cpu_bundle)["journal.jsonl"], json.loads(bundle.read(cpu_bundle)["report.json"])) == ""

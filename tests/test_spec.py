@@ -459,3 +459,97 @@ def test_a_malformed_known_issues_file_is_an_error_at_its_line(in_tmp):
     assert sorted((e.path, e.line, e.key) for e in info.value.errors) == [
         ("known_issues.yaml", 5, "known_issues[1]"), ("known_issues.yaml", 6, "known_issues[1].url"), ("known_issues.yaml", 7, "known_issues[1].titel")]
     assert all(str(e).startswith(f"known_issues.yaml:{e.line}:") for e in info.value.errors)
+
+
+# --- a vendor's large catalogue: what loading it fast must keep ---------------------------
+
+
+def _many(count: int, bad: int | None = None) -> str:
+    """`count` contracts in one file, the one at index `bad` with a misspelt severity."""
+    entries = "".join(f"""  - id: many.c{i}
+    statement: Contract number {i} holds (the same check as copy.roundtrip-exact).
+    subject: ep
+    severity: {"requird" if i == bad else "informational"}
+    sources:
+      - {{kind: onnxruntime-docs, ref: "copy_tensors"}}
+    check: copy.roundtrip
+    params: {{dtype: [float32], shape: ["16"]}}
+""" for i in range(count))
+    return f"family: many\ntitle: many contracts\ncontracts:\n{entries}"
+
+
+def test_an_error_deep_in_a_2000_contract_file_is_at_its_line_and_column(in_tmp):
+    error = only_error([write(in_tmp, "many.yaml", _many(2000, bad=1789))], checks=())
+    # 3 lines of header, 8 per contract: contract 1789's severity is its 4th line.
+    assert (error.path, error.line, error.column) == ("many.yaml", 3 + 8 * 1789 + 4, 15), str(error)
+    assert error.key == "contracts[1789].severity" and error.message.startswith("'requird' is not allowed")
+
+
+def test_the_validators_inline_the_local_definitions_and_keep_every_constraint(in_tmp, contract_text):
+    # jsonschema resolves a $ref each time it meets one: the validators are built from the
+    # schemas with their local references inlined, which must accept and refuse the same.
+    written = spec.load_schema(spec.CONTRACTS_SCHEMA)
+    inlined = spec.inline_local_refs(written)
+    assert '"$ref"' in json.dumps(written) and '"$ref"' not in json.dumps(inlined)
+    recursive = {"$defs": {"node": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "properties": {"x": {"$ref": "#/$defs/node"}}}
+    # A cycle stays a reference, once inlined.
+    assert spec.inline_local_refs(recursive)["properties"]["x"] == {"type": "array", "items": {"$ref": "#/$defs/node"}}
+    as_written = jsonschema.Draft202012Validator(written)
+    documents = [yaml.safe_load(_many(3, bad=1)), yaml.safe_load(contract_text),
+                 yaml.safe_load(contract_text.replace("dtype: [", "dtype: [float31, "))]
+    for document in documents:
+        expected = sorted((tuple(e.absolute_path), e.message) for e in as_written.iter_errors(document))
+        got = sorted((tuple(e.absolute_path), e.message) for e in spec.validators()[spec.CONTRACTS_SCHEMA].iter_errors(document))
+        assert got == expected
+    assert any(as_written.iter_errors(documents[0])) and any(as_written.iter_errors(documents[2]))
+
+
+def test_loading_pauses_the_cyclic_collector_and_restores_it_even_on_an_error(in_tmp):
+    import gc
+
+    assert gc.isenabled()
+    load_catalogue(shipped())
+    assert gc.isenabled()
+    errors_of([write(in_tmp, "many.yaml", _many(3, bad=1))], checks=())
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        load_catalogue(shipped())
+        assert not gc.isenabled()  # a caller's choice stays its own
+    finally:
+        gc.enable()
+
+
+MIXED_YAML = """\
+base: &base {kind: seed, ref: "r", n: 3}
+merged:
+  <<: *base
+  note: a merge key, built by PyYAML's constructor
+values: [1, 2.5, true, null, 2024-02-29, "16", !!str 17, [a, {b: c}]]
+? 3
+: a number as a key
+dup: 1
+dup: 2
+set: !!set {a, b}
+"""
+
+
+SHIPPED_FILES = {p.name: p for folder in shipped_spec_dirs() for p in sorted(folder.rglob("*.yaml"))}
+
+
+@pytest.mark.parametrize("name", ["mixed", "many", *SHIPPED_FILES])
+def test_one_walk_builds_the_values_marks_and_duplicate_errors_the_constructor_and_marks_gave(name):
+    import yaml
+
+    text = {"mixed": MIXED_YAML, "many": _many(50, bad=7)}.get(name) or SHIPPED_FILES[name].read_text(encoding="utf-8")
+    document, errors = spec.parse_yaml(text, "f.yaml")
+    node, data = spec._compose(yaml.SafeLoader, text)  # the two walks it replaces: PyYAML's constructor ...
+    expected = spec.Document("f.yaml", data, {}, {})
+    expected_errors: list[spec.SpecError] = []
+    spec._record_marks(node, (), expected, expected_errors)  # ... and the marks
+    assert document is not None
+    assert document.data == expected.data and errors == expected_errors
+    assert document.value_marks == expected.value_marks and document.key_marks == expected.key_marks
+    if name == "mixed":
+        assert [e.message for e in errors] == ["duplicate key 'dup'"] and document.data["merged"]["n"] == 3
+        assert document.location(("values", 7, 1, "b")).line == 5 and document.location((3,), key=True).line == 6
