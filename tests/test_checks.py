@@ -652,3 +652,79 @@ def test_a_value_reporting_the_wrong_size_fails_memory_info_tensor_size(runner, 
     violation = result["details"]["violations"][0]
     assert (violation["expected"], violation["actual"]) == ("8 bytes", "15 bytes")
     reproduce(violation["reproducer"])  # onnxruntime's own value is right, without the stand-in: the assert holds
+
+
+# --- surface-binding: refusals people can act on (errors.*) ---------------------------------
+
+class RefusingWith:
+    """A value whose update_inplace refuses with `message`."""
+
+    def __init__(self, value, message):
+        self.value, self.message = value, message
+
+    def __getattr__(self, name):
+        return getattr(self.value, name)
+
+    def update_inplace(self, source):
+        raise RuntimeError(self.message)
+
+
+def test_an_update_inplace_refusal_that_does_not_name_the_sizes_fails(runner, ctx, monkeypatch, tmp_path):
+    params = dict(source="ortvalue", request="element-count", memory="default")
+    result = runner.run("errors.update-inplace-refusal", 0, params)  # onnxruntime 1.32's own message names neither size
+    assert result["outcome"] == "fail" and "does not name both sizes (source 28 bytes, [7]; destination 24 bytes, [2, 3])" in result["message"]
+    script = tmp_path / "repro.py"
+    script.write_text(result["details"]["violations"][0]["reproducer"])
+    completed = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert completed.returncode == 1 and "expected a message naming both sizes" in completed.stderr
+    real_place = ctx.place
+    for message, outcome in [("source of 28 bytes, destination of 24 bytes", Outcome.PASS), ("sizes differ: [7] and [2, 3]", Outcome.PASS),
+                             ("the sizes do not match", Outcome.FAIL)]:
+        monkeypatch.setattr(ctx, "place", lambda storage, kind, dt, m=message: RefusingWith(real_place(storage, kind, dt), m))
+        assert run(runner, "errors.update-inplace-refusal", **params)[0] is outcome, message
+
+
+def test_a_copy_refusal_that_names_another_problem_fails(runner, ctx, monkeypatch):
+    said = []
+
+    def copy(sources, destinations, direction="", stream=None, *, note=""):
+        if note.startswith("bad request"):
+            raise RuntimeError(said[-1])
+
+    monkeypatch.setattr(ctx, "copy", copy)  # the CPU EP copies nothing: a stand-in that copies valid requests
+    for message, outcome in [("Invalid arguments provided to CopyTensors.", Outcome.FAIL), ("2 sources but 1 destinations", Outcome.PASS)]:
+        said.append(message)
+        assert run(runner, "errors.copy-refusal", request="unequal-lists", direction="cpu>default")[0] is outcome, message
+    said.append("source is 28 bytes but the destination 24 bytes")
+    assert run(runner, "errors.copy-refusal", request="size-mismatch", direction="cpu>default")[0] is Outcome.PASS
+    said.append("Data transfer implementation between source and destination device was not found.")
+    outcome, message = run(runner, "errors.copy-refusal", request="size-mismatch", direction="cpu>default")
+    assert outcome is Outcome.FAIL and "does not name both sizes" in message
+
+
+class RefusingSession(SessionWrapper):
+    def run_with_iobinding(self, binding, run_options=None):
+        raise RuntimeError("Error in execution: invalid argument")
+
+
+@pytest.mark.parametrize("request_name", ["wrong-shape", "wrong-rank", "wrong-element-type"])
+def test_an_iobinding_refusal_that_does_not_say_what_is_wrong_fails(runner, ctx, monkeypatch, request_name):
+    params = dict(request=request_name, binding="output", memory="default")
+    result = runner.run("errors.iobinding-refusal", 0, params)
+    assert result["outcome"] == "pass", result
+    wrap_sessions(monkeypatch, ctx, RefusingSession)
+    monkeypatch.setattr("conformance.checks.iobinding._require_valid_run", lambda ctx, setup: None)
+    outcome, message = run(runner, "errors.iobinding-refusal", **params)
+    assert outcome is Outcome.FAIL and message.startswith(f"the refusal of run_with_iobinding with a bad output ({request_name}) does not name both")
+
+
+def test_a_refusal_names_the_device_by_its_name_or_onnxruntimes_code():
+    from conformance.checks.errors import device, shapes, types
+
+    npu = device("npu")
+    assert npu.said_in("no data transfer from Device:[DeviceType:3 MemoryType:0 VendorId:0]") and npu.said_in("the NPU device 0 is not reachable")
+    assert not npu.said_in("allocator != nullptr")
+    assert types(DTYPES["float64"], DTYPES["float32"]).said_in("Actual: (tensor(double)) , expected: (tensor(float))")
+    assert not types(DTYPES["float64"], DTYPES["float32"]).said_in("float64 and float64")
+    assert shapes((3, 3), (2, 3)).said_in("index: 0 Got: 3 Expected: 2") and shapes((3, 3), (2, 3)).said_in("bound {3,3}, expected {2,3}")
+    assert not shapes((3, 3), (2, 3)).said_in("Got invalid dimensions for output: y")

@@ -252,8 +252,8 @@ def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str, must_re
             f"xs = np.random.default_rng(11).integers(-8, 9, size={shape}).astype(np.float32)\n{sn.place('x', 'xs', setup.memory, float32)}\n"
             f"{sn.sentinel('ys', float32, BINDING_SHAPE, OUTPUT_SENTINEL)}\n{sn.place('y', 'ys', setup.memory, float32)}\nb = s.io_binding()\n"
             + (f"b.bind_ortvalue_input({setup.input_name!r}, x)\n" if which == "output" else f"b.bind_ortvalue_output({setup.output_name!r}, y)\n")
-            + "try:  # expected: an error, when binding or when running\n" + "".join(f"    {line}\n" for line in bind.splitlines())
-            + "    s.run_with_iobinding(b)\nexcept Exception as e:\n    print('refused:', e)\n"
+            + "refusal = None\ntry:  # expected: an error, when binding or when running\n" + "".join(f"    {line}\n" for line in bind.splitlines())
+            + "    s.run_with_iobinding(b)\nexcept Exception as e:\n    refusal = e\n    print('refused:', e)\n"
             + (f"else:\n    raise AssertionError('a bad {which} ({request}): expected an error, got: accepted')" if must_refuse else ""))
 
 
