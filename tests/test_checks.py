@@ -728,3 +728,50 @@ def test_a_refusal_names_the_device_by_its_name_or_onnxruntimes_code():
     assert not types(DTYPES["float64"], DTYPES["float32"]).said_in("float64 and float64")
     assert shapes((3, 3), (2, 3)).said_in("index: 0 Got: 3 Expected: 2") and shapes((3, 3), (2, 3)).said_in("bound {3,3}, expected {2,3}")
     assert not shapes((3, 3), (2, 3)).said_in("Got invalid dimensions for output: y")
+
+
+# --- surface-binding: each IOBinding call on valid requests (iobinding.bind-calls) ----------
+
+class LosingBinding:
+    """An IOBinding that binds an output given by address as one onnxruntime allocates (the
+    buffer is never written), and whose copy_outputs_to_cpu() answers zeros."""
+
+    def __init__(self, binding, lose: str):
+        self._binding, self._lose = binding, lose
+
+    def __getattr__(self, name):
+        return getattr(self._binding, name)
+
+    def bind_output(self, name, device_type="cpu", device_id=0, element_type=None, shape=None, buffer_ptr=None):
+        if self._lose == "pointer":
+            return self._binding.bind_output(name, device_type, device_id)
+        return self._binding.bind_output(name, device_type, device_id, element_type, shape, buffer_ptr)
+
+    def copy_outputs_to_cpu(self):
+        real = self._binding.copy_outputs_to_cpu()
+        return [np.zeros_like(v) for v in real] if self._lose == "copy" else real
+
+
+@pytest.mark.parametrize("lose, request_name, expected", [
+    ("pointer", "bind-output-pointer", "the output buffer bound by address does not hold the model's result"),
+    ("copy", "bind-cpu-input-readonly", "copy_outputs_to_cpu() does not hold the model's result"),
+])
+def test_an_iobinding_call_that_loses_what_it_was_given_fails(runner, ctx, monkeypatch, tmp_path, lose, request_name, expected):
+    params = dict(request=request_name, recipe="relu", dtype="float32", shape="2x3x4x5")
+    assert run(runner, "iobinding.bind-calls", **params)[0] is Outcome.PASS
+    assert run(runner, "iobinding.bind-calls", **{**params, "dtype": "float16", "shape": "scalar"})[0] is Outcome.PASS
+
+    class Session(SessionWrapper):
+        def io_binding(self):
+            return LosingBinding(self._session.io_binding(), lose)
+
+        def run_with_iobinding(self, binding, run_options=None):
+            self._session.run_with_iobinding(binding._binding, run_options)
+
+    wrap_sessions(monkeypatch, ctx, Session)
+    result = runner.run("iobinding.bind-calls", 0, params)
+    assert result["outcome"] == "fail" and result["message"].startswith(expected), result
+    script = tmp_path / "repro.py"  # onnxruntime itself keeps the binding: the script passes on its own
+    script.write_text(result["details"]["violations"][0]["reproducer"])
+    completed = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
