@@ -775,3 +775,43 @@ def test_an_iobinding_call_that_loses_what_it_was_given_fails(runner, ctx, monke
     script.write_text(result["details"]["violations"][0]["reproducer"])
     completed = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr
+
+
+# --- surface-binding: the accessors name the memory the EP advertised (memory-info.identity) --
+
+def test_an_accessor_that_names_another_memory_fails_memory_info_identity(refdev_library, tmp_path):
+    """On the reference EP (a GPU-typed DEFAULT memory of vendor 0xc0de) onnxruntime 1.32's
+    device_name() says 'cuda', as for any GPU memory: the finding against onnxruntime, with a
+    reproducer that fails on its own. A device_name() that says 'gpu' passes, and a Python memory
+    info that differs from the C API's fails."""
+    import json
+
+    code = f"""
+import json
+import onnxruntime as ort
+from conformance import data
+from conformance.interop import capi
+from conformance.runner import Runner
+runner = Runner("RefDevExecutionProvider", specs=[str(data.contracts_dir())], library={str(refdev_library)!r})
+def case():
+    result = runner.run("memory-info.identity", 0, {{"memory": "default", "recipe": "relu"}})
+    return result["outcome"], result["message"], (result["details"].get("violations") or [{{}}])[0].get("reproducer", "")
+out = {{"real": case()}}
+ort.OrtValue.device_name = lambda self: "gpu"
+out["gpu"] = case()
+real = capi.ep_device_memory
+capi.ep_device_memory = lambda *args: dict(real(*args), vendor_id=0x10DE)
+out["other_vendor"] = case()
+print(json.dumps(out))
+"""
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    out = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert out["real"][:2] == ["fail", "device_name() of a value in default memory (RefDev (gpu, vendor 0xc0de, device 0, default)) says 'cuda'"]
+    assert out["gpu"][0] == "pass", out["gpu"]
+    assert out["other_vendor"][0] == "fail" and out["other_vendor"][1] == (  # and the session's input and output
+        "OrtEpDevice.memory_info(DEFAULT) says vendor_id 49374 (advertised 4318) (and 2 more)"), out["other_vendor"]
+    script = tmp_path / "repro.py"
+    script.write_text(out["real"][2])
+    run_alone = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run_alone.returncode == 1 and "device_name() of a value in DEFAULT memory: expected one of ['gpu'], got 'cuda'" in run_alone.stderr

@@ -26,4 +26,4 @@ def known_checks() -> dict[str, Check]:
 def load_all() -> None:
     # Importing registers. The modules import onnxruntime only inside functions, so the
     # registry is available to spec validation without an onnxruntime installed.
-    from conformance.checks import copy, errors, interop, iobinding, iobinding_calls, lifecycle, memory_info, session, streams, update_inplace  # noqa: F401
+    from conformance.checks import copy, errors, identity, interop, iobinding, iobinding_calls, lifecycle, memory_info, session, streams, update_inplace  # noqa: F401
