@@ -117,7 +117,7 @@ def test_no_class_of_the_kit_is_longer_than_a_reader_can_hold():
 
 
 LEAVES = ["conformance.findings", "conformance.calls", "conformance.tensors", "conformance.contracts", "conformance.options",
-          "conformance.outcomes", "conformance.apis", "conformance.safe_io", "conformance.data"]
+          "conformance.outcomes", "conformance.apis", "conformance.safe_io", "conformance.data", "conformance.guard"]
 
 
 @pytest.mark.parametrize("module", LEAVES)

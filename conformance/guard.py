@@ -1,0 +1,108 @@
+"""Guard memory: host arrays the kit hands to onnxruntime, with canary bytes around them.
+
+A copy that writes one element past its destination, or reads past its source, corrupts or
+reads memory the kit cannot otherwise see: numpy's allocation has slack, so nothing crashes and
+the values compared look right. A `GuardedArray` puts the array in the middle of a larger buffer
+whose other bytes hold a known canary pattern:
+
+    guarded = GuardedArray(np.float32, (2, 3))      # canaries on both sides
+    guarded.array[...] = values                     # .array is a plain numpy view
+    ort.copy_tensors([device_value], [ort.OrtValue.ortvalue_from_numpy(guarded.array)], None)
+    for overrun in guarded.check():                 # [] when the canaries are intact
+        print(overrun.describe())                   # "wrote 4 bytes after the end (at +24)"
+
+A destination shows a write past either end; a source shows a read past its end only in what
+the read delivered (canary bytes in the result), which the caller's byte comparison sees.
+`step=2` lays the array out as every other element of its last dimension, canaries in the
+gaps: a copy that treats a strided source as contiguous reads canaries, and a strided
+destination written as contiguous shows in `check()` as writes into the gaps.
+
+Only numpy is imported: any part of the kit, or another tool, may use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_CANARY = 0xC3  # unlike the kit's destination sentinels (0x5A, 0xA5) and common fill values
+DEFAULT_MARGIN = 64  # bytes on each side: a whole cache line, more than one element of any type
+ALIGNMENT = 64  # the array starts this aligned, as an allocator's buffer would
+
+
+@dataclass(frozen=True)
+class Overrun:
+    """Canary bytes that changed. `side` is "before" (offset < 0), "after" (offset ≥ the
+    array's size) or "gap" (between the elements of a strided array); `offset` is the first
+    changed byte's position relative to the array's first byte, `count` how many changed."""
+
+    side: str
+    offset: int
+    count: int
+
+    def describe(self) -> str:
+        where = {"before": "before the start", "after": "after the end", "gap": "between the elements"}[self.side]
+        return f"wrote {self.count} byte{'s' * (self.count != 1)} {where} (at {self.offset:+d})"
+
+
+def canary_pattern(canary: int, nbytes: int) -> np.ndarray:
+    """The canary bytes of a region of `nbytes`: `canary` XOR the byte's position modulo 256,
+    so that a shifted copy of canaries is no canary, and no element type reads it as zero."""
+    return (np.arange(nbytes, dtype=np.uint32) % 256).astype(np.uint8) ^ np.uint8(canary)
+
+
+class GuardedArray:
+    """A C-ordered numpy array of `dtype` and `shape` (`step` > 1: every `step`-th element of
+    the last dimension of a wider one) between `margin_bytes` of canaries on each side.
+    `.array` is the view to hand out; `.check()` lists what changed around it. Its elements
+    start as canaries too: fill them (`.array[...] = values`, or `GuardedArray.holding`)."""
+
+    def __init__(self, dtype, shape: tuple[int, ...], *, canary: int = DEFAULT_CANARY, margin_bytes: int = DEFAULT_MARGIN,
+                 step: int = 1):
+        self.dtype, self.shape, self.step = np.dtype(dtype), tuple(shape), step
+        if self.dtype.hasobject:
+            raise ValueError("an object array holds pointers, not its values: nothing to guard")
+        if step < 1 or (step > 1 and not self.shape):
+            raise ValueError(f"step {step} needs a last dimension to stride along (shape {self.shape})")
+        wide_shape = self.shape[:-1] + (self.shape[-1] * step,) if step > 1 else self.shape
+        span = int(np.prod(wide_shape, dtype=np.int64)) * self.dtype.itemsize
+        self.before = -(-margin_bytes // ALIGNMENT) * ALIGNMENT
+        self.raw = np.empty(self.before + span + margin_bytes + ALIGNMENT, dtype=np.uint8)
+        start = (-self.raw.ctypes.data) % ALIGNMENT  # numpy aligns to 16 at most
+        self.buffer = self.raw[start:start + self.before + span + margin_bytes]
+        self.buffer[:] = canary_pattern(canary, self.buffer.size)
+        self.expected = self.buffer.copy()
+        wide = self.buffer[self.before:self.before + span].view(self.dtype).reshape(wide_shape)
+        self.array: np.ndarray = wide[..., ::step] if step > 1 else wide
+        self._span = span
+
+    @classmethod
+    def holding(cls, values: np.ndarray, *, writeable: bool = True, **options) -> GuardedArray:
+        """A guarded array holding a copy of `values` (read-only if not `writeable`)."""
+        guarded = cls(values.dtype, values.shape, **options)
+        guarded.array[...] = values
+        guarded.array.flags.writeable = writeable
+        return guarded
+
+    @property
+    def address(self) -> int:
+        """The address of the array's first element, as data_ptr() of a value over it reads."""
+        return self.array.ctypes.data
+
+    def check(self) -> list[Overrun]:
+        """Each guarded region whose canaries changed: before, gaps (strided arrays), after."""
+        changed = self.buffer != self.expected
+        inside = changed[self.before:self.before + self._span]
+        if self.step > 1:
+            # each group of `step` elements starts with one of the array's, then its gaps
+            inside.reshape(-1, self.step * self.dtype.itemsize)[:, :self.dtype.itemsize] = False
+        else:
+            inside[:] = False
+        return [overrun for overrun in (self._region("before", changed[:self.before], -self.before),
+                                        self._region("gap", changed[self.before:self.before + self._span], 0),
+                                        self._region("after", changed[self.before + self._span:], self._span)) if overrun]
+
+    def _region(self, side: str, changed: np.ndarray, origin: int) -> Overrun | None:
+        where = np.flatnonzero(changed)
+        return Overrun(side, origin + int(where[0]), int(where.size)) if where.size else None
