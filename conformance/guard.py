@@ -72,10 +72,13 @@ class GuardedArray:
         start = (-self.raw.ctypes.data) % ALIGNMENT  # numpy aligns to 16 at most
         self.buffer = self.raw[start:start + self.before + span + margin_bytes]
         self.buffer[:] = canary_pattern(canary, self.buffer.size)
-        self.expected = self.buffer.copy()
         wide = self.buffer[self.before:self.before + span].view(self.dtype).reshape(wide_shape)
         self.array: np.ndarray = wide[..., ::step] if step > 1 else wide
         self._span = span
+        # what the canaries hold, kept only where they are compared: a contiguous array's
+        # elements are not canaries, so a 64 MiB one costs no 64 MiB copy to check
+        self._margins = self.buffer[:self.before].copy(), self.buffer[self.before + span:].copy()
+        self._gaps = self.buffer[self.before:self.before + span].copy() if step > 1 else None
 
     @classmethod
     def holding(cls, values: np.ndarray, *, writeable: bool = True, **options) -> GuardedArray:
@@ -92,16 +95,15 @@ class GuardedArray:
 
     def check(self) -> list[Overrun]:
         """Each guarded region whose canaries changed: before, gaps (strided arrays), after."""
-        changed = self.buffer != self.expected
-        inside = changed[self.before:self.before + self._span]
-        if self.step > 1:
+        before, after = self._margins
+        found = [self._region("before", self.buffer[:self.before] != before, -self.before)]
+        if self._gaps is not None:
+            inside = self.buffer[self.before:self.before + self._span] != self._gaps
             # each group of `step` elements starts with one of the array's, then its gaps
             inside.reshape(-1, self.step * self.dtype.itemsize)[:, :self.dtype.itemsize] = False
-        else:
-            inside[:] = False
-        return [overrun for overrun in (self._region("before", changed[:self.before], -self.before),
-                                        self._region("gap", changed[self.before:self.before + self._span], 0),
-                                        self._region("after", changed[self.before + self._span:], self._span)) if overrun]
+            found.append(self._region("gap", inside, 0))
+        found.append(self._region("after", self.buffer[self.before + self._span:] != after, self._span))
+        return [overrun for overrun in found if overrun]
 
     def _region(self, side: str, changed: np.ndarray, origin: int) -> Overrun | None:
         where = np.flatnonzero(changed)
