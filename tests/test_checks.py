@@ -745,7 +745,16 @@ class LosingBinding:
     def bind_output(self, name, device_type="cpu", device_id=0, element_type=None, shape=None, buffer_ptr=None):
         if self._lose == "pointer":
             return self._binding.bind_output(name, device_type, device_id)
+        if buffer_ptr is not None:
+            self.end = buffer_ptr + np.dtype(element_type).itemsize * int(np.prod(shape))
         return self._binding.bind_output(name, device_type, device_id, element_type, shape, buffer_ptr)
+
+    def overrun(self):
+        """After the run: four bytes written past the end of the output bound by address."""
+        if self._lose == "overrun":
+            import ctypes
+
+            ctypes.memset(self.end, 0, 4)
 
     def copy_outputs_to_cpu(self):
         real = self._binding.copy_outputs_to_cpu()
@@ -755,6 +764,7 @@ class LosingBinding:
 @pytest.mark.parametrize("lose, request_name, expected", [
     ("pointer", "bind-output-pointer", "the output buffer bound by address does not hold the model's result"),
     ("copy", "bind-cpu-input-readonly", "copy_outputs_to_cpu() does not hold the model's result"),
+    ("overrun", "bind-output-pointer", "the run wrote 4 bytes after the end (at +480) of the output buffer handed to onnxruntime"),
 ])
 def test_an_iobinding_call_that_loses_what_it_was_given_fails(runner, ctx, monkeypatch, tmp_path, lose, request_name, expected):
     params = dict(request=request_name, recipe="relu", dtype="float32", shape="2x3x4x5")
@@ -767,6 +777,7 @@ def test_an_iobinding_call_that_loses_what_it_was_given_fails(runner, ctx, monke
 
         def run_with_iobinding(self, binding, run_options=None):
             self._session.run_with_iobinding(binding._binding, run_options)
+            binding.overrun()
 
     wrap_sessions(monkeypatch, ctx, Session)
     result = runner.run("iobinding.bind-calls", 0, params)

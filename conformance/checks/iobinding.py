@@ -10,6 +10,7 @@ from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
+from conformance.guard import GuardedArray
 from conformance.checks.session import reference, small_integers
 from conformance.eps import memory_device_type, memory_label
 
@@ -194,6 +195,7 @@ class BadBinding:
     buffer: Any = None
     value: Any = None
     value_type: tuple | None = None
+    guard: GuardedArray | None = None  # around `buffer`: what was written past it
 
 
 def _bad_value_type(setup: BindingSetup, request: str) -> tuple[tensors.DType, tuple[int, ...]] | None:
@@ -224,11 +226,11 @@ def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> Ba
         return BadBinding(bound)
     # A host buffer that onnxruntime is told lives on the unreachable device: if it is written
     # or read as host memory, the result shows here instead of crashing the process.
-    buffer = tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL)
+    guarded = GuardedArray.holding(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL))
     bind = binding.bind_input if which == "input" else binding.bind_output
     with ctx.calling(call):
-        bind(name, device, 0, setup.dt.storage, list(BINDING_SHAPE), buffer.ctypes.data)
-    return BadBinding(f"a buffer on the {device} device 0 (vendor 0), which no EP device here advertises", buffer=buffer)
+        bind(name, device, 0, setup.dt.storage, list(BINDING_SHAPE), guarded.address)
+    return BadBinding(f"a buffer on the {device} device 0 (vendor 0), which no EP device here advertises", buffer=guarded.array, guard=guarded)
 
 
 def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str, must_refuse: bool = True) -> str:
@@ -287,6 +289,9 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
                                               tensors.payload(bad.buffer, setup.dt)):
         yield Violation("onnxruntime wrote the output into a buffer it was told lives on an unreachable device, as if it were host memory",
                         expected="the buffer untouched", actual="the buffer holds the result", reproducer=snippet)
+    for overrun in bad.guard.check() if bad.guard is not None else []:
+        yield Violation(f"the refused run {overrun.describe()} of the buffer bound to {bad.bound}", expected="the canaries around it intact",
+                        actual=overrun.describe(), reproducer=snippet)
     if bad.value is not None:
         assert bad.value_type is not None, "a bad value is made with its type"
         dt, shape = bad.value_type

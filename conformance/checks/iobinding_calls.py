@@ -18,15 +18,16 @@ from conformance.checks.registry import check
 from conformance.checks.session import reference, small_integers
 from conformance.eps import memory_device_type
 from conformance.findings import NotRun, Violation
+from conformance.guard import GuardedArray
 
 INPUT_REQUESTS = ("bind-input-pointer", "bind-cpu-input", "bind-cpu-input-readonly", "bind-ortvalue-input")
 OUTPUT_REQUESTS = ("bind-output-device", "bind-output-pointer", "bind-ortvalue-output")
 
 
-def host_buffer(storage: np.ndarray) -> np.ndarray:
-    """A host buffer onnxruntime is handed by address, holding `storage`'s bytes. Where the kit
-    has guard memory (conformance/guard.py), this is the one line that puts it between canaries."""
-    return np.array(storage, copy=True, order="C")
+def host_buffer(storage: np.ndarray, *, writeable: bool = True) -> GuardedArray:
+    """A host buffer onnxruntime is handed by address (or wraps), holding `storage`'s bytes,
+    between canaries: a read or write past it shows (guard.GuardedArray.check)."""
+    return GuardedArray.holding(np.asarray(storage), writeable=writeable)
 
 
 def _device_of_default(ctx) -> tuple[str, int]:
@@ -35,22 +36,21 @@ def _device_of_default(ctx) -> tuple[str, int]:
     return ("cpu", 0) if info is None else (memory_device_type(ctx.ort, info), int(info.device_id))
 
 
-def _bind_input(ctx, io, name: str, request: str, values: np.ndarray, dt: tensors.DType) -> tuple[str, np.ndarray | None]:
-    """Binds the input as `request` asks; returns the call in words and the host buffer read by address (None: none)."""
+def _bind_input(ctx, io, name: str, request: str, values: np.ndarray, dt: tensors.DType) -> tuple[str, GuardedArray | None]:
+    """Binds the input as `request` asks; returns the call in words and the guarded host buffer
+    read (None: none)."""
     if request == "bind-input-pointer":
         buffer = host_buffer(values)
-        io.bind_input(name, "cpu", 0, dt.storage, list(values.shape), buffer.ctypes.data)
+        io.bind_input(name, "cpu", 0, dt.storage, list(values.shape), buffer.address)
         return f"bind_input({name!r}, 'cpu', 0, np.{dt.storage.name}, {list(values.shape)}, buffer.ctypes.data)", buffer
     if request == "bind-ortvalue-input":
         with ctx.precondition("placing the input in DEFAULT memory"):
             value = ctx.place(values, "default", dt)
         io.bind_ortvalue_input(name, value)
         return f"bind_ortvalue_input({name!r}, <a value in DEFAULT memory>)", None
-    array = host_buffer(values)
-    if request == "bind-cpu-input-readonly":
-        array.flags.writeable = False
-    io.bind_cpu_input(name, array)
-    return f"bind_cpu_input({name!r}, {'a read-only' if not array.flags.writeable else 'an'} array)", array
+    guarded = host_buffer(values, writeable=request != "bind-cpu-input-readonly")
+    io.bind_cpu_input(name, guarded.array)
+    return f"bind_cpu_input({name!r}, {'a read-only' if not guarded.array.flags.writeable else 'an'} array)", guarded
 
 
 def _bind_output(ctx, io, name: str, request: str, dt: tensors.DType, shape: tuple[int, ...]):
@@ -59,7 +59,7 @@ def _bind_output(ctx, io, name: str, request: str, dt: tensors.DType, shape: tup
     landing = tensors.sentinel(dt, shape, OUTPUT_SENTINEL)
     if request == "bind-output-pointer":
         buffer = host_buffer(landing)
-        io.bind_output(name, "cpu", 0, dt.storage, list(shape), buffer.ctypes.data)
+        io.bind_output(name, "cpu", 0, dt.storage, list(shape), buffer.address)
         return f"bind_output({name!r}, 'cpu', 0, np.{dt.storage.name}, {list(shape)}, buffer.ctypes.data)", buffer, None
     if request == "bind-ortvalue-output":
         with ctx.precondition("placing the output in DEFAULT memory"):
@@ -101,13 +101,19 @@ def bind_calls(ctx, request: str, dtype: str, shape: str, recipe: str = "relu") 
     ctx.prove("bound", f"{said_in}; {said_out}")
     yield from _outputs_right(ctx, io, dt, shp, expected, snippet)
     if written_buffer is not None:
-        yield from _right(ctx, "the output buffer bound by address", expected, tensors.payload(written_buffer, dt), snippet)
-        yield from _same_address(ctx, "the output bound by address", written_buffer.ctypes.data, io.get_outputs()[0], shp, snippet)
+        yield from _right(ctx, "the output buffer bound by address", expected, tensors.payload(written_buffer.array, dt), snippet)
+        yield from _same_address(ctx, "the output bound by address", written_buffer.address, io.get_outputs()[0], shp, snippet)
     if bound is not None:
         yield from _right(ctx, "the output value bound in DEFAULT memory", expected, ctx.read(bound, "default", dt, shp), snippet)
         yield from _same_address(ctx, "the output value bound in DEFAULT memory", bound.data_ptr(), io.get_outputs()[0], shp, snippet)
     if read_buffer is not None:
-        yield from _right(ctx, "the input buffer after the run", tensors.payload(values, dt), tensors.payload(read_buffer, dt), snippet)
+        yield from _right(ctx, "the input buffer after the run", tensors.payload(values, dt), tensors.payload(read_buffer.array, dt), snippet)
+    for what, guarded in (("input", read_buffer), ("output", written_buffer)):
+        if guarded is not None:
+            ctx.prove_item("canaries_checked", what, guarded.buffer.size - guarded.array.nbytes)
+            for overrun in guarded.check():
+                yield Violation(f"the run {overrun.describe()} of the {what} buffer handed to onnxruntime", expected="the canaries around it intact",
+                                actual=overrun.describe(), reproducer=snippet)
 
 
 def _outputs_right(ctx, io, dt: tensors.DType, shp: tuple[int, ...], expected, snippet: str) -> Iterator[Violation]:
