@@ -826,3 +826,23 @@ print(json.dumps(out))
     script.write_text(out["real"][2])
     run_alone = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert run_alone.returncode == 1 and "device_name() of a value in DEFAULT memory: expected one of ['gpu'], got 'cuda'" in run_alone.stderr
+
+
+def test_a_refused_buffer_bound_by_address_that_is_written_past_fails(runner, ctx, monkeypatch):
+    params = dict(request="wrong-shape-buffer", memory="default")
+    assert run(runner, "iobinding.rejects-bad-output", **params)[0] is Outcome.PASS
+
+    class Session(SessionWrapper):  # writes past the buffer it was given by address, then refuses the run
+        def io_binding(self):
+            return LosingBinding(self._session.io_binding(), "overrun")
+
+        def run_with_iobinding(self, binding, run_options=None):
+            if getattr(binding, "end", None):
+                binding.overrun()
+            self._session.run_with_iobinding(binding._binding, run_options)
+
+    wrap_sessions(monkeypatch, ctx, Session)
+    monkeypatch.setattr("conformance.checks.iobinding._require_valid_run", lambda ctx, setup: None)
+    outcome, message = run(runner, "iobinding.rejects-bad-output", **params)
+    assert outcome is Outcome.FAIL
+    assert message == "the refused run wrote 4 bytes after the end (at +36) of the buffer bound to a host buffer of shape [3, 3] by address"

@@ -198,6 +198,8 @@ def _binding_naming(ctx, setup, request: str) -> Naming:
     bad = bindings._bad_value_type(setup, request)
     if request == "unreachable-device":
         return device(bindings.unreachable_device(ctx))
+    if request == "wrong-shape-buffer":
+        return shapes(bindings.WRONG_BUFFER_SHAPE, bindings.BINDING_SHAPE)
     if bad is None:
         raise NotApplicable(f"a refusal of '{request}' has no quantity its message must name")
     dt, shape = bad

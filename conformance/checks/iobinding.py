@@ -114,6 +114,7 @@ def _written_in_place(ctx, storage, dt: tensors.DType):
 # --- bad bindings (refused clearly) and rebinds after them --------------------------------
 
 BINDING_RECIPE, BINDING_SHAPE = "relu", (2, 3)
+WRONG_BUFFER_SHAPE = (3, 3)  # wrong-shape-buffer: a host buffer of this shape bound by address
 # A device no EP device present advertises memory on: device types that Python's
 # IOBinding.bind_output can name, tried in order (vendor id 0, device 0).
 UNREACHABLE_CANDIDATES = ("npu", "gpu")
@@ -218,6 +219,12 @@ def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> Ba
         with ctx.calling(call):
             (binding.bind_ortvalue_input if which == "input" else binding.bind_ortvalue_output)(name, value)
         return BadBinding(f"a {dt.name} {list(shape)} value in {setup.memory} memory", value=value, value_type=(dt, shape))
+    if request == "wrong-shape-buffer":
+        guarded = GuardedArray.holding(tensors.sentinel(setup.dt, WRONG_BUFFER_SHAPE, OUTPUT_SENTINEL))
+        bind = binding.bind_input if which == "input" else binding.bind_output
+        with ctx.calling(call):
+            bind(name, "cpu", 0, setup.dt.storage, list(WRONG_BUFFER_SHAPE), guarded.address)
+        return BadBinding(f"a host buffer of shape {list(WRONG_BUFFER_SHAPE)} by address", guard=guarded)
     device = unreachable_device(ctx)
     if request == "unreachable-device" and which == "output":
         bound = f"the {device} device 0 (vendor 0), which no EP device here advertises"
@@ -244,6 +251,9 @@ def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str, must_re
     if bad:
         bind = (f"{sn.sentinel('wrong', bad[0], bad[1], OUTPUT_SENTINEL)}\n{sn.place('bad', 'wrong', setup.memory, bad[0])}\n"
                 f"b.bind_ortvalue_{which}({name!r}, bad)")
+    elif request == "wrong-shape-buffer":
+        bind = (f"buf = sentinel({list(WRONG_BUFFER_SHAPE)}, np.float32, {OUTPUT_SENTINEL:#x})  # host memory of the wrong shape\n"
+                f"b.bind_{which}({name!r}, 'cpu', 0, np.float32, {list(WRONG_BUFFER_SHAPE)}, buf.ctypes.data)")
     elif which == "output" and request == "unreachable-device":
         bind = f"b.bind_output({name!r}, {unreachable_device(ctx)!r}, 0)"
     else:
@@ -289,6 +299,9 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
                                               tensors.payload(bad.buffer, setup.dt)):
         yield Violation("onnxruntime wrote the output into a buffer it was told lives on an unreachable device, as if it were host memory",
                         expected="the buffer untouched", actual="the buffer holds the result", reproducer=snippet)
+    if bad.guard is not None and bad.buffer is None and ctx.compare(tensors.payload(tensors.sentinel(setup.dt, bad.guard.shape, OUTPUT_SENTINEL), setup.dt),
+                                                                    tensors.payload(bad.guard.array, setup.dt)):
+        yield Violation(f"the refused run wrote into {bad.bound}", expected="the buffer untouched", actual="bytes changed", reproducer=snippet)
     for overrun in bad.guard.check() if bad.guard is not None else []:
         yield Violation(f"the refused run {overrun.describe()} of the buffer bound to {bad.bound}", expected="the canaries around it intact",
                         actual=overrun.describe(), reproducer=snippet)
