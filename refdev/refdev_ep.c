@@ -73,8 +73,6 @@ typedef enum {
   FAULT_IMPORT_NO_BOUNDS,
   FAULT_IMPORT_DENIES,
   FAULT_KERNEL_FAILS,
-  /* surface-copy (issue 17, guard memory) */
-  FAULT_OVERRUN,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -85,14 +83,13 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "hang",       "slow-d2d",         "claim-nothing", "wrong-compute",
     "unregister-crash", "host-accessible-as-device", "import-copy", "import-misread",
     "import-no-bounds", "import-denies", "kernel-fails",
-    /* surface-copy */ "overrun",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
-  "import-no-bounds, import-denies, kernel-fails, overrun"
+  "import-no-bounds, import-denies, kernel-fails"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -577,20 +574,6 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
        * CPU->RefDev->CPU round trip does not flip the same bit back */
       unsigned bit = j->skind == MEM_CPU ? 0u : (j->dkind == MEM_CPU ? 1u : (src_scrambled && dst_scrambled ? 2u : 3u));
       dp[j->bytes / 2] ^= (unsigned char)(1u << bit);
-    }
-    if (fault == FAULT_OVERRUN && j->skind == MEM_DEVICE && j->dkind == MEM_CPU) {
-      /* surface-copy: one element more than the destination holds, written past its end
-       * (a size taken from the wrong tensor); the element size is the tensor's own */
-      size_t count = 0;
-      OrtTensorTypeAndShapeInfo* info = NULL;
-      OrtStatus* ist = g_ort->GetTensorTypeAndShape(dst_tensors[i], &info);
-      if (ist == NULL) {
-        ist = g_ort->GetTensorShapeElementCount(info, &count);
-        g_ort->ReleaseTensorTypeAndShapeInfo(info);
-      }
-      if (ist != NULL) g_ort->ReleaseStatus(ist);
-      size_t element = count > 0 && j->bytes >= count ? j->bytes / count : 1;
-      memset(dp + j->bytes, 0xEE, element);
     }
     if (fault == FAULT_SLOW_D2D && j->skind == MEM_DEVICE && j->dkind == MEM_DEVICE) {
       /* correct bytes, but far slower than a device->CPU->device round trip */

@@ -84,6 +84,7 @@ def bind_calls(ctx, request: str, dtype: str, shape: str, recipe: str = "relu") 
     (values,) = [np.array(v, order="C") for v in small_integers(("x",), dt, shp).values()]  # a 0-d array for a scalar
     expected = tensors.payload(np.array(reference(recipe, {"x": values}), dt.storage, order="C"), dt)
     x_name, y_name = info.session.get_inputs()[0].name, info.session.get_outputs()[0].name
+    _require_plain_run(ctx, info, x_name, values, expected, dt)
     io = info.session.io_binding()
     snippet = _snippet(ctx, info, request, dt, shp)
     ctx.attempt(f"binding ({request}) and running model '{recipe}' ({dt.name} {list(shp)})", snippet)
@@ -114,6 +115,15 @@ def bind_calls(ctx, request: str, dtype: str, shape: str, recipe: str = "relu") 
             for overrun in guarded.check():
                 yield Violation(f"the run {overrun.describe()} of the {what} buffer handed to onnxruntime", expected="the canaries around it intact",
                                 actual=overrun.describe(), reproducer=snippet)
+
+
+def _require_plain_run(ctx, info, x_name: str, values: np.ndarray, expected, dt: tensors.DType) -> None:
+    """IOBinding is onnxruntime's: where a plain run of the same model already fails or gives
+    wrong values on the EP (the EP's failure, session.nodes-on-ep), a binding proves nothing."""
+    with ctx.precondition("a plain run of the same model"), ctx.running(info):
+        (got,) = info.session.run(None, {x_name: values})
+    if ctx.compare(expected, tensors.payload(np.array(got, dt.storage, order="C"), dt)):
+        raise NotRun("a plain run of the same model gives wrong values on the EP (session.nodes-on-ep's failure)")
 
 
 def _outputs_right(ctx, io, dt: tensors.DType, shp: tuple[int, ...], expected, snippet: str) -> Iterator[Violation]:
