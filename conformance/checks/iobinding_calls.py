@@ -120,7 +120,8 @@ def bind_calls(ctx, request: str, dtype: str, shape: str, recipe: str = "relu") 
 def _require_plain_run(ctx, info, x_name: str, values: np.ndarray, expected, dt: tensors.DType) -> None:
     """IOBinding is onnxruntime's: where a plain run of the same model already fails or gives
     wrong values on the EP (the EP's failure, session.nodes-on-ep), a binding proves nothing."""
-    with ctx.precondition("a plain run of the same model"), ctx.running(info):
+    # the call session.nodes-on-ep announces for the same run: where it was lost, this stops too
+    with ctx.precondition("a plain run of the same model"), ctx.calling(Call("InferenceSession.run", note="inputs in cpu")), ctx.running(info):
         (got,) = info.session.run(None, {x_name: values})
     if ctx.compare(expected, tensors.payload(np.array(got, dt.storage, order="C"), dt)):
         raise NotRun("a plain run of the same model gives wrong values on the EP (session.nodes-on-ep's failure)")
