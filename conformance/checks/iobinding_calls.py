@@ -120,7 +120,10 @@ def bind_calls(ctx, request: str, dtype: str, shape: str, recipe: str = "relu") 
 def _require_plain_run(ctx, info, x_name: str, values: np.ndarray, expected, dt: tensors.DType) -> None:
     """IOBinding is onnxruntime's: where a plain run of the same model already fails or gives
     wrong values on the EP (the EP's failure, session.nodes-on-ep), a binding proves nothing."""
-    # the call session.nodes-on-ep announces for the same run: where it was lost, this stops too
+    # The input placed first, as the other IOBinding checks do (copy_tensors cpu>default), then
+    # the run as session.nodes-on-ep announces it: where either was lost earlier, this stops.
+    with ctx.precondition("placing the input in DEFAULT memory"):
+        ctx.place(values, "default", dt)
     with ctx.precondition("a plain run of the same model"), ctx.calling(Call("InferenceSession.run", note="inputs in cpu")), ctx.running(info):
         (got,) = info.session.run(None, {x_name: values})
     if ctx.compare(expected, tensors.payload(np.array(got, dt.storage, order="C"), dt)):
@@ -170,7 +173,8 @@ def _snippet(ctx, info, request: str, dt: tensors.DType, shp: tuple[int, ...]) -
     lines = [ctx.session_snippet(info.model_path), "b = s.io_binding()", "x_name, y_name = s.get_inputs()[0].name, s.get_outputs()[0].name",
              f"xs = np.array(np.random.default_rng(11).integers(-8, 9, size={shape}), {storage})",
              f"landing = sentinel({shape}, {storage}, {OUTPUT_SENTINEL:#x})", "kept = xs.copy()",
-             f"expected = {'np.maximum(kept, 0)' if info.recipe == 'relu' else 'kept'}  # the model's result"]
+             f"expected = {'np.maximum(kept, 0)' if info.recipe == 'relu' else 'kept'}  # the model's result",
+             "same_bytes('a plain run of the model', expected, works('a plain run', s.run, None, {x_name: xs})[0])"]
     if request == "clear-and-rebind":
         lines += ["b.bind_cpu_input(x_name, landing.copy()); b.bind_output(y_name, 'cpu')", "b.clear_binding_inputs(); b.clear_binding_outputs()"]
     lines.append({"bind-input-pointer": f"b.bind_input(x_name, 'cpu', 0, {storage}, {shape}, xs.ctypes.data)",
