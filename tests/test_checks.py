@@ -761,7 +761,7 @@ def test_a_built_in_ep_listed_but_unable_to_run_fails_package_listed_eps_run_aga
     assert run(runner, "package.listed-eps-run")[0] is Outcome.NOT_APPLICABLE
 
 
-# --- issue 17, surface-copy: guard memory, the copy and creation surface ---------------------
+# --- guard memory, the copy and creation surface ---------------------
 
 
 def test_a_write_past_a_host_buffer_the_kit_handed_out_fails_the_check_against_the_ep(runner, ctx, monkeypatch):
@@ -908,3 +908,198 @@ def test_a_destination_unusable_after_a_refused_update_inplace_fails(runner, ctx
     outcome, message = run(runner, "update-inplace.rejects-mismatch", **params)
     assert outcome is Outcome.FAIL
     assert message.startswith("a valid update_inplace(ortvalue) after the refused one (fewer-elements): values differ"), message
+
+
+
+# --- refusals people can act on (errors.*) ---------------------------------
+
+class RefusingWith:
+    """A value whose update_inplace refuses with `message`."""
+
+    def __init__(self, value, message):
+        self.value, self.message = value, message
+
+    def __getattr__(self, name):
+        return getattr(self.value, name)
+
+    def update_inplace(self, source):
+        raise RuntimeError(self.message)
+
+
+def test_an_update_inplace_refusal_that_does_not_name_the_sizes_fails(runner, ctx, monkeypatch, tmp_path):
+    params = dict(source="ortvalue", request="element-count", memory="default")
+    result = runner.run("errors.update-inplace-refusal", 0, params)  # onnxruntime 1.32's own message names neither size
+    assert result["outcome"] == "fail" and "does not name both sizes (source 28 bytes, [7]; destination 24 bytes, [2, 3])" in result["message"]
+    script = tmp_path / "repro.py"
+    script.write_text(result["details"]["violations"][0]["reproducer"])
+    completed = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert completed.returncode == 1 and "expected a message naming both sizes" in completed.stderr
+    real_place = ctx.place
+    for message, outcome in [("source of 28 bytes, destination of 24 bytes", Outcome.PASS), ("sizes differ: [7] and [2, 3]", Outcome.PASS),
+                             ("the sizes do not match", Outcome.FAIL)]:
+        monkeypatch.setattr(ctx, "place", lambda storage, kind, dt, m=message: RefusingWith(real_place(storage, kind, dt), m))
+        assert run(runner, "errors.update-inplace-refusal", **params)[0] is outcome, message
+
+
+def test_a_copy_refusal_that_names_another_problem_fails(runner, ctx, monkeypatch):
+    said = []
+
+    def copy(sources, destinations, direction="", stream=None, *, note=""):
+        if note.startswith("bad request"):
+            raise RuntimeError(said[-1])
+
+    monkeypatch.setattr(ctx, "copy", copy)  # the CPU EP copies nothing: a stand-in that copies valid requests
+    for message, outcome in [("Invalid arguments provided to CopyTensors.", Outcome.FAIL), ("2 sources but 1 destinations", Outcome.PASS)]:
+        said.append(message)
+        assert run(runner, "errors.copy-refusal", request="unequal-lists", direction="cpu>default")[0] is outcome, message
+    said.append("source is 28 bytes but the destination 24 bytes")
+    assert run(runner, "errors.copy-refusal", request="size-mismatch", direction="cpu>default")[0] is Outcome.PASS
+    said.append("Data transfer implementation between source and destination device was not found.")
+    outcome, message = run(runner, "errors.copy-refusal", request="size-mismatch", direction="cpu>default")
+    assert outcome is Outcome.FAIL and "does not name both sizes" in message
+
+
+class RefusingSession(SessionWrapper):
+    def run_with_iobinding(self, binding, run_options=None):
+        raise RuntimeError("Error in execution: invalid argument")
+
+
+@pytest.mark.parametrize("request_name", ["wrong-shape", "wrong-rank", "wrong-element-type"])
+def test_an_iobinding_refusal_that_does_not_say_what_is_wrong_fails(runner, ctx, monkeypatch, request_name):
+    params = dict(request=request_name, binding="output", memory="default")
+    result = runner.run("errors.iobinding-refusal", 0, params)
+    assert result["outcome"] == "pass", result
+    wrap_sessions(monkeypatch, ctx, RefusingSession)
+    monkeypatch.setattr("conformance.checks.iobinding._require_valid_run", lambda ctx, setup: None)
+    outcome, message = run(runner, "errors.iobinding-refusal", **params)
+    assert outcome is Outcome.FAIL and message.startswith(f"the refusal of run_with_iobinding with a bad output ({request_name}) does not name both")
+
+
+def test_a_refusal_names_the_device_by_its_name_or_onnxruntimes_code():
+    from conformance.checks.errors import device, shapes, types
+
+    npu = device("npu")
+    assert npu.said_in("no data transfer from Device:[DeviceType:3 MemoryType:0 VendorId:0]") and npu.said_in("the NPU device 0 is not reachable")
+    assert not npu.said_in("allocator != nullptr")
+    assert types(DTYPES["float64"], DTYPES["float32"]).said_in("Actual: (tensor(double)) , expected: (tensor(float))")
+    assert not types(DTYPES["float64"], DTYPES["float32"]).said_in("float64 and float64")
+    assert shapes((3, 3), (2, 3)).said_in("index: 0 Got: 3 Expected: 2") and shapes((3, 3), (2, 3)).said_in("bound {3,3}, expected {2,3}")
+    assert not shapes((3, 3), (2, 3)).said_in("Got invalid dimensions for output: y")
+
+
+# --- each IOBinding call on valid requests (iobinding.bind-calls) ----------
+
+class LosingBinding:
+    """An IOBinding that binds an output given by address as one onnxruntime allocates (the
+    buffer is never written), and whose copy_outputs_to_cpu() answers zeros."""
+
+    def __init__(self, binding, lose: str):
+        self._binding, self._lose = binding, lose
+
+    def __getattr__(self, name):
+        return getattr(self._binding, name)
+
+    def bind_output(self, name, device_type="cpu", device_id=0, element_type=None, shape=None, buffer_ptr=None):
+        if self._lose == "pointer":
+            return self._binding.bind_output(name, device_type, device_id)
+        if buffer_ptr is not None:
+            self.end = buffer_ptr + np.dtype(element_type).itemsize * int(np.prod(shape))
+        return self._binding.bind_output(name, device_type, device_id, element_type, shape, buffer_ptr)
+
+    def overrun(self):
+        """After the run: four bytes written past the end of the output bound by address."""
+        if self._lose == "overrun":
+            import ctypes
+
+            ctypes.memset(self.end, 0, 4)
+
+    def copy_outputs_to_cpu(self):
+        real = self._binding.copy_outputs_to_cpu()
+        return [np.zeros_like(v) for v in real] if self._lose == "copy" else real
+
+
+@pytest.mark.parametrize("lose, request_name, expected", [
+    ("pointer", "bind-output-pointer", "the output buffer bound by address does not hold the model's result"),
+    ("copy", "bind-cpu-input-readonly", "copy_outputs_to_cpu() does not hold the model's result"),
+    ("overrun", "bind-output-pointer", "the run wrote 4 bytes after the end (at +480) of the output buffer handed to onnxruntime"),
+])
+def test_an_iobinding_call_that_loses_what_it_was_given_fails(runner, ctx, monkeypatch, tmp_path, lose, request_name, expected):
+    params = dict(request=request_name, recipe="relu", dtype="float32", shape="2x3x4x5")
+    assert run(runner, "iobinding.bind-calls", **params)[0] is Outcome.PASS
+    assert run(runner, "iobinding.bind-calls", **{**params, "dtype": "float16", "shape": "scalar"})[0] is Outcome.PASS
+
+    class Session(SessionWrapper):
+        def io_binding(self):
+            return LosingBinding(self._session.io_binding(), lose)
+
+        def run_with_iobinding(self, binding, run_options=None):
+            self._session.run_with_iobinding(binding._binding, run_options)
+            binding.overrun()
+
+    wrap_sessions(monkeypatch, ctx, Session)
+    result = runner.run("iobinding.bind-calls", 0, params)
+    assert result["outcome"] == "fail" and result["message"].startswith(expected), result
+    script = tmp_path / "repro.py"  # onnxruntime itself keeps the binding: the script passes on its own
+    script.write_text(result["details"]["violations"][0]["reproducer"])
+    completed = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr
+
+
+# --- the accessors name the memory the EP advertised (memory-info.identity) --
+
+def test_an_accessor_that_names_another_memory_fails_memory_info_identity(refdev_library, tmp_path):
+    """On the reference EP (a GPU-typed DEFAULT memory of vendor 0xc0de) onnxruntime 1.32's
+    device_name() says 'cuda', as for any GPU memory: the finding against onnxruntime, with a
+    reproducer that fails on its own. A device_name() that says 'gpu' passes, and a Python memory
+    info that differs from the C API's fails."""
+    import json
+
+    code = f"""
+import json
+import onnxruntime as ort
+from conformance import data
+from conformance.interop import capi
+from conformance.runner import Runner
+runner = Runner("RefDevExecutionProvider", specs=[str(data.contracts_dir())], library={str(refdev_library)!r})
+def case():
+    result = runner.run("memory-info.identity", 0, {{"memory": "default", "recipe": "relu"}})
+    return result["outcome"], result["message"], (result["details"].get("violations") or [{{}}])[0].get("reproducer", "")
+out = {{"real": case()}}
+ort.OrtValue.device_name = lambda self: "gpu"
+out["gpu"] = case()
+real = capi.ep_device_memory
+capi.ep_device_memory = lambda *args: dict(real(*args), vendor_id=0x10DE)
+out["other_vendor"] = case()
+print(json.dumps(out))
+"""
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    out = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert out["real"][:2] == ["fail", "device_name() of a value in default memory (RefDev (gpu, vendor 0xc0de, device 0, default)) says 'cuda'"]
+    assert out["gpu"][0] == "pass", out["gpu"]
+    assert out["other_vendor"][0] == "fail" and out["other_vendor"][1] == (  # and the session's input and output
+        "OrtEpDevice.memory_info(DEFAULT) says vendor_id 49374 (advertised 4318) (and 2 more)"), out["other_vendor"]
+    script = tmp_path / "repro.py"
+    script.write_text(out["real"][2])
+    run_alone = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run_alone.returncode == 1 and "device_name() of a value in DEFAULT memory: expected one of ['gpu'], got 'cuda'" in run_alone.stderr
+
+
+def test_a_refused_buffer_bound_by_address_that_is_written_past_fails(runner, ctx, monkeypatch):
+    params = dict(request="wrong-shape-buffer", memory="default")
+    assert run(runner, "iobinding.rejects-bad-output", **params)[0] is Outcome.PASS
+
+    class Session(SessionWrapper):  # writes past the buffer it was given by address, then refuses the run
+        def io_binding(self):
+            return LosingBinding(self._session.io_binding(), "overrun")
+
+        def run_with_iobinding(self, binding, run_options=None):
+            if getattr(binding, "end", None):
+                binding.overrun()
+            self._session.run_with_iobinding(binding._binding, run_options)
+
+    wrap_sessions(monkeypatch, ctx, Session)
+    monkeypatch.setattr("conformance.checks.iobinding._require_valid_run", lambda ctx, setup: None)
+    outcome, message = run(runner, "iobinding.rejects-bad-output", **params)
+    assert outcome is Outcome.FAIL
+    assert message == "the refused run wrote 4 bytes after the end (at +36) of the buffer bound to a host buffer of shape [3, 3] by address"

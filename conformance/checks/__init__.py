@@ -26,4 +26,5 @@ def known_checks() -> dict[str, Check]:
 def load_all() -> None:
     # Importing registers. The modules import onnxruntime only inside functions, so the
     # registry is available to spec validation without an onnxruntime installed.
-    from conformance.checks import copy, cpu_memory, create, interop, iobinding, lifecycle, memory_info, packaging, placement, session, streams, update_inplace  # noqa: F401
+    from conformance.checks import (copy, cpu_memory, create, errors, identity, interop, iobinding, iobinding_calls, lifecycle,  # noqa: F401
+                                    memory_info, packaging, placement, session, streams, update_inplace)

@@ -10,6 +10,7 @@ from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
+from conformance.guard import GuardedArray
 from conformance.checks.session import reference, small_integers
 from conformance.eps import memory_device_type, memory_label
 
@@ -113,6 +114,7 @@ def _written_in_place(ctx, storage, dt: tensors.DType):
 # --- bad bindings (refused clearly) and rebinds after them --------------------------------
 
 BINDING_RECIPE, BINDING_SHAPE = "relu", (2, 3)
+WRONG_BUFFER_SHAPE = (3, 3)  # wrong-shape-buffer: a host buffer of this shape bound by address
 # A device no EP device present advertises memory on: device types that Python's
 # IOBinding.bind_output can name, tried in order (vendor id 0, device 0).
 UNREACHABLE_CANDIDATES = ("npu", "gpu")
@@ -194,6 +196,7 @@ class BadBinding:
     buffer: Any = None
     value: Any = None
     value_type: tuple | None = None
+    guard: GuardedArray | None = None  # around `buffer`: what was written past it
 
 
 def _bad_value_type(setup: BindingSetup, request: str) -> tuple[tensors.DType, tuple[int, ...]] | None:
@@ -216,6 +219,12 @@ def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> Ba
         with ctx.calling(call):
             (binding.bind_ortvalue_input if which == "input" else binding.bind_ortvalue_output)(name, value)
         return BadBinding(f"a {dt.name} {list(shape)} value in {setup.memory} memory", value=value, value_type=(dt, shape))
+    if request == "wrong-shape-buffer":
+        guarded = GuardedArray.holding(tensors.sentinel(setup.dt, WRONG_BUFFER_SHAPE, OUTPUT_SENTINEL))
+        bind = binding.bind_input if which == "input" else binding.bind_output
+        with ctx.calling(call):
+            bind(name, "cpu", 0, setup.dt.storage, list(WRONG_BUFFER_SHAPE), guarded.address)
+        return BadBinding(f"a host buffer of shape {list(WRONG_BUFFER_SHAPE)} by address", guard=guarded)
     device = unreachable_device(ctx)
     if request == "unreachable-device" and which == "output":
         bound = f"the {device} device 0 (vendor 0), which no EP device here advertises"
@@ -224,11 +233,11 @@ def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> Ba
         return BadBinding(bound)
     # A host buffer that onnxruntime is told lives on the unreachable device: if it is written
     # or read as host memory, the result shows here instead of crashing the process.
-    buffer = tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL)
+    guarded = GuardedArray.holding(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL))
     bind = binding.bind_input if which == "input" else binding.bind_output
     with ctx.calling(call):
-        bind(name, device, 0, setup.dt.storage, list(BINDING_SHAPE), buffer.ctypes.data)
-    return BadBinding(f"a buffer on the {device} device 0 (vendor 0), which no EP device here advertises", buffer=buffer)
+        bind(name, device, 0, setup.dt.storage, list(BINDING_SHAPE), guarded.address)
+    return BadBinding(f"a buffer on the {device} device 0 (vendor 0), which no EP device here advertises", buffer=guarded.array, guard=guarded)
 
 
 def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str, must_refuse: bool = True) -> str:
@@ -242,6 +251,9 @@ def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str, must_re
     if bad:
         bind = (f"{sn.sentinel('wrong', bad[0], bad[1], OUTPUT_SENTINEL)}\n{sn.place('bad', 'wrong', setup.memory, bad[0])}\n"
                 f"b.bind_ortvalue_{which}({name!r}, bad)")
+    elif request == "wrong-shape-buffer":
+        bind = (f"buf = sentinel({list(WRONG_BUFFER_SHAPE)}, np.float32, {OUTPUT_SENTINEL:#x})  # host memory of the wrong shape\n"
+                f"b.bind_{which}({name!r}, 'cpu', 0, np.float32, {list(WRONG_BUFFER_SHAPE)}, buf.ctypes.data)")
     elif which == "output" and request == "unreachable-device":
         bind = f"b.bind_output({name!r}, {unreachable_device(ctx)!r}, 0)"
     else:
@@ -252,8 +264,8 @@ def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str, must_re
             f"xs = np.random.default_rng(11).integers(-8, 9, size={shape}).astype(np.float32)\n{sn.place('x', 'xs', setup.memory, float32)}\n"
             f"{sn.sentinel('ys', float32, BINDING_SHAPE, OUTPUT_SENTINEL)}\n{sn.place('y', 'ys', setup.memory, float32)}\nb = s.io_binding()\n"
             + (f"b.bind_ortvalue_input({setup.input_name!r}, x)\n" if which == "output" else f"b.bind_ortvalue_output({setup.output_name!r}, y)\n")
-            + "try:  # expected: an error, when binding or when running\n" + "".join(f"    {line}\n" for line in bind.splitlines())
-            + "    s.run_with_iobinding(b)\nexcept Exception as e:\n    print('refused:', e)\n"
+            + "refusal = None\ntry:  # expected: an error, when binding or when running\n" + "".join(f"    {line}\n" for line in bind.splitlines())
+            + "    s.run_with_iobinding(b)\nexcept Exception as e:\n    refusal = e\n    print('refused:', e)\n"
             + (f"else:\n    raise AssertionError('a bad {which} ({request}): expected an error, got: accepted')" if must_refuse else ""))
 
 
@@ -287,6 +299,12 @@ def rejects_bad_output(ctx, request: str, memory: str = "default") -> Iterator[V
                                               tensors.payload(bad.buffer, setup.dt)):
         yield Violation("onnxruntime wrote the output into a buffer it was told lives on an unreachable device, as if it were host memory",
                         expected="the buffer untouched", actual="the buffer holds the result", reproducer=snippet)
+    if bad.guard is not None and bad.buffer is None and ctx.compare(tensors.payload(tensors.sentinel(setup.dt, bad.guard.shape, OUTPUT_SENTINEL), setup.dt),
+                                                                    tensors.payload(bad.guard.array, setup.dt)):
+        yield Violation(f"the refused run wrote into {bad.bound}", expected="the buffer untouched", actual="bytes changed", reproducer=snippet)
+    for overrun in bad.guard.check() if bad.guard is not None else []:
+        yield Violation(f"the refused run {overrun.describe()} of the buffer bound to {bad.bound}", expected="the canaries around it intact",
+                        actual=overrun.describe(), reproducer=snippet)
     if bad.value is not None:
         assert bad.value_type is not None, "a bad value is made with its type"
         dt, shape = bad.value_type

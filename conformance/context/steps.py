@@ -321,3 +321,24 @@ def from_shape_and_type(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...],
             f"else:\n    works('copy_tensors cpu>{kind}', ort.copy_tensors, [source], [value], None)",
             f"same_bytes({what!r}, values, read(value, values, {dt.onnx_type}){sn.nbytes(dt, shape)})"]
     return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def refusal_message(sn: Snippets, what: str, body: list[str], call: str, named: str, alternatives) -> str:
+    """`call` (after the set-up lines `body`) is refused with a message that names `named`:
+    every pattern of one of `alternatives` occurs in it. An accepted call exits 0 (its refusal
+    contract's failure, not this one's)."""
+    attempt = ["refusal = None", "try:", f"    {call}", "except Exception as error:", "    refusal = error"]
+    return refusal_message_ending(sn.script(f"the refusal of {what} names {named}", "\n".join(body + attempt)), what, named, alternatives)
+
+
+def refusal_message_ending(script: str, what: str, named: str, alternatives) -> str:
+    """`script`, which leaves the exception it was refused with in `refusal` (None: accepted),
+    followed by the assertion that the refusal's message names `named`."""
+    return script.rstrip() + "\n" + "\n".join([
+        "import re",
+        f"if refusal is None:\n    print({f'accepted, so there is no refusal to read: {what}'!r})\n    raise SystemExit(0)",
+        f"WAYS = {[list(a) for a in alternatives]!r}  # the message names it when every pattern of one way occurs in it",
+        "message = str(refusal)",
+        f"assert any(all(re.search(p, message, re.IGNORECASE) for p in way) for way in WAYS), "
+        f"{f'the refusal of {what}: expected a message naming {named}, got: '!r} + repr(message)",
+        f"print({f'the refusal of {what} names {named}:'!r}, message.splitlines()[0] if message.strip() else '')"]) + "\n"

@@ -88,7 +88,7 @@ class CApi:
         "UnregisterExecutionProviderLibrary": (_Status, [_ptr, ctypes.c_char_p]),
         "GetEpDevices": (_Status, [_ptr, ctypes.POINTER(ctypes.POINTER(_ptr)), ctypes.POINTER(_size)]),
         "EpDevice_EpName": (ctypes.c_char_p, [_ptr]),
-        "EpDevice_MemoryInfo": (_ptr, [_ptr, ctypes.c_int]),
+        "EpDevice_MemoryInfo": (_size, [_ptr, ctypes.c_int]),  # a pointer, read as a number: _ptr is read as a status
         "GetInteropApi": (_ptr, []),
         "CreateCpuMemoryInfo": (_Status, [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_ptr)]),
         "ReleaseMemoryInfo": (None, [_ptr]),
@@ -99,6 +99,8 @@ class CApi:
         "MemoryInfoGetName": (_Status, [_ptr, ctypes.POINTER(ctypes.c_char_p)]),
         "MemoryInfoGetDeviceMemType": (ctypes.c_int, [_ptr]),
         "MemoryInfoGetDeviceType": (None, [_ptr, ctypes.POINTER(ctypes.c_int)]),
+        "MemoryInfoGetId": (_Status, [_ptr, ctypes.POINTER(ctypes.c_int)]),
+        "MemoryInfoGetVendorId": (ctypes.c_uint32, [_ptr]),
         "CopyTensors": (_Status, [_ptr, ctypes.POINTER(_ptr), ctypes.POINTER(_ptr), _ptr, _size]),
         "CreateSessionOptions": (_Status, [ctypes.POINTER(_ptr)]),
         "ReleaseSessionOptions": (None, [_ptr]),
@@ -221,6 +223,25 @@ def memory_of(capi: CApi, value: Any) -> dict[str, Any]:
     memory_type = capi.call("MemoryInfoGetDeviceMemType", info)
     return {"name": (name.value or b"").decode(), "device_type": DEVICE_TYPES.get(device_type.value, str(device_type.value)),
             "memory_type": DEVICE_MEMORY_TYPES.get(memory_type, str(memory_type))}
+
+
+def ep_device_memory(capi: CApi, device: int, kind: str) -> dict[str, Any] | None:
+    """What the EP device's memory info of `kind` ('default', 'host_accessible') says through
+    the C API: name, device type, memory type, vendor and device id; None where it has none."""
+    code = {v: k for k, v in DEVICE_MEMORY_TYPES.items()}[kind]
+    info = capi.call("EpDevice_MemoryInfo", _ptr(device), code)
+    if not info:
+        return None
+    info = _ptr(info)
+    name = ctypes.c_char_p()
+    capi.call("MemoryInfoGetName", info, ctypes.byref(name))
+    device_type, device_id = ctypes.c_int(-1), ctypes.c_int(-1)
+    capi.call("MemoryInfoGetDeviceType", info, ctypes.byref(device_type))
+    capi.call("MemoryInfoGetId", info, ctypes.byref(device_id))
+    memory_type = capi.call("MemoryInfoGetDeviceMemType", info)
+    return {"name": (name.value or b"").decode(), "device_type": DEVICE_TYPES.get(device_type.value, str(device_type.value)),
+            "memory_type": DEVICE_MEMORY_TYPES.get(memory_type, str(memory_type)), "vendor_id": int(capi.call("MemoryInfoGetVendorId", info)),
+            "device_id": device_id.value}
 
 
 def data_address(capi: CApi, value: Any) -> int:

@@ -24,6 +24,24 @@ _RIGS: dict[tuple[Any, ...], "ImportRig | Exception"] = {}
 _ENVIRONMENTS: dict[tuple[Any, ...], C.Environment] = {}
 
 
+def c_device(ctx) -> tuple[C.CApi, C.Environment, int]:
+    """The C API, the worker's C environment with the EP under test, and its EP device there
+    (the same index as the context's); NotRun where the C path cannot run."""
+    try:
+        api = C.CApi.load(ctx.ort)
+    except C.Unavailable as exc:
+        raise NotRun(f"the C path cannot run here: {exc}") from None
+    target = ctx.target
+    key = (target.library, target.registration)
+    if key not in _ENVIRONMENTS:
+        _ENVIRONMENTS[key] = C.Environment(api, target.registration if target.library else None, target.library)
+    env = _ENVIRONMENTS[key]
+    devices = env.devices(target.provider)
+    if ctx.device_index >= len(devices):
+        raise NotRun(f"the C library lists {len(devices)} {target.provider} devices; the kit tests device {ctx.device_index}")
+    return api, env, devices[ctx.device_index]
+
+
 class ImportRig:
     """One EP device under import: the C API, the C environment, the device there, its importer,
     and (on first use) the Vulkan producer; helpers that import, make tensors and read or write
@@ -50,24 +68,12 @@ class ImportRig:
 
     @classmethod
     def _make(cls, ctx) -> "ImportRig":
-        try:
-            api = C.CApi.load(ctx.ort)
-        except C.Unavailable as exc:
-            raise NotRun(f"the C path cannot run here: {exc}") from None
-        target = ctx.target
-        key = (target.library, target.registration)
-        if key not in _ENVIRONMENTS:
-            _ENVIRONMENTS[key] = C.Environment(api, target.registration if target.library else None, target.library)
-        env = _ENVIRONMENTS[key]
-        devices = env.devices(target.provider)
-        if ctx.device_index >= len(devices):
-            raise NotRun(f"the C library lists {len(devices)} {target.provider} devices; the kit tests device {ctx.device_index}")
-        device = devices[ctx.device_index]
+        api, env, device = c_device(ctx)
         importer = ctypes.c_void_p()
         with ctx.calling(Call("CreateExternalResourceImporterForDevice")):
             api.interop("CreateExternalResourceImporterForDevice", ctypes.c_void_p(device), ctypes.byref(importer))
         if not importer.value:
-            raise NotApplicable(f"{target.provider} gives no external resource importer for this device (it imports nothing)")
+            raise NotApplicable(f"{ctx.target.provider} gives no external resource importer for this device (it imports nothing)")
         hardware = getattr(ctx.device, "device", None)
         return cls(api, env, device, importer, (getattr(hardware, "metadata", None) or {}).get("pci_bus_id"))
 
