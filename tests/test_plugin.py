@@ -188,8 +188,8 @@ def test_runtime_subject_failure_is_an_xfail_finding_against_onnxruntime(cpu_run
     # rebind after a refused input binding aborts the process; a value made from a read-only
     # array wraps it, and update_inplace through the value writes into it; update_inplace's
     # refusals name neither the sizes nor the element types (a recommended contract: still a finding).
-    refusals = {("numpy", "element-count"), ("numpy", "same-bytes-other-type"), ("ortvalue", "element-count"), ("ortvalue", "element-type"),
-                ("ortvalue", "same-bytes-other-type")}
+    refusals = {("numpy", "element-count"), ("numpy", "fewer-elements"), ("numpy", "same-bytes-other-type"), ("ortvalue", "element-count"),
+                ("ortvalue", "fewer-elements"), ("ortvalue", "element-type"), ("ortvalue", "same-bytes-other-type")}
     assert findings == {("errors.update-inplace-refusal", request): ("fail", "runtime") for request in refusals} | {
         ("create.read-only-source", ("float32", "2x3")): ("fail", "runtime"),
         ("create.read-only-source", ("uint8", "2x3")): ("fail", "runtime"),
