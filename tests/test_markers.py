@@ -26,7 +26,7 @@ def catalogue_ids(keep: Callable[[Contract], bool]) -> set[str]:
 def test_pytest_lists_the_markers_without_ep(pytester):
     result = pytester.runpytest_subprocess(*BASE, "--markers")
     listed = {line.split(":")[0] for line in result.stdout.lines if line.startswith("@pytest.mark.")}
-    expected = {"required", "recommended", "informational", "subject_ep", "subject_runtime", "isolated", "own_process",
+    expected = {"required", "recommended", "informational", "subject_ep", "subject_runtime", "subject_package", "isolated", "own_process",
                 "family_copy", "family_memory_info", "family_update_inplace", "conformance"}
     assert {f"@pytest.mark.{name}" for name in expected} <= listed
 
