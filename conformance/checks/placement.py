@@ -72,7 +72,9 @@ def kernel_inputs(ctx, recipe: str) -> Iterator[Violation]:
             os.environ[variable] = log
         try:
             # The same call as any run with its inputs in CPU memory: one that crashed before is not made again.
-            with ctx.calling(Call("InferenceSession.run", note="inputs in cpu")), ctx.running(info):
+            # A run that raises is the EP's failure (session.nodes-on-ep's) or cannot be told from it: not_run, not onnxruntime's.
+            with ctx.precondition(f"running model '{recipe}' on {ctx.target.provider}"), \
+                    ctx.calling(Call("InferenceSession.run", note="inputs in cpu")), ctx.running(info):
                 (output,) = info.session.run(None, feeds)
         finally:
             os.environ.pop(variable, None)

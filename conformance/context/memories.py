@@ -62,7 +62,9 @@ class Memories:
     # --- what the memories are -------------------------------------------------------------
 
     def memory_info(self, kind: str):
-        """The OrtMemoryInfo of a memory kind; None means plain CPU memory."""
+        """The OrtMemoryInfo of a memory kind; None means plain CPU memory. A check that asks
+        for it works with that memory, even where it allocates through its own call."""
+        self.touched.add(kind)
         return self.under_test.memory_info(kind)
 
     def memory_facts(self, kind: str) -> dict[str, Any] | None:
@@ -73,6 +75,7 @@ class Memories:
         return facts is None or facts["device_type"] == "cpu"
 
     def require_memory(self, kind: str) -> None:
+        self.touched.add(kind)
         if kind == "host_accessible" and self.memory_facts(kind) is None:
             raise NotApplicable("the EP device advertises no HOST_ACCESSIBLE memory")
 
