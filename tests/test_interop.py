@@ -280,7 +280,7 @@ def test_a_lane_with_a_wrapper_runs_inside_it_with_the_library_it_names(monkeypa
 
     def run(command, **kwargs):
         commands.append(command)
-        out = Path(command[command.index("--conformance-report") + 1])
+        (out,) = [Path(arg.split("=", 1)[1]) for arg in command if arg.startswith("--conformance-report=")]
         (out / "report.json").write_text(json.dumps({"run": {"collected": 0}, "results": [], "verdict": "conformant",
                                                      "verdict_reasons": [], "summary": {}, "findings": [], "ep": {}}))
         return subprocess.CompletedProcess(command, 0)
