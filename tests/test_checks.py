@@ -1103,3 +1103,14 @@ def test_a_refused_buffer_bound_by_address_that_is_written_past_fails(runner, ct
     outcome, message = run(runner, "iobinding.rejects-bad-output", **params)
     assert outcome is Outcome.FAIL
     assert message == "the refused run wrote 4 bytes after the end (at +36) of the buffer bound to a host buffer of shape [3, 3] by address"
+
+
+def test_a_run_of_an_empty_input_that_crashed_stops_only_runs_of_that_shape(runner):
+    """An EP that aborts on an empty input (ggml does) loses that call; iobinding.bind-calls'
+    plain run of an empty input is then not made again, and session.nodes-on-ep's 3x5 run still is."""
+    lost = [{"call": Call("InferenceSession.run", note="inputs in cpu, shape [0, 3]").to_wire(), "reason": "it crashed in check x"}]
+    empty = runner.run("iobinding.bind-calls", 0, dict(request="bind-input-pointer", recipe="relu", dtype="float32", shape="0x3"), quarantined=lost)
+    assert empty["outcome"] == "not_run" and "shape [0, 3]" in empty["message"], empty
+    full = runner.run("iobinding.bind-calls", 0, dict(request="bind-input-pointer", recipe="relu", dtype="float32", shape="2x3x4x5"), quarantined=lost)
+    assert full["outcome"] == "pass", full
+    assert runner.run("session.nodes-on-ep", 0, dict(recipe="relu", dtype="float32"), quarantined=lost)["outcome"] == "pass"
