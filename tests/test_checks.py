@@ -1082,7 +1082,7 @@ print(json.dumps(out))
     script = tmp_path / "repro.py"
     script.write_text(out["real"][2])
     run_alone = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
-    assert run_alone.returncode == 1 and "device_name() of a value in DEFAULT memory: expected one of ['gpu'], got 'cuda'" in run_alone.stderr
+    assert run_alone.returncode == 1 and "device_name() of a value in DEFAULT memory: expected one of ['gpu', 'refdev'], got 'cuda'" in run_alone.stderr
 
 
 def test_a_refused_buffer_bound_by_address_that_is_written_past_fails(runner, ctx, monkeypatch):
@@ -1114,3 +1114,11 @@ def test_a_run_of_an_empty_input_that_crashed_stops_only_runs_of_that_shape(runn
     full = runner.run("iobinding.bind-calls", 0, dict(request="bind-input-pointer", recipe="relu", dtype="float32", shape="2x3x4x5"), quarantined=lost)
     assert full["outcome"] == "pass", full
     assert runner.run("session.nodes-on-ep", 0, dict(recipe="relu", dtype="float32"), quarantined=lost)["outcome"] == "pass"
+
+
+def test_device_name_may_be_the_family_the_memory_is_named_after_but_not_another():
+    from conformance.checks.identity import device_names
+
+    assert "webgpu" in device_names("gpu", 0x0, "WebGPU_Buf")  # WebGPU's buffers: device_name() 'webgpu' is true
+    assert "cuda" in device_names("gpu", 0x10DE, "Cuda")
+    assert "cuda" not in device_names("gpu", 0xC0DE, "RefDev")  # onnxruntime 1.32 says 'cuda' of every GPU memory

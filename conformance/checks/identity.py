@@ -27,8 +27,11 @@ VENDOR_NAMES = {("gpu", 0x10DE): {"cuda"}, ("npu", 0x19E5): {"cann"}}
 PLAIN_CPU_NAMES = {"cpu"}  # the memory info name of onnxruntime's CPU allocator ('Cpu')
 
 
-def device_names(device_type: str, vendor_id: int) -> set[str]:
-    return {device_type} | VENDOR_NAMES.get((device_type, vendor_id), set())
+def device_names(device_type: str, vendor_id: int, memory_name: str = "") -> set[str]:
+    """The device type, the EP family of that vendor's devices, or the family the memory info's
+    own name begins with (WebGPU's 'WebGPU_Buf' is 'webgpu' memory): each names the memory truly."""
+    family = memory_name.lower().split("_")[0]
+    return {device_type} | VENDOR_NAMES.get((device_type, vendor_id), set()) | ({family} if family else set())
 
 
 def _python_identity(info) -> dict[str, Any]:
@@ -67,7 +70,7 @@ def identity(ctx, memory: str, recipe: str = "relu") -> Iterator[Violation]:
     value = ctx.allocate(memory, tensors.DTYPES["float32"], (2,))
     with ctx.calling(Call("OrtValue.device_name", memory)):
         name = value.device_name()
-    names = device_names(advertised["device_type"], advertised["vendor_id"])
+    names = device_names(advertised["device_type"], advertised["vendor_id"], advertised["name"])
     ctx.prove("device_name", name)
     if name.lower() not in names:
         yield Violation(f"device_name() of a value in {memory} memory ({label(advertised)}) says {name!r}",
@@ -105,12 +108,12 @@ def _snippet(ctx, memory: str, advertised: dict[str, Any] | None) -> str:
     if advertised is None:
         return ctx.snippets.script(f"OrtEpDevice.memory_info({kind}) and the C API agree",
                                    f"assert {kind} is None, 'the C API says the EP device has no {kind} memory info'")
-    names = sorted(device_names(advertised["device_type"], advertised["vendor_id"]))
+    names = sorted(device_names(advertised["device_type"], advertised["vendor_id"], advertised["name"]))
     body = [f"ADVERTISED = {advertised!r}  # the EP device's memory info, as the C API's EpDevice_MemoryInfo and MemoryInfoGet* read it",
             f"said = dict(name={kind}.name, memory_type={kind}.device_mem_type.name.lower(), vendor_id={kind}.device_vendor_id, device_id={kind}.device_id)",
             "assert all(said[k] == ADVERTISED[k] for k in said), f'OrtEpDevice.memory_info: expected {ADVERTISED}, got {said}'",
             f"v = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, [2], np.float32, memory_info={kind})",
-            f"NAMES = {names!r}  # the device type, or the EP family of that vendor's devices",
+            f"NAMES = {names!r}  # the device type, the EP family of that vendor's devices or of the memory's name",
             f"assert v.device_name().lower() in NAMES, f'device_name() of a value in {kind} memory: expected one of {{NAMES}}, got {{v.device_name()!r}}'",
             "print('the accessors name the memory the EP advertised')"]
     return ctx.snippets.script(f"the accessors of {kind} memory report what the EP device advertised", "\n".join(body))
