@@ -159,9 +159,7 @@ def copy_refusal(ctx, request: str, direction: str = "cpu>default") -> Iterator[
 @check("errors.update-inplace-refusal")
 def update_inplace_refusal(ctx, source: str, request: str, memory: str = "default") -> Iterator[Violation]:
     """Makes update-inplace.rejects-mismatch's request `request` into a float32 [2, 3] value."""
-    ctx.require_memory(memory)
-    if source == "ortvalue":
-        ctx.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue)")
+    updates.require_source(ctx, source, memory)
     float32 = tensors.DTYPES["float32"]
     src_name, src_shape = updates.MISMATCHES[request]
     src_dt = tensors.DTYPES[src_name]

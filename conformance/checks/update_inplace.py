@@ -146,11 +146,16 @@ MISMATCHES = {
 }
 
 
-@check("update-inplace.rejects-mismatch")
-def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") -> Iterator[Violation]:
+def require_source(ctx, source: str, memory: str) -> None:
+    """What an update_inplace(`source`) into `memory` needs: that memory, and the overload."""
     ctx.require_memory(memory)
     if source == "ortvalue":
         ctx.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue)")
+
+
+@check("update-inplace.rejects-mismatch")
+def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") -> Iterator[Violation]:
+    require_source(ctx, source, memory)
     float32 = tensors.DTYPES["float32"]
     src_dtype_name, src_shape = MISMATCHES[request]
     src_dtype = tensors.DTYPES[src_dtype_name]
