@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # fault mode -> (verdict, contracts that must be broken, outcome they must end in)
 FAULTS = {
     "no-data-transfer": ("non_conformant", {"copy.required-directions", "copy.device-to-device", "streams.sync-stream"}, "fail"),
-    "corrupt": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "update-inplace.from-numpy",
+    "corrupt": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "copy.c-api-roundtrip", "update-inplace.from-numpy",
                                    "update-inplace.from-numpy-read-only"}, "fail"),
     "short-copy": ("non_conformant", {"copy.roundtrip-exact", "copy.roundtrip-large", "update-inplace.from-numpy-large"}, "fail"),
     "no-d2d": ("non_conformant", {"copy.device-to-device", "update-inplace.from-ortvalue"}, "fail"),
@@ -35,7 +35,7 @@ FAULTS = {
     "alloc-fail": ("non_conformant", {"memory-info.allocatable", "create.from-shape-and-type", "create.from-shape-and-type-shapes"}, "fail"),
     "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
     # one element past each CPU destination of a device>cpu copy: the guard memory around it
-    "overrun": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "update-inplace.from-numpy"}, "fail"),
+    "overrun": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "copy.c-api-roundtrip", "update-inplace.from-numpy"}, "fail"),
     # Every kernel fails with ORT_EP_FAIL: the kit's sessions do not let onnxruntime rerun the
     # model on the CPU EP, so every check that runs one fails (see test_kernel_failures_are_never_retried_elsewhere).
     "kernel-fails": ("non_conformant", {"session.nodes-on-ep", "iobinding.in-place", "lifecycle.plugin-library"}, "fail"),
