@@ -126,10 +126,11 @@ def _snippet(ctx, direction: str, dtype: tensors.DType, shape: tuple[int, ...]) 
                 f"ctypes.c_char_p({os.path.abspath(target.library)!r}.encode()))"
                 if target.registration and target.library else "# a built-in EP: nothing to register")
     source_kind, destination_kind = direction.split(">")
-    body = f"""import ctypes, glob, os
+    body = f"""import ctypes, os
 P = ctypes.c_void_p
 SLOT = {index!r}  # OrtApi slot indices, from onnxruntime_c_api.h
-lib = ctypes.CDLL(sorted(glob.glob(os.path.join(os.path.dirname(ort.__file__), 'capi', 'libonnxruntime.so*')))[0])
+CAPI = os.path.join(os.path.dirname(ort.__file__), 'capi')  # the wheel's C library, beside its Python extension
+lib = ctypes.CDLL(os.path.join(CAPI, sorted(f for f in os.listdir(CAPI) if f.startswith('libonnxruntime.so'))[0]))
 lib.OrtGetApiBase.restype = ctypes.POINTER(P * 2)
 api = ctypes.cast(ctypes.CFUNCTYPE(P, ctypes.c_uint32)(lib.OrtGetApiBase().contents[0])({C.API_VERSION}), ctypes.POINTER(P))
 def call(name, *args):
