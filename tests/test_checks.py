@@ -1122,3 +1122,15 @@ def test_device_name_may_be_the_family_the_memory_is_named_after_but_not_another
     assert "webgpu" in device_names("gpu", 0x0, "WebGPU_Buf")  # WebGPU's buffers: device_name() 'webgpu' is true
     assert "cuda" in device_names("gpu", 0x10DE, "Cuda")
     assert "cuda" not in device_names("gpu", 0xC0DE, "RefDev")  # onnxruntime 1.32 says 'cuda' of every GPU memory
+
+
+# --- copy.c-api-roundtrip: CopyTensors through the C API (refdev's corrupt and overrun faults fail it: tests/test_refdev.py) ---
+
+def test_c_api_copy_on_an_ep_device_whose_default_memory_is_the_cpus_is_not_applicable(ctx):
+    """Called past applies_when: the check reads the EP device's DEFAULT memory through the C
+    API itself, and the CPU EP's gives no device end to copy to."""
+    from conformance.checks import capi_copy
+    from conformance.findings import NotApplicable
+
+    with pytest.raises(NotApplicable, match="plain CPU memory"):
+        list(capi_copy.c_api_copy(ctx, "cpu>default"))

@@ -24,18 +24,18 @@ ROOT = Path(__file__).resolve().parents[1]
 # fault mode -> (verdict, contracts that must be broken, outcome they must end in)
 FAULTS = {
     "no-data-transfer": ("non_conformant", {"copy.required-directions", "copy.device-to-device", "streams.sync-stream"}, "fail"),
-    "corrupt": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "update-inplace.from-numpy",
+    "corrupt": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "copy.c-api-roundtrip", "update-inplace.from-numpy",
                                    "update-inplace.from-numpy-read-only"}, "fail"),
     "short-copy": ("non_conformant", {"copy.roundtrip-exact", "copy.roundtrip-large", "update-inplace.from-numpy-large"}, "fail"),
     "no-d2d": ("non_conformant", {"copy.device-to-device", "update-inplace.from-ortvalue"}, "fail"),
-    "no-d2h": ("non_conformant", {"copy.required-directions"}, "fail"),
-    "no-h2d": ("non_conformant", {"copy.required-directions"}, "fail"),
+    "no-d2h": ("non_conformant", {"copy.required-directions", "copy.c-api-roundtrip"}, "fail"),
+    "no-h2d": ("non_conformant", {"copy.required-directions", "copy.c-api-roundtrip"}, "fail"),
     "wrong-memory": ("non_conformant", {"memory-info.declaration"}, "fail"),
     "cpu-default": ("non_conformant", {"memory-info.declaration", "session.nodes-on-ep", "iobinding.in-place", "copy.cpu-default-optional"}, "fail"),
     "alloc-fail": ("non_conformant", {"memory-info.allocatable", "create.from-shape-and-type", "create.from-shape-and-type-shapes"}, "fail"),
     "wrong-compute": ("non_conformant", {"session.nodes-on-ep"}, "fail"),
     # one element past each CPU destination of a device>cpu copy: the guard memory around it
-    "overrun": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "update-inplace.from-numpy"}, "fail"),
+    "overrun": ("non_conformant", {"copy.roundtrip-exact", "copy.required-directions", "copy.c-api-roundtrip", "update-inplace.from-numpy"}, "fail"),
     # Every kernel fails with ORT_EP_FAIL: the kit's sessions do not let onnxruntime rerun the
     # model on the CPU EP, so every check that runs one fails (see test_kernel_failures_are_never_retried_elsewhere).
     "kernel-fails": ("non_conformant", {"session.nodes-on-ep", "iobinding.in-place", "lifecycle.plugin-library"}, "fail"),
@@ -154,7 +154,8 @@ def test_a_crashing_call_is_quarantined_alone(refdev_library, tmp_path, fault):
     lost = [r for r in report["results"] if r["outcome"] == outcome]
     # One loss per call, each naming the call it was in (its details carry the call's wire dict).
     calls = [str(Call.from_wire(r["details"]["call"])) for r in lost]
-    assert sorted(calls) == ["InferenceSession.run, inputs in cpu", "copy_tensors cpu>default"]
+    # The C API's CopyTensors (copy.c-api-roundtrip) is a call of its own beside Python's copy_tensors.
+    assert sorted(calls) == ["CopyTensors cpu>default", "InferenceSession.run, inputs in cpu", "copy_tensors cpu>default"]
     assert all(call in r["message"] for call, r in zip(calls, lost, strict=True))
     outcomes = {(r["contract"], tuple(r["params"].values())): r["outcome"] for r in report["results"]}
     assert {case: outcomes[case] for case in NO_DEVICE_COPY} == {case: "pass" for case in NO_DEVICE_COPY}

@@ -102,6 +102,8 @@ class CApi:
         "MemoryInfoGetId": (_Status, [_ptr, ctypes.POINTER(ctypes.c_int)]),
         "MemoryInfoGetVendorId": (ctypes.c_uint32, [_ptr]),
         "CopyTensors": (_Status, [_ptr, ctypes.POINTER(_ptr), ctypes.POINTER(_ptr), _ptr, _size]),
+        "GetSharedAllocator": (_Status, [_ptr, _ptr, ctypes.POINTER(_ptr)]),
+        "CreateTensorAsOrtValue": (_Status, [_ptr, ctypes.POINTER(ctypes.c_int64), _size, ctypes.c_int, ctypes.POINTER(_ptr)]),
         "CreateSessionOptions": (_Status, [ctypes.POINTER(_ptr)]),
         "ReleaseSessionOptions": (None, [_ptr]),
         "SetSessionGraphOptimizationLevel": (_Status, [_ptr, ctypes.c_int]),
@@ -252,15 +254,37 @@ def data_address(capi: CApi, value: Any) -> int:
 
 def cpu_tensor(capi: CApi, buffer: Any, shape: tuple[int, ...], element_type: int) -> ctypes.c_void_p:
     """An OrtValue over `buffer` (a ctypes array), CPU memory, no copy."""
+    return cpu_tensor_at(capi, ctypes.addressof(buffer), ctypes.sizeof(buffer), shape, element_type)
+
+
+def cpu_tensor_at(capi: CApi, address: int, size: int, shape: tuple[int, ...], element_type: int) -> ctypes.c_void_p:
+    """An OrtValue over the `size` bytes at `address` (memory the caller keeps alive), CPU memory, no copy."""
     info = _ptr()
     capi.call("CreateCpuMemoryInfo", 0, 0, ctypes.byref(info))  # OrtArenaAllocator, OrtMemTypeDefault
     dims = (ctypes.c_int64 * len(shape))(*shape)
     value = _ptr()
     try:
-        capi.call("CreateTensorWithDataAsOrtValue", info, ctypes.cast(buffer, _ptr), ctypes.sizeof(buffer), dims, len(shape), element_type,
-                  ctypes.byref(value))
+        capi.call("CreateTensorWithDataAsOrtValue", info, _ptr(address), size, dims, len(shape), element_type, ctypes.byref(value))
     finally:
         capi.call("ReleaseMemoryInfo", info)
+    return value
+
+
+def device_tensor(capi: CApi, env: Environment, device: int, kind: str, shape: tuple[int, ...], element_type: int) -> ctypes.c_void_p:
+    """A new OrtValue in the EP device's memory of `kind`, from the environment's shared allocator
+    for it: onnxruntime makes one for each memory info of every EP device (GetSharedAllocator's
+    documentation), and it stays the environment's, so only the value is released."""
+    code = {v: k for k, v in DEVICE_MEMORY_TYPES.items()}[kind]
+    info = capi.call("EpDevice_MemoryInfo", _ptr(device), code)
+    if not info:
+        raise Unavailable(f"the EP device has no {kind} memory info")
+    allocator = _ptr()
+    capi.call("GetSharedAllocator", env.env, _ptr(info), ctypes.byref(allocator))
+    if not allocator.value:
+        raise Unavailable(f"the environment has no shared allocator for the EP device's {kind} memory")
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    value = _ptr()
+    capi.call("CreateTensorAsOrtValue", allocator, dims, len(shape), element_type, ctypes.byref(value))
     return value
 
 

@@ -1,0 +1,184 @@
+"""CopyTensors through the C API: a copy path of its own, beside Python's copy_tensors.
+
+The CPU ends are tensors over guarded host buffers (CreateTensorWithDataAsOrtValue), so a copy
+that reads or writes past them is seen; the device ends are tensors in the EP device's DEFAULT
+memory from the C environment's shared allocator (GetSharedAllocator, CreateTensorAsOrtValue).
+A device tensor is filled and read back with CopyTensors too: the direction under test is the
+one named, the others are the means of seeing it, as in copy.direction.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Iterator
+
+import numpy as np
+
+from conformance import tensors
+from conformance.calls import Call
+from conformance.checks.registry import check
+from conformance.findings import NotApplicable, Violation
+from conformance.guard import GuardedArray
+from conformance.interop import capi as C
+from conformance.interop import rig, slots
+
+SENTINEL = 0x5A  # what a CPU destination holds before the copy
+READ_BACK = "the read-back destination (default>cpu)"
+
+
+class _Copier:
+    """The C objects of one case: every tensor made is released by `close`, every guarded
+    buffer's canaries are checked by `overruns`."""
+
+    def __init__(self, ctx, api: C.CApi, env: C.Environment, device: int, dtype: tensors.DType, shape: tuple[int, ...]):
+        self.ctx, self.api, self.env, self.device = ctx, api, env, device
+        self.shape, self.element_type = shape, C.ELEMENT_TYPES[dtype.name]
+        self.values: list[ctypes.c_void_p] = []
+        self.guards: dict[str, GuardedArray] = {}
+
+    def cpu(self, name: str, array: np.ndarray) -> ctypes.c_void_p:
+        guarded = GuardedArray.holding(array)
+        self.guards[name] = guarded
+        value = C.cpu_tensor_at(self.api, guarded.address, guarded.array.nbytes, self.shape, self.element_type)
+        self.values.append(value)
+        return value
+
+    def device_tensor(self) -> ctypes.c_void_p:
+        with self.ctx.calling(Call("CreateTensorAsOrtValue", "default")):
+            value = C.device_tensor(self.api, self.env, self.device, "default", self.shape, self.element_type)
+        self.values.append(value)
+        return value
+
+    def copy(self, source: ctypes.c_void_p, destination: ctypes.c_void_p, direction: str) -> None:
+        with self.ctx.calling(Call("CopyTensors", direction)):
+            C.copy_tensors(self.api, self.env, [source], [destination])
+
+    def overruns(self) -> list[str]:
+        return [f"{name}: {overrun.describe()}" for name, guarded in self.guards.items() for overrun in guarded.check()]
+
+    def close(self) -> None:
+        for value in self.values:
+            self.api.call("ReleaseValue", value)
+
+
+@check("copy.c-api")
+def c_api_copy(ctx, direction: str, dtype: str = "float32", shape: str = "7x13") -> Iterator[Violation]:
+    source_kind, destination_kind = direction.split(">")
+    dt = tensors.DTYPES[dtype]
+    shp = tensors.parse_shape(shape, dt)
+    api, env, device = rig.c_device(ctx)
+    with ctx.calling(Call("EpDevice_MemoryInfo", "default")):
+        advertised = C.ep_device_memory(api, device, "default")
+    if advertised is None or advertised["device_type"] == "cpu":
+        where = "none" if advertised is None else f"{advertised['name']}, a CPU device's"
+        raise NotApplicable(f"the EP device's DEFAULT memory is plain CPU memory ({where}): CopyTensors has no device end to reach")
+    values = tensors.sample(dt, shp, seed=6)
+    expected = tensors.payload(values, dt)
+    snippet = _snippet(ctx, direction, dt, shp)
+    ctx.attempt(f"CopyTensors {direction} through the C API", snippet)
+    copier = _Copier(ctx, api, env, device, dt, shp)
+    try:
+        with ctx.precondition("allocating the DEFAULT tensors and filling the source (CopyTensors cpu>default)"):
+            if source_kind == "cpu":
+                source = copier.cpu("source", values)
+            else:
+                source = copier.device_tensor()
+                copier.copy(copier.cpu("filling", values), source, "cpu>default")
+            if destination_kind == "cpu":
+                landing = destination = copier.cpu("destination", tensors.sentinel(dt, shp, SENTINEL))
+            else:
+                destination = copier.device_tensor()
+                landing = copier.cpu(READ_BACK, tensors.sentinel(dt, shp, SENTINEL))
+        try:
+            copier.copy(source, destination, direction)
+        except C.OrtError as exc:
+            yield Violation(f"CopyTensors {direction} through the C API failed: {exc.message}", expected="the copy",
+                            actual=f"status {exc.code}: {exc.message}", reproducer=snippet)
+            return
+        if destination is not landing:
+            with ctx.precondition("reading the destination back (CopyTensors default>cpu)"):
+                copier.copy(destination, landing, "default>cpu")
+        got = copier.guards["destination" if destination_kind == "cpu" else READ_BACK].array
+        ctx.prove("memory", {"device": f"{advertised['name']} ({advertised['device_type']}, {advertised['memory_type']})", "direction": direction})
+        diff = ctx.compare(expected, tensors.payload(got, dt))
+        if diff:
+            yield Violation(f"CopyTensors {direction} through the C API did not deliver the source bytes: {diff.describe()}",
+                            expected="byte-identical destination", actual=diff.describe(), reproducer=snippet)
+        overruns = copier.overruns()
+        ctx.prove("canaries_intact", not overruns)
+        if overruns:
+            yield Violation(f"CopyTensors {direction} through the C API wrote outside a host tensor: {'; '.join(overruns)}",
+                            expected="canaries intact", actual="; ".join(overruns), reproducer=snippet)
+    finally:
+        copier.close()
+
+
+def _snippet(ctx, direction: str, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
+    """A script of its own: ctypes over the wheel's libonnxruntime.so (the slot indices the kit
+    read from onnxruntime's header), the EP library registered in a C environment, the copy."""
+    target = ctx.target
+    wanted = ["GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "GetEpDevices", "EpDevice_EpName", "EpDevice_MemoryInfo",
+              "GetSharedAllocator", "CreateTensorAsOrtValue", "CreateCpuMemoryInfo", "CreateTensorWithDataAsOrtValue", "CopyTensors",
+              "ReleaseValue"]
+    index = {name: slots.ORT_API[name][0] for name in wanted}
+    register = (f"call('RegisterExecutionProviderLibrary', env, ctypes.c_char_p({target.registration!r}.encode()), "
+                f"ctypes.c_char_p({os.path.abspath(target.library)!r}.encode()))"
+                if target.registration and target.library else "# a built-in EP: nothing to register")
+    source_kind, destination_kind = direction.split(">")
+    body = f"""import ctypes, os
+P = ctypes.c_void_p
+SLOT = {index!r}  # OrtApi slot indices, from onnxruntime_c_api.h
+CAPI = os.path.join(os.path.dirname(ort.__file__), 'capi')  # the wheel's C library, beside its Python extension
+lib = ctypes.CDLL(os.path.join(CAPI, sorted(f for f in os.listdir(CAPI) if f.startswith('libonnxruntime.so'))[0]))
+lib.OrtGetApiBase.restype = ctypes.POINTER(P * 2)
+api = ctypes.cast(ctypes.CFUNCTYPE(P, ctypes.c_uint32)(lib.OrtGetApiBase().contents[0])({C.API_VERSION}), ctypes.POINTER(P))
+def call(name, *args):
+    status = ctypes.CFUNCTYPE(P, *[type(a) if isinstance(a, ctypes._SimpleCData) else P for a in args])(api[SLOT[name]])(*args)
+    if status:
+        raise AssertionError(name + ': ' + ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['GetErrorMessage']])(status).decode())
+env = P()
+call('CreateEnv', ctypes.c_int(3), ctypes.c_char_p(b'repro'), ctypes.byref(env))
+{register}
+devices, count = ctypes.POINTER(P)(), ctypes.c_size_t()
+call('GetEpDevices', env, ctypes.byref(devices), ctypes.byref(count))
+name_of = ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['EpDevice_EpName']])
+device = [devices[i] for i in range(count.value) if name_of(devices[i]) == {target.provider!r}.encode()][{ctx.device_index}]
+info = ctypes.CFUNCTYPE(P, P, ctypes.c_int)(api[SLOT['EpDevice_MemoryInfo']])(device, 0)  # DEFAULT
+allocator = P()
+call('GetSharedAllocator', env, P(info), ctypes.byref(allocator))
+SHAPE, TYPE, NBYTES = {list(shape)!r}, {C.ELEMENT_TYPES[dtype.name]}, {tensors.element_count(shape) * np.dtype(dtype.storage).itemsize}
+dims = (ctypes.c_int64 * len(SHAPE))(*SHAPE)
+def device_tensor():
+    v = P()
+    call('CreateTensorAsOrtValue', allocator, dims, ctypes.c_size_t(len(SHAPE)), ctypes.c_int(TYPE), ctypes.byref(v))
+    return v
+cpu_info = P()
+call('CreateCpuMemoryInfo', ctypes.c_int(0), ctypes.c_int(0), ctypes.byref(cpu_info))
+def cpu_tensor(buffer):
+    v = P()
+    call('CreateTensorWithDataAsOrtValue', cpu_info, P(ctypes.addressof(buffer) + 64), ctypes.c_size_t(NBYTES), dims, ctypes.c_size_t(len(SHAPE)),
+         ctypes.c_int(TYPE), ctypes.byref(v))
+    return v
+def guarded(fill):  # 64 canary bytes (0xC3) on each side of the tensor's bytes
+    return (ctypes.c_uint8 * (NBYTES + 128))(*([0xC3] * 64 + list(fill) + [0xC3] * 64))
+def copy(src, dst):
+    call('CopyTensors', env, (P * 1)(src), (P * 1)(dst), None, ctypes.c_size_t(1))
+data = bytes((i * 37 + 11) % 256 for i in range(NBYTES))
+source_buffer, landing = guarded(data), guarded([{SENTINEL}] * NBYTES)
+"""
+    if source_kind == "cpu":
+        body += "source = cpu_tensor(source_buffer)\n"
+    else:
+        body += "source = device_tensor()\ncopy(cpu_tensor(source_buffer), source)  # fill it: CPU > DEFAULT\n"
+    if destination_kind == "cpu":
+        body += f"copy(source, cpu_tensor(landing))  # {direction}\n"
+    else:
+        body += (f"destination = device_tensor()\ncopy(source, destination)  # {direction}\n"
+                 "copy(destination, cpu_tensor(landing))  # read it back: DEFAULT > CPU\n")
+    body += ("got = bytes(landing)\n"
+             "bad = next((i for i in range(NBYTES) if got[64 + i] != data[i]), None)\n"
+             "assert bad is None, f'CopyTensors " + direction + ": {NBYTES} bytes, byte {bad} expected 0x{data[bad]:02x}, got 0x{got[64 + bad]:02x}'\n"
+             "assert got[:64] == got[-64:] == bytes([0xC3] * 64), 'CopyTensors " + direction + " wrote outside the host tensor'\n"
+             "print('CopyTensors " + direction + " delivered the bytes')")
+    return ctx.snippets.script(f"CopyTensors {direction} through the C API delivers the bytes exactly", body)
