@@ -1,6 +1,6 @@
 """The kit's pytest plugin for a source checkout in which the kit is not installed.
 
-An installed kit (`pip install .`, or `-e .`) registers `conformance.plugin` through its
+An installed kit (`pip install .`, or `-e .`) registers `conformance.plugin.hooks` through its
 `pytest11` entry point under the name `conformance`, before pytest reads this file. A checkout
 used as it is (its dependencies installed, the kit not: `pytest --ep=cpu` from the checkout's
 root) has no entry point: this file registers the checkout's plugin under that same name, so
@@ -25,4 +25,4 @@ PLUGIN = "conformance"  # the entry point's name (pyproject.toml's [project.entr
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
     if pluginmanager.has_plugin(PLUGIN) or pluginmanager.is_blocked(PLUGIN):
         return
-    pluginmanager.register(importlib.import_module("conformance.plugin"), PLUGIN)
+    pluginmanager.register(importlib.import_module("conformance.plugin.hooks"), PLUGIN)

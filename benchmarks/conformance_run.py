@@ -73,7 +73,7 @@ def without_isolated_contracts() -> list[str]:
     comparison leave them out, so that it compares the checks run in pytest's process with the
     same checks run in a worker."""
     from conformance.checks import known_checks
-    from conformance.spec import load_catalogue
+    from conformance.catalogue.spec import load_catalogue
 
     ids = sorted(c.id for c in load_catalogue(known_checks=known_checks()).contracts if c.isolated)
     return ["-k", f"not ({' or '.join(ids)})"] if ids else []

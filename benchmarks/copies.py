@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance import bandwidth
-from conformance.capabilities import memory_endpoints
+from conformance.target import bandwidth
+from conformance.engine.capabilities import memory_endpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 REFDEV = ROOT / "refdev" / "build" / "libort_refdev_ep.so"
@@ -58,7 +58,7 @@ def host_limits(sizes: tuple[int, ...]) -> dict[int, float]:
 
 
 def measure(target: Target, sizes: tuple[int, ...], device_memcpy) -> list[Row]:
-    from conformance.runner import Runner
+    from conformance.engine.runner import Runner
 
     runner = Runner(target.name, library=target.library)
     cuda = runner.facts["provider"] == "CUDAExecutionProvider"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from conformance import bandwidth
+from conformance.target import bandwidth
 
 
 class DeviceMemcpy:

@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from conformance import __version__
+from conformance.version import __version__
 from conformance.matrix import STATUSES
 from conformance.options import ep_options, reason_of, seconds
 
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _validate(args) -> int:
     from conformance.checks import known_checks
-    from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs, spec_files
+    from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs, spec_files
 
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
@@ -168,8 +168,8 @@ def _validate(args) -> int:
 
 
 def _probe(args) -> int:
-    from conformance.isolation import WorkerLost, WorkerRefused
-    from conformance.probing import probe_eps
+    from conformance.isolation.controller import WorkerLost, WorkerRefused
+    from conformance.run.probing import probe_eps
 
     try:
         options = ep_options(args.ep_option)
@@ -238,9 +238,9 @@ def _figures(figures: dict) -> str:
 
 
 def _catalogue(args) -> int:
-    from conformance.catalogue import render
+    from conformance.catalogue.markdown import render
     from conformance.checks import known_checks
-    from conformance.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import SpecErrors, load_catalogue
 
     try:
         text = render(load_catalogue(known_checks=known_checks()))
@@ -283,7 +283,7 @@ def _emit(text: str, output: str | None) -> int:
 
 
 def _bundle(args) -> int:
-    from conformance import bundle
+    from conformance.tools import bundle
 
     try:
         output, data = bundle.write(Path(args.report_dir), Path(args.output) if args.output else None,
@@ -296,7 +296,7 @@ def _bundle(args) -> int:
 
 
 def _verify(args) -> int:
-    from conformance import bundle
+    from conformance.tools import bundle
 
     path = Path(args.bundle)
     files: dict[str, bytes] | None
@@ -321,8 +321,8 @@ def _shipped_required_contracts(files: dict[str, bytes]) -> set[str]:
     """The required contracts of this kit's catalogue, when the bundle (its `files`) was made
     with this kit version: a bundle may add contracts, never drop shipped ones."""
     from conformance.checks import known_checks
-    from conformance.report_schema import parse_json
-    from conformance.spec import SpecErrors, load_catalogue
+    from conformance.report.schema import parse_json
+    from conformance.catalogue.spec import SpecErrors, load_catalogue
 
     try:
         report = parse_json(files["report.json"])
@@ -338,8 +338,8 @@ def _shipped_required_contracts(files: dict[str, bytes]) -> set[str]:
 
 
 def _diff(args) -> int:
-    from conformance import diff
-    from conformance.bundle import BundleError
+    from conformance.tools import diff
+    from conformance.tools.bundle import BundleError
 
     try:
         result = diff.compare(diff.load(Path(args.old)), diff.load(Path(args.new)))
@@ -352,8 +352,8 @@ def _diff(args) -> int:
 
 def _found(args) -> int:
     from conformance.checks import known_checks
-    from conformance.found import ReportError, load_reports, render
-    from conformance.spec import SpecErrors, load_catalogue
+    from conformance.tools.found import ReportError, load_reports, render
+    from conformance.catalogue.spec import SpecErrors, load_catalogue
 
     try:
         text = render(load_reports(args.reports), load_catalogue(known_checks=known_checks()))
@@ -367,8 +367,9 @@ def _found(args) -> int:
 
 
 def _rebuild(args) -> int:
-    from conformance import journal, report, runfolder, safe_io
-    from conformance.spec import SpecErrors, load_catalogue
+    from conformance.run import journal, runfolder
+    from conformance import report, safe_io
+    from conformance.catalogue.spec import SpecErrors, load_catalogue
 
     folder = Path(args.report_dir)
     try:

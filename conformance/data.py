@@ -46,5 +46,10 @@ def read_recipes(path: Path | None = None) -> dict[str, Any]:
     return yaml.load((path or recipes_file()).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+def known_issues_file() -> Path:
+    """The kit's own table of onnxruntime defects, beside the catalogue that it annotates."""
+    return _PACKAGE / "catalogue" / "known_issues.yaml"
+
+
 def schemas_dir() -> Path:
     return _PACKAGE / "schemas"

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 SCHEMA = "ort-ep-conformance/probe/1"
 
-# The statuses of a pair, as conformance.capabilities decides them (its docstring says each).
+# The statuses of a pair, as conformance.engine.capabilities decides them (its docstring says each).
 Status = Literal["supported", "unverified", "broken", "required_but_missing", "not_required", "unsupported"]
 STATUSES: tuple[str, ...] = ("supported", "unverified", "broken", "required_but_missing", "not_required", "unsupported")
 

@@ -44,7 +44,7 @@ NOT_AGAINST_EP = ("runtime", "package")  # broken, they are findings alone: xfai
 COULD_NOT_RUN = (Outcome.NOT_RUN, Outcome.ERROR)
 BROKEN_OR_ERROR = (*BROKEN, Outcome.ERROR)  # what a person looks into after a run
 # Errors of an item's call, which pytest and JUnit count as errors, not failures (unless the
-# result is a finding against onnxruntime: an expected failure); see conformance.terminal.
+# result is a finding against onnxruntime: an expected failure); see conformance.plugin.terminal.
 PYTEST_ERRORS = (Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR)
 # The properties of every result's test case in JUnit XML (pytest's user_properties).
 CASE_PROPERTIES = ("contract", "ep", "device", "outcome", "severity", "subject", "spec")
@@ -117,7 +117,7 @@ def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = 
     not applicable), make it `non_conformant`.
 
     `subset` names the part of the catalogue that ran when it was not all of it (see
-    conformance.selection). A strict subset is never a certification: it is `incomplete`, unless
+    conformance.plugin.selection). A strict subset is never a certification: it is `incomplete`, unless
     it showed a failure or a self-exemption, which no larger run would undo. A subset outside a
     strict run is decided as usual; the reports label it partial."""
     deciding = [r for r in results if r.severity == "required" and r.against_ep]

@@ -29,7 +29,7 @@ class RunRecord:
     """`results` in the order they were decided; `collected`: the checks pytest collected
     (fewer results make an incomplete run); `started`/`finished`: seconds since the epoch;
     `isolation`: 'worker' or 'none'; `contracts`: the catalogue's, in its order; `selection`:
-    which part of the catalogue ran (conformance.selection.Selection.to_dict), None when not known."""
+    which part of the catalogue ran (conformance.plugin.selection.Selection.to_dict), None when not known."""
 
     results: tuple[Result, ...]
     eps: tuple[EpRecord, ...]

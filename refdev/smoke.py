@@ -80,7 +80,7 @@ EXPECTED = {
     # reads; the kit's placement.kernel-inputs catches it (tests/test_refdev.py).
     "misplaced-inputs": None,
     # One element past a CPU destination lands in the slack of numpy's allocation, where
-    # smoke.py does not look; the kit's guard memory (conformance/guard.py) sees it.
+    # smoke.py does not look; the kit's guard memory (conformance/target/guard.py) sees it.
     "overrun": None,
 }
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from conformance import journal
+from conformance.run import journal
 
 
 def processes_in(folder: Path) -> set[int]:

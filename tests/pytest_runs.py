@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.junit import RESULT_TAGS
+from conformance.report.junit_schema import RESULT_TAGS
 
 BASE = ("-p", "no:cacheprovider")  # the options every child pytest run gets
 TIMEOUT = 180

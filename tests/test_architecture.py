@@ -116,13 +116,42 @@ def test_no_class_of_the_kit_is_longer_than_a_reader_can_hold():
     assert not long, f"classes over {MAX_CLASS_LINES} lines: " + ", ".join(long)
 
 
-LEAVES = ["conformance.findings", "conformance.calls", "conformance.tensors", "conformance.contracts", "conformance.options",
-          "conformance.outcomes", "conformance.apis", "conformance.safe_io", "conformance.data", "conformance.guard"]
+# The floors, from the bottom up: a module imports from its own floor and those below, never from
+# one above (docs/architecture.md). The root's leaves are the floor every other may use; the
+# package itself, cli.py and the worker's public path are the entries, above everything.
+FLOORS = ["leaves", "catalogue", "target", "checks", "engine", "isolation", "rules", "run", "report", "plugin", "tools", "entries"]
+ENTRIES = {"conformance", "conformance.cli", "conformance.worker"}
 
 
-@pytest.mark.parametrize("module", LEAVES)
-def test_the_leaf_modules_import_nothing_of_the_kit(module):
-    assert import_graph(_modules())[module] == set()
+def floor_of(module: str) -> str:
+    if module in ENTRIES:
+        return "entries"
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in FLOORS) else "leaves"
+
+
+def test_every_module_is_on_a_floor_and_the_root_holds_few():
+    modules = _modules()
+    assert {floor_of(name) for name in modules} <= set(FLOORS)
+    assert len([path for name, path in modules.items() if path.parent == PACKAGE and path.name != "__init__.py"]) <= 15
+
+
+def test_no_module_imports_from_a_floor_above_its_own():
+    graph = import_graph(_modules())
+    upward = sorted(f"{name} -> {target}" for name, targets in graph.items() for target in targets
+                    if FLOORS.index(floor_of(target)) > FLOORS.index(floor_of(name)))
+    assert not upward
+
+
+def test_the_floor_rule_sees_an_import_from_above():
+    assert FLOORS.index(floor_of("conformance.plugin.hooks")) > FLOORS.index(floor_of("conformance.report.markdown"))
+    assert floor_of("conformance.findings") == "leaves" and floor_of("conformance.cli") == "entries"
+
+
+def test_the_leaf_modules_import_only_leaves():
+    graph = import_graph(_modules())
+    leaves = [name for name in graph if floor_of(name) == "leaves"]
+    assert {name: sorted(t for t in graph[name] if floor_of(t) != "leaves") for name in leaves if any(floor_of(t) != "leaves" for t in graph[name])} == {}
 
 
 def imported(path: Path) -> set[str]:
@@ -146,7 +175,7 @@ def test_the_reports_renderers_and_helpers_do_not_import_the_report_package(modu
 
 def test_the_report_and_the_run_record_know_nothing_of_pytest_or_the_plugin():
     for path in [PACKAGE / "record.py", *sorted((PACKAGE / "report").glob("*.py"))]:
-        assert not {"pytest", "conformance.plugin", "conformance.scheduler", "conformance.pool"} & imported(path), path
+        assert not [name for name in imported(path) if name == "pytest" or name.startswith(("conformance.plugin", "conformance.run"))], path
 
 
 def test_no_test_module_imports_another():
@@ -175,24 +204,19 @@ def test_only_the_plugin_and_its_hookspecs_import_pytest():
     (selection.py's SelectionWatch is a plugin of its own beside the run, watching deselection, and
     junit_files.py's JunitFiles another, beside pytest's JUnit writers)."""
     importing = {name for name, path in _modules().items() if {"pytest", "_pytest"} & imported(path)}
-    assert importing == {"conformance.plugin", "conformance.hookspecs", "conformance.selection", "conformance.junit_files", "conformance.terminal"}
+    assert importing and all(floor_of(name) == "plugin" for name in importing), importing
 
 
 # The worker's side (the checks, their context, the runner, the matrix) and what it must never load
 # of the parent's: the process side that starts it, the plugin, the verdict rules and the reports.
-WORKER_SIDE = ("conformance.worker", "conformance.runner", "conformance.capabilities", "conformance.context", "conformance.checks")
-PARENT_SIDE = {"conformance.plugin", "conformance.scheduler", "conformance.pool", "conformance.quarantine", "conformance.isolation",
-               "conformance.launcher", "conformance.ledger", "conformance.lines", "conformance.attribution", "conformance.probing",
-               "conformance.forkserver", "conformance.record", "conformance.report", "conformance.waivers", "conformance.strict"}
-
-
-def worker_side_modules(graph: dict[str, set[str]]) -> list[str]:
-    return sorted(name for name in graph if name in WORKER_SIDE or name.startswith(tuple(f"{side}." for side in WORKER_SIDE)))
+WORKER_SIDE = ("engine", "checks")
+PARENT_SIDE = ("isolation", "run", "rules", "report", "plugin", "tools", "entries")
 
 
 def test_the_worker_side_loads_nothing_of_the_parents():
     graph = import_graph(_modules())
-    crossing = {name: sorted(reachable(graph, name) & PARENT_SIDE) for name in worker_side_modules(graph)}
+    parents = {name for name in graph if floor_of(name) in PARENT_SIDE} | {"conformance.record"}
+    crossing = {name: sorted(reachable(graph, name) & parents) for name in graph if floor_of(name) in WORKER_SIDE}
     assert not {name: parents for name, parents in crossing.items() if parents}
 
 
@@ -200,21 +224,17 @@ def test_spec_loading_and_the_contracts_reach_no_module_that_imports_onnxruntime
     modules = _modules()
     graph = import_graph(modules)
     with_ort = {name for name, path in modules.items() if {"onnxruntime", "onnx"} & imported(path)}
-    for name in ("conformance.spec", "conformance.contracts", "conformance.catalogue"):
+    for name in ("conformance.catalogue.spec", "conformance.catalogue.contracts", "conformance.catalogue.markdown"):
         assert not ({name} | reachable(graph, name)) & with_ort, name
 
 
 # The process side runs workers and attributes their losses: it handles requests and replies as
 # data and names a check only by its id, so it never loads a check, its context or a report.
-PROCESS_SIDE = ("conformance.isolation", "conformance.launcher", "conformance.lines", "conformance.ledger", "conformance.forkserver",
-                "conformance.attribution", "conformance.probing", "conformance.pool", "conformance.quarantine", "conformance.scheduler")
-
-
 def test_the_process_side_knows_no_check_and_no_report():
     graph = import_graph(_modules())
-    inner = ("conformance.checks", "conformance.context", "conformance.runner", "conformance.report", "conformance.record", "conformance.worker")
+    inner = ("conformance.checks", "conformance.engine.runner", "conformance.report", "conformance.engine.serve")
     crossing = {name: sorted(m for m in reachable(graph, name) if m in inner or m.startswith(tuple(f"{i}." for i in inner)))
-                for name in PROCESS_SIDE}
+                for name in graph if floor_of(name) in ("isolation", "run")}
     assert not {name: found for name, found in crossing.items() if found}
 
 

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from conformance import bandwidth
-from conformance.capabilities import capability_matrix
-from conformance.runner import Runner
+from conformance.target import bandwidth
+from conformance.engine.capabilities import capability_matrix
+from conformance.engine.runner import Runner
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +131,8 @@ def test_bandwidth_bound_sizes_are_timed_in_two_trials_and_smaller_ones_in_three
 
 
 def test_the_matrix_is_computed_without_the_parents_driver():
-    """capabilities runs inside a worker; asking workers for it is conformance.probing's."""
-    code = "import sys, conformance.capabilities; print(' '.join(m for m in sys.modules if m.startswith('conformance.')))"
+    """capabilities runs inside a worker; asking workers for it is conformance.run.probing's."""
+    code = "import sys, conformance.engine.capabilities; print(' '.join(m for m in sys.modules if m.startswith('conformance.')))"
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout.split())
-    assert "conformance.capabilities" in loaded
-    assert not {"conformance.isolation", "conformance.probing", "conformance.forkserver"} & loaded
+    assert "conformance.engine.capabilities" in loaded
+    assert not {"conformance.isolation.controller", "conformance.run.probing", "conformance.isolation.fork_client"} & loaded

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import conformance_run
 
-from conformance import bundle, cli
+from conformance.tools import bundle
+
+from conformance import cli
 
 
 @pytest.fixture(scope="module")

@@ -17,11 +17,11 @@ import onnxruntime as ort
 import pytest
 
 from conformance.calls import Call
-from conformance.context import SessionInfo
+from conformance.checks.context import SessionInfo
 from conformance.findings import CallQuarantined, NotRun, Violation
 from conformance.outcomes import Outcome
-from conformance.tensors import DTYPES
-from conformance.runner import Runner, raised_by_onnxruntime_python
+from conformance.target.tensors import DTYPES
+from conformance.engine.runner import Runner, raised_by_onnxruntime_python
 
 
 @pytest.fixture(scope="module")
@@ -540,7 +540,7 @@ class OtherEpDevice:
 
 
 def test_copy_matrix_pairs_every_other_ep_device_once(ctx, monkeypatch):
-    from conformance.capabilities import capability_matrix
+    from conformance.engine.capabilities import capability_matrix
 
     other = memory_info("OtherGpu", ort.OrtDeviceMemoryType.DEFAULT)
     devices = ort.get_ep_devices() + [OtherEpDevice("OtherExecutionProvider", other), OtherEpDevice("OtherExecutionProvider", other)]
@@ -560,7 +560,7 @@ def test_every_shipped_contract_has_a_test_that_makes_it_fail():
     from pathlib import Path
 
     from conformance.checks import known_checks
-    from conformance.spec import load_catalogue
+    from conformance.catalogue.spec import load_catalogue
 
     tests = Path(__file__).parent
     text = "".join((tests / name).read_text(encoding="utf-8") for name in ("test_refdev.py", "test_checks.py", "test_plugin.py", "test_interop.py"))
@@ -1058,8 +1058,8 @@ def test_an_accessor_that_names_another_memory_fails_memory_info_identity(refdev
 import json
 import onnxruntime as ort
 from conformance import data
-from conformance.interop import capi
-from conformance.runner import Runner
+from conformance.target.interop import capi
+from conformance.engine.runner import Runner
 runner = Runner("RefDevExecutionProvider", specs=[str(data.contracts_dir())], library={str(refdev_library)!r})
 def case():
     result = runner.run("memory-info.identity", 0, {{"memory": "default", "recipe": "relu"}})

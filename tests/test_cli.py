@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conformance import cli
-from conformance.capabilities import STATUSES
+from conformance.engine.capabilities import STATUSES
 
 VENDOR_EP = """\
 ep:
@@ -176,7 +176,7 @@ def test_probe_malformed_option_is_a_usage_error(capsys):
 
 def test_probe_library_call_returns_the_matrix_even_after_its_module_is_imported():
     import conformance
-    import conformance.capabilities  # noqa: F401  (a submodule must not shadow the library call)
+    import conformance.engine.capabilities  # noqa: F401  (a submodule must not shadow the library call)
 
     matrix = conformance.probe("cpu", timeout=60)
     (device,) = matrix.devices

@@ -7,7 +7,7 @@ import types
 import onnxruntime
 
 from conformance.apis import support as api_support
-from conformance.eps import package_name
+from conformance.target.eps import package_name
 
 
 def fake_onnxruntime(site, *dist_infos: str) -> types.ModuleType:

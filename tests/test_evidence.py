@@ -16,8 +16,8 @@ from onnxruntime.capi import onnxruntime_pybind11_state as C
 
 from conformance.checks import CHECKS
 from conformance.outcomes import Outcome
-from conformance.report_schema import report_problems
-from conformance.runner import NO_EVIDENCE, Runner
+from conformance.report.schema import report_problems
+from conformance.engine.runner import NO_EVIDENCE, Runner
 
 
 @pytest.fixture(scope="module")
@@ -216,7 +216,7 @@ def test_a_retry_seen_only_in_the_providers_fails_too(runner, ctx, monkeypatch):
 
 
 def test_the_kits_sessions_and_their_reproducers_disable_fallback(runner, ctx):
-    from conformance import tensors
+    from conformance.target import tensors
 
     info = ctx.session("relu", tensors.DTYPES["float32"], (3, 5))
     assert info.session._enable_fallback is False

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.forkhost import why_not_fork_safe
-from conformance.forkserver import ForkedProcess, ForkServer
-from conformance.isolation import Worker, WorkerLost
+from conformance.engine.fork_server import why_not_fork_safe
+from conformance.isolation.fork_client import ForkedProcess, ForkServer
+from conformance.isolation.controller import Worker, WorkerLost
 
 pytestmark = pytest.mark.skipif(not ForkServer.supported(), reason="the fork server runs on Linux only")
 
@@ -174,6 +174,7 @@ def loaded_after(statement: str) -> set[str]:
 
 
 def test_the_parent_never_loads_the_servers_half_nor_the_server_the_parents():
-    assert "conformance.forkhost" not in loaded_after("import conformance.plugin, conformance.probing, conformance.isolation")
-    assert loaded_after("import conformance.forkhost") == {"conformance.forkhost"}
-    assert not {"conformance.forkserver", "conformance.isolation"} & loaded_after("import conformance.worker; conformance.worker.preload()")
+    assert "conformance.engine.fork_server" not in loaded_after("import conformance.plugin.hooks, conformance.run.probing, conformance.isolation.controller")
+    assert loaded_after("import conformance.engine.fork_server") == {"conformance.version", "conformance.engine", "conformance.engine.fork_server"}
+    loaded = loaded_after("import conformance.engine.serve; conformance.engine.serve.preload()")
+    assert not {"conformance.isolation.fork_client", "conformance.isolation.controller"} & loaded

@@ -1,4 +1,4 @@
-"""The hooks a vendor implements (conformance/hookspecs.py), in child pytest runs: a conftest
+"""The hooks a vendor implements (conformance/plugin/hookspecs.py), in child pytest runs: a conftest
 hears every result once, serial and under xdist, and the finished report once, after it is
 written."""
 

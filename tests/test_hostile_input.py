@@ -22,10 +22,16 @@ from pathlib import Path
 
 import pytest
 
-from conformance import bundle, cli, found, models, safe_io, spec, tensors
+from conformance.tools import bundle, found
+
+from conformance import cli, safe_io
+
+from conformance.target import models, tensors
+
+from conformance.catalogue import spec
 from conformance.checks import known_checks
 from conformance.options import seconds
-from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs
 
 ROOT = Path(__file__).resolve().parents[1]
 

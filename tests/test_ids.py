@@ -1,4 +1,4 @@
-"""What pytest calls a check (conformance/ids.py): a shipped case's id is
+"""What pytest calls a check (conformance/plugin/ids.py): a shipped case's id is
 `ort-conformance/<family>::<contract>[<label>]` wherever the kit is installed and whatever folder
 pytest runs from, so that pytest's cache (`--lf`, `--ff`, `--sw`) finds its items again; JUnit
 names its class `ort_conformance.<family>` and its suite after the EP; the report folder always
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from conformance import ids
-from conformance.junit import check_file
+from conformance.plugin import ids
+from conformance.report.junit_schema import check_file
 
 # The first ten cases of copy.roundtrip-exact on refdev; with its `corrupt` fault the empty
 # tensors (the 2nd and 7th) pass and the others fail.
@@ -91,7 +91,7 @@ def test_every_shipped_family_is_its_files_name():
     """`pytest --markers` lists the shipped families from the files' names, without reading them;
     an id given on the command line is found by its family's file name."""
     from conformance.data import contracts_dir
-    from conformance.spec import load_catalogue
+    from conformance.catalogue.spec import load_catalogue
 
     catalogue = load_catalogue([str(contracts_dir())], known_checks=())
     assert {Path(c.file).stem for c in catalogue.contracts} == {c.family for c in catalogue.contracts}

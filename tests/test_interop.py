@@ -1,4 +1,4 @@
-"""The import family (conformance/interop/, conformance/checks/interop.py, specs/contracts/import.yaml):
+"""The import family (conformance/interop/, conformance/checks/imported_memory.py, specs/contracts/import.yaml):
 the C API slot table and the Vulkan constants against their headers, the C path on the wheel's
 library, the family's not_applicable / not_run without an importer or a producer, and refdev's
 import fault modes caught on the software GPU (lanes/softgpu), with DEFAULT and with
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import build_failure_reason, conformance_run
 
-from conformance.interop import headers, slots, vulkan
+from conformance.target.interop import headers, slots, vulkan
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPORTING = ROOT / "refdev" / "build" / "api27" / "libort_refdev_ep.so"
@@ -85,7 +85,7 @@ def test_c_path_loads_the_wheels_library_and_the_cpu_ep_gives_no_importer():
     ort = pytest.importorskip("onnxruntime")
     import ctypes
 
-    from conformance.interop import capi
+    from conformance.target.interop import capi
     try:
         api = capi.CApi.load(ort)
     except capi.Unavailable as exc:
@@ -321,7 +321,7 @@ def test_the_producer_is_the_ep_devices_own_gpu_where_it_can_be_told():
 
 
 def test_the_c_path_asks_for_the_lowest_api_version_that_has_every_function_it_calls():
-    from conformance.interop import capi
+    from conformance.target.interop import capi
     newest = max(table[name][1] for table, names in ((slots.ORT_API, capi.CApi.SIGNATURES), (slots.ORT_INTEROP_API, capi.CApi.INTEROP_SIGNATURES))
                  for name in names)
     assert newest == capi.API_VERSION == 24

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from conformance import worker as worker_process
+from conformance.engine import serve as worker_process
 from conformance.data import read_recipes
-from conformance.attribution import details_of, message_of, outcome_of
+from conformance.run.attribution import details_of, message_of, outcome_of
 from conformance.calls import Call
-from conformance.isolation import Worker, WorkerLost, WorkerRefused, handover
-from conformance.launcher import Launcher, signal_name
-from conformance.spec import load_catalogue
+from conformance.isolation.controller import Worker, WorkerLost, WorkerRefused, handover
+from conformance.isolation.launcher import Launcher, signal_name
+from conformance.catalogue.spec import load_catalogue
 
 
 @pytest.fixture
@@ -163,7 +163,7 @@ def test_replies_written_together_are_taken_one_by_one_and_a_split_one_whole():
 
 NOISY_WORKER = """\
 import os, sys
-from conformance import worker
+from conformance.engine import serve as worker
 real = worker.serve
 def noisy(requests, replies):
     print("noise from python", flush=True)
@@ -185,7 +185,7 @@ def test_worker_stdout_is_reserved_for_replies():
 
 WARM_UP_WORKER = """\
 import io, json, sys
-from conformance import worker
+from conformance.engine import serve as worker
 if sys.argv[2] == "without onnx":
     sys.modules["onnx"] = None  # import onnx raises ImportError
 replies = io.BytesIO()
@@ -233,7 +233,7 @@ def test_only_the_first_process_of_a_worker_warms_up(monkeypatch, cpu_init):
 
 HANDED_WORKER = """\
 import io, json, sys
-from conformance import worker
+from conformance.engine import serve as worker
 replies = io.BytesIO()
 worker.serve(io.StringIO(sys.stdin.read()), replies)
 print(json.dumps({"replies": [json.loads(line) for line in replies.getvalue().splitlines()], "yaml": "yaml" in sys.modules}))
@@ -422,7 +422,7 @@ def test_a_crash_in_a_batch_carries_the_step_and_reproducer_its_check_sent_ahead
     with pytest.raises(WorkerLost, match="^the process running check b was killed by SIGABRT$") as lost:
         w.collect("b")
     assert lost.value.note == {"step": "running again", "reproducer": "b.bind_input(...); s.run_with_iobinding(b)"}
-    # The caller, not the worker, says what the loss costs (conformance.attribution).
+    # The caller, not the worker, says what the loss costs (conformance.run.attribution).
     assert message_of(lost.value) == "the process running check b was killed by SIGABRT while running again"
     details = details_of(lost.value)
     assert details["step"] == "running again"

@@ -1,5 +1,5 @@
-"""The results journal (conformance/journal.py), `ort-conformance rebuild`, the signals that end
-a run (conformance/signals.py) and the report folder's lock (conformance/runfolder.py).
+"""The results journal (conformance/run/journal.py), `ort-conformance rebuild`, the signals that end
+a run (conformance/plugin/signals.py) and the report folder's lock (conformance/run/runfolder.py).
 
 The runs killed here are pytest processes of their own, on the reference EP in its `hang` fault
 mode: the first copy never returns, so the run is stopped mid-check, as CI's cancel or the OOM
@@ -17,7 +17,9 @@ import time
 
 import pytest
 
-from conformance import journal, runfolder, signals
+from conformance.run import journal, runfolder
+
+from conformance.plugin import signals
 from conformance.cli import main as cli
 from conformance.outcomes import Outcome, Result
 from processes import assert_none_outlive, hung_run, processes_in, results_in

@@ -1,4 +1,4 @@
-"""The JUnit checker (conformance/junit.py) finds each way a file departs from the schema CI
+"""The JUnit checker (conformance/report/junit_schema.py) finds each way a file departs from the schema CI
 tools read; that it accepts real runs, serial and under xdist, is tested in test_plugin.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conformance import junit
+from conformance.report import junit_schema as junit
 
 PROPERTIES = "".join(f'<property name="{n}" value="v" />' for n in junit.CASE_PROPERTIES if n != "outcome")
 VALID = f"""<testsuites name="pytest tests"><testsuite name="pytest" errors="1" failures="1" skipped="1" tests="4" time="1.5">

@@ -12,12 +12,16 @@ from pathlib import Path
 import pytest
 from conftest import LANES
 
-from conformance import applicability, eps, found
+from conformance.rules import applicability
+
+from conformance.target import eps
+
+from conformance.tools import found
 from conformance.checks import known_checks
 from conformance.cli import main as cli
-from conformance.contracts import CLAIMS
+from conformance.catalogue.contracts import CLAIMS
 from conformance.outcomes import Outcome, Result, Verdict, verdict
-from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,5 +1,5 @@
 """Every case carries markers for its contract's severity, family, subject and isolation
-(conformance/ids.py), registered so that `pytest --markers` lists them and `--strict-markers`
+(conformance/plugin/ids.py), registered so that `pytest --markers` lists them and `--strict-markers`
 accepts them: `-m required` runs exactly the required contracts' cases."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Callable
 
 import pytest
 
-from conformance import ids
-from conformance.contracts import Contract
+from conformance.plugin import ids
+from conformance.catalogue.contracts import Contract
 from conformance.data import contracts_dir
-from conformance.spec import load_catalogue
+from conformance.catalogue.spec import load_catalogue
 
 BASE = ("-p", "no:cacheprovider")
 

@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from conformance import apis, applicability, waivers
-from conformance.contracts import Contract, EpSpec, Location, MemoryDeclaration, Waiver
+from conformance import apis
+
+from conformance.rules import applicability, waivers
+from conformance.catalogue.contracts import Contract, EpSpec, Location, MemoryDeclaration, Waiver
 from conformance.outcomes import Outcome, Result, Verdict, counts, verdict
 
 # --- helpers -------------------------------------------------------------------------------
@@ -286,7 +288,7 @@ def test_plugin_library_predicate_holds_for_a_library_or_plugin_module():
 
 
 def test_the_schemas_api_enum_is_the_table_of_apis():
-    from conformance import spec
+    from conformance.catalogue import spec
 
     schema = spec.load_schema(spec.CONTRACTS_SCHEMA)
     assert schema["$defs"]["api"]["enum"] == [api.name for api in apis.APIS]

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from conformance.checks import known_checks
-from conformance.junit import CASE_PROPERTIES
-from conformance.spec import load_catalogue
+from conformance.report.junit_schema import CASE_PROPERTIES
+from conformance.catalogue.spec import load_catalogue
 from pytest_runs import BASE, TIMEOUT, Run, by_name, kind, properties, pytest_in
 
 
@@ -84,7 +84,7 @@ def test_without_ep_the_plugin_collects_nothing_and_plain_tests_run(pytester):
 def test_without_ep_the_plugin_loads_nothing_of_the_catalogue(pytester):
     # pytest imports the plugin in every run of an environment the kit is installed in.
     pytester.makepyfile(test_plain="import sys\n\ndef test_light():\n"
-                                   "    assert not {'yaml', 'conformance.spec', 'conformance.report', 'numpy'} & set(sys.modules)\n")
+                                   "    assert not {'yaml', 'conformance.catalogue.spec', 'conformance.report', 'numpy'} & set(sys.modules)\n")
     pytester.runpytest_subprocess(*BASE).assert_outcomes(passed=1)
 
 
@@ -252,7 +252,7 @@ def test_a_failing_ep_contract_shows_statement_spec_line_and_reproducer(pytester
 
 FAKE_OUTCOMES = """\
 from conformance.outcomes import Outcome
-from conformance.scheduler import Scheduler
+from conformance.run.scheduler import Scheduler
 
 OUTCOMES = {
     "memory-info.session-inputs": (Outcome.FAIL, "bytes differ", {"violations": [
@@ -423,7 +423,7 @@ def test_the_workers_are_told_to_end_before_the_report_is_written(pytester):
         import json
         import pytest
         from conformance import report
-        from conformance.plugin import RUN_KEY
+        from conformance.plugin.hooks import RUN_KEY
 
         write_all = report.write_all
 
@@ -650,7 +650,7 @@ def test_a_terminal_ctrl_c_is_handled_by_pytest_not_by_its_idle_worker(tmp_path)
 
 # Ctrl-C arrives while the copy matrix is probed, after every check finished.
 CTRL_C_IN_THE_PROBE = """\
-from conformance.scheduler import Scheduler
+from conformance.run.scheduler import Scheduler
 
 
 def interrupted(self, ep):
@@ -764,7 +764,7 @@ class PlanRecorder:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session):
-        from conformance.plugin import RUN_KEY
+        from conformance.plugin.hooks import RUN_KEY
 
         run = session.config.stash[RUN_KEY]
         names = {id(ep.worker): "main" for ep in run.eps} | {id(ep.isolated_worker): "isolated" for ep in run.eps}
@@ -791,7 +791,7 @@ class WorkerRecorder:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session):
-        from conformance.plugin import RUN_KEY
+        from conformance.plugin.hooks import RUN_KEY
 
         (ep,) = session.config.stash[RUN_KEY].eps
         self.process, self.restarts = type(ep.worker.process).__name__, ep.worker.restarts
@@ -855,7 +855,7 @@ def test_without_isolation_the_isolated_contracts_still_run_in_a_worker_and_the_
 
 @pytest.mark.parametrize("which", ["serial", "xdist"])
 def test_junit_is_valid_for_ci_tools_with_properties_on_every_case(cpu_run, xdist_run, which):
-    from conformance import junit
+    from conformance.report import junit_schema as junit
 
     run = {"serial": cpu_run, "xdist": xdist_run}[which]
     assert junit.check_file(run.path / "junit.xml") == []

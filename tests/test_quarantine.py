@@ -1,4 +1,4 @@
-"""The quarantine of an EP device (conformance/quarantine.py) and what the scheduler sends of it:
+"""The quarantine of an EP device (conformance/run/quarantine.py) and what the scheduler sends of it:
 keyed by the typed Call a lost result names, with the texts checks and reports show."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 
 from conformance.calls import Call
 from conformance.outcomes import Outcome, Result
-from conformance.pool import EpUnderTest
-from conformance.quarantine import LOST_CHECKS_PER_DEVICE, LostPattern, Quarantine
-from conformance.scheduler import Planned, Scheduler
+from conformance.run.pool import EpUnderTest
+from conformance.run.quarantine import LOST_CHECKS_PER_DEVICE, LostPattern, Quarantine
+from conformance.run.scheduler import Planned, Scheduler
 
 COPY = Call("copy_tensors", "cpu>default")
 

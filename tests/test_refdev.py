@@ -183,7 +183,7 @@ MATRIX = {
 @pytest.mark.parametrize("fault", sorted(MATRIX))
 def test_copy_matrix_reports_what_the_fault_broke(refdev_library, monkeypatch, fault):
     import conformance
-    import conformance.capabilities  # noqa: F401  (the library call must survive its module's import)
+    import conformance.engine.capabilities  # noqa: F401  (the library call must survive its module's import)
 
     monkeypatch.setenv("ORT_REFDEV_FAULT", fault)
     matrix = conformance.probe("refdev", library=str(refdev_library), timeout=30)
@@ -256,8 +256,9 @@ def test_ep_without_a_spec_is_checked_against_what_it_advertises(refdev_library,
     device advertises (non-CPU DEFAULT memory), and the run says no declaration was given."""
     code = f"""
 import json
-from conformance import applicability, data
-from conformance.runner import Runner
+from conformance.rules import applicability
+from conformance import data
+from conformance.engine.runner import Runner
 runner = Runner("RefDevExecutionProvider", specs=[str(data.contracts_dir())], library={str(refdev_library)!r})
 device = runner.facts["devices"][0]
 out = {{"declared": runner.facts["declared"]}}

@@ -12,12 +12,13 @@ import json
 import pytest
 
 from conformance.matrix import CapabilityMatrix
-from conformance import cli, diff
+from conformance import cli
+from conformance.tools import diff
 from conformance.checks import known_checks
-from conformance.claims import spec_claims
-from conformance.contracts import CLAIMS
+from conformance.catalogue.claims import spec_claims
+from conformance.catalogue.contracts import CLAIMS
 from conformance.report import NO_EP_DEVICE, html, markdown, throughput
-from conformance.spec import load_catalogue
+from conformance.catalogue.spec import load_catalogue
 
 import headless
 
@@ -187,7 +188,7 @@ def test_probe_of_an_ep_without_an_ep_device_says_no_memory_info_was_advertised(
                        "unusable": "CUDAExecutionProvider is listed but is not functional here",
                        "devices": [{"ep": "CUDAExecutionProvider", "device": "cuda", "pairs": [pair("cpu", "cpu", "not_required")],
                                     "host_memcpy": {"4KiB": 10.0}}]}]}
-    monkeypatch.setattr("conformance.probing.probe_eps", lambda *args, **kwargs: CapabilityMatrix.from_dict(matrix))
+    monkeypatch.setattr("conformance.run.probing.probe_eps", lambda *args, **kwargs: CapabilityMatrix.from_dict(matrix))
     assert cli.main(["probe", "--ep", "cuda"] + (["--json"] if kind == "json" else [])) == 0
     out = capsys.readouterr().out
     if kind == "json":

@@ -20,9 +20,9 @@ import pytest
 import headless
 from conftest import conformance_run
 from conformance.checks import known_checks
-from conformance.claims import spec_claims
+from conformance.catalogue.claims import spec_claims
 from conformance.report import NO_EP_DEVICE, common, html, page, throughput
-from conformance.spec import load_catalogue
+from conformance.catalogue.spec import load_catalogue
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "reports" / "screenshots"
@@ -110,7 +110,7 @@ def test_report_md_of_a_run_shows_each_throughput_figure_it_measured(cpu_reports
 
 
 def test_every_copy_status_has_a_meaning_and_a_colour():
-    from conformance.capabilities import STATUSES
+    from conformance.engine.capabilities import STATUSES
 
     assert set(html.STATUS_LEGEND) == set(STATUSES)
     assert all(f".cap-{status}" in html.CSS for status in STATUSES)

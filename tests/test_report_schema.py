@@ -1,5 +1,5 @@
 """report.json's published schema (conformance/schemas/report.schema.json, read by
-conformance/report_schema.py): the kit's own report validates against it, and `found`, `diff`
+conformance/report/schema.py): the kit's own report validates against it, and `found`, `diff`
 and `verify` check a report against it before reading it, so that a malformed field is one
 problem naming the file and the JSON path."""
 
@@ -12,7 +12,11 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conformance import bundle, cli, report_schema
+from conformance.tools import bundle
+
+from conformance import cli
+
+from conformance.report import schema as report_schema
 from conformance.data import schemas_dir
 from conformance.report import SCHEMA
 
@@ -98,9 +102,9 @@ def test_reports_altered_at_random_are_problems_or_read_whole_never_a_crash(cpu_
     import copy
     import random
 
-    from conformance import diff, found
+    from conformance.tools import diff, found
     from conformance.checks import known_checks
-    from conformance.spec import load_catalogue
+    from conformance.catalogue.spec import load_catalogue
 
     output, _ = bundle.write(cpu_reports, tmp_path / "b.tar.gz")
     files = bundle.read(output)

@@ -1,5 +1,5 @@
 """The report set is replaced whole or not at all, and only inside the report folder
-(conformance.report.write_all through safe_io, conformance/runfolder.py); building it reads
+(conformance.report.write_all through safe_io, conformance/run/runfolder.py); building it reads
 each spec file once (item 9 of "Nothing lost, nothing written outside")."""
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def many_contracts(count: int) -> str:
 
 
 def test_building_the_report_reads_each_spec_file_once(tmp_path, monkeypatch):
-    from conformance.spec import load_catalogue
+    from conformance.catalogue.spec import load_catalogue
 
     spec = tmp_path / "many.yaml"
     spec.write_text(many_contracts(200))

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import conformance_run
 
-from conformance import repro
+from conformance.report import repro_files as repro
 
 # The copy, update and session fault modes of refdev (refdev/README.md), the crash and the hang, and cpu-default.
 FAULTS = ["corrupt", "short-copy", "no-data-transfer", "no-d2d", "no-d2h", "no-h2d", "slow-d2d", "wrong-compute", "abort", "hang",
@@ -101,7 +101,8 @@ def test_only_failing_cases_get_a_script_and_an_earlier_run_s_are_removed(tmp_pa
     fail = {"contract": "copy.direction", "device": "x", "params": {"direction": "cpu>default"}, "outcome": "fail",
             "details": {"violations": [{"reproducer": "# Reproduces: a copy\nassert False\n"}]}}
     passed = dict(fail, outcome="pass", params={"direction": "default>cpu"})
-    through_the_kit = dict(fail, params={"direction": "default>default"}, details={"violations": [{"reproducer": "from conformance.runner import Runner\n"}]})
+    kit_script = "from conformance.engine.runner import Runner\n"
+    through_the_kit = dict(fail, params={"direction": "default>default"}, details={"violations": [{"reproducer": kit_script}]})
     (tmp_path / "repro").mkdir()
     (tmp_path / "repro" / "old.py").write_text("# an earlier run's\n")
     written = repro.write({"results": [fail, passed, through_the_kit]}, tmp_path)
@@ -137,9 +138,9 @@ ort.OrtValue.update_inplace = update_inplace
 
 @pytest.mark.parametrize("step", ["update_from_ortvalue", "update_from_numpy", "session_run"])
 def test_a_cpu_script_asks_for_no_memory_info_and_fails_when_the_update_is_wrong(tmp_path, step):
-    from conformance import tensors
-    from conformance.context import steps
-    from conformance.runner import Runner
+    from conformance.target import tensors
+    from conformance.checks.context import steps
+    from conformance.engine.runner import Runner
 
     runner = Runner("cpu", models_dir=str(tmp_path / "models"))
     ctx = runner.context(0)

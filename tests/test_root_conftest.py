@@ -13,7 +13,7 @@ from pathlib import Path
 from conftest import ROOT
 
 CHECKOUT = ("conftest.py", "pyproject.toml", "conformance", "specs", "models")
-REGISTERED = "PLUGIN registered: <module 'conformance.plugin' from "
+REGISTERED = "PLUGIN registered: <module 'conformance.plugin.hooks' from "
 
 
 def pytest_in(folder: Path, *args: str, autoload: bool = True) -> subprocess.CompletedProcess:
@@ -41,7 +41,7 @@ def test_a_checkout_without_the_kit_installed_loads_its_own_plugin(tmp_path):
     run = pytest_in(root, "--ep=cpu", "--co", "-q", "--trace-config", autoload=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert [line for line in run.stdout.splitlines() if line.startswith(REGISTERED)] == [
-        f"{REGISTERED}'{root / 'conformance' / 'plugin.py'}'>"]
+        f"{REGISTERED}'{root / 'conformance' / 'plugin' / 'hooks.py'}'>"]
     assert "ort-conformance/copy::copy.roundtrip-exact[cpu-float32-scalar]" in run.stdout.splitlines()
     # Without the conftest nothing registers it: --ep is not an option then.
     (root / "conftest.py").unlink()

@@ -1,5 +1,5 @@
 """A subset never certifies: which part of the catalogue a run ran is found by comparing the
-catalogue's checks with the results (conformance/selection.py), recorded in report.json's
+catalogue's checks with the results (conformance/plugin/selection.py), recorded in report.json's
 `selection`, and a strict subset ends incomplete with a non-zero exit. --collect-only starts no
 worker, loads no EP library and writes no report."""
 
@@ -14,8 +14,8 @@ import pytest
 
 from conftest import ROOT, conformance_run
 from conformance.outcomes import Outcome, Result, Verdict, verdict
-from conformance.report_schema import report_problems
-from conformance.selection import Selection, case_key, compare
+from conformance.report.schema import report_problems
+from conformance.plugin.selection import Selection, case_key, compare
 
 ITEM = "specs/contracts/update-inplace.yaml::update-inplace.from-numpy[cpu-float32-7x13]"
 
@@ -95,7 +95,7 @@ def test_a_strict_run_stopped_by_maxfail_is_a_subset_too(tmp_path):
     """-x after a failure: the checks it did not reach have no result; the failure itself makes
     the strict run non_conformant, and the report still says only part of it ran."""
     (tmp_path / "conftest.py").write_text(
-        "from conformance.scheduler import Scheduler\nfrom conformance.outcomes import Outcome\n"
+        "from conformance.run.scheduler import Scheduler\nfrom conformance.outcomes import Outcome\n"
         "Scheduler.run_case = lambda self, item: (Outcome.FAIL, 'bytes differ', {}, 0.0)\n")
     run = conformance_run(tmp_path, "--ep=cpu", "--conformance-isolation=none", "--conformance-strict", "-x")
     selection = run.report["selection"]
@@ -147,7 +147,7 @@ def test_collect_only_names_the_items_a_run_has(tmp_path):
 
 
 FAKED = """\
-from conformance.scheduler import Scheduler
+from conformance.run.scheduler import Scheduler
 from conformance.outcomes import Outcome
 
 

@@ -10,12 +10,13 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import conformance_run
-from conformance import found, tensors
+from conformance.tools import found
+from conformance.target import tensors
 from conformance.checks import copy as copy_checks
 from conformance.data import shipped_spec_dirs
 from conformance.findings import Violation
-from conformance.runner import Runner
-from conformance.spec import load_catalogue
+from conformance.engine.runner import Runner
+from conformance.catalogue.spec import load_catalogue
 
 
 class AcceptingContext(SimpleNamespace):
@@ -64,7 +65,7 @@ class AcceptingContext(SimpleNamespace):
 @pytest.fixture(autouse=True)
 def no_script(monkeypatch):
     """The check's reproducer is built from a real context's snippets; the stand-in has none."""
-    from conformance.context import steps
+    from conformance.checks.context import steps
 
     monkeypatch.setattr(steps, "bad_copy", lambda *args, **kwargs: "")
 
@@ -97,7 +98,7 @@ def test_the_runner_gives_a_result_the_subject_its_violations_share():
 
 
 CONFTEST = """\
-from conformance.scheduler import Scheduler
+from conformance.run.scheduler import Scheduler
 from conformance.outcomes import Outcome
 
 

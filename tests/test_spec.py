@@ -11,9 +11,13 @@ import jsonschema
 import pytest
 import yaml
 
-from conformance import data, spec, tensors
+from conformance import data
+
+from conformance.catalogue import spec
+
+from conformance.target import tensors
 from conformance.checks import known_checks
-from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs
 
 EP_FILE = """\
 ep:
@@ -228,7 +232,7 @@ def test_a_handed_catalogue_whose_params_do_not_fit_is_refused_by_the_runner_not
     """The pytest process loads the catalogue without the registry; the worker's Runner checks
     the params it was handed against its checks' signatures: one spec error, not a TypeError
     in every case of the contract."""
-    from conformance.runner import Runner
+    from conformance.engine.runner import Runner
 
     catalogue = load_catalogue([*shipped(), write(in_tmp, "c.yaml", contract_text + "      layout: [strided]\n")])  # no registry
     with pytest.raises(SpecErrors) as info:
@@ -440,7 +444,7 @@ def test_parse_yaml_records_key_and_value_positions():
 
 
 def test_the_shipped_known_issues_table_is_valid():
-    from conformance.found import RUNTIME_ISSUES
+    from conformance.tools.found import RUNTIME_ISSUES
 
     issues = spec.load_known_issues(RUNTIME_ISSUES)
     assert issues and all(issue.url.startswith("https://") for issue in issues)

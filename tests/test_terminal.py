@@ -22,7 +22,7 @@ FAKE = """\
 import time
 
 from conformance.outcomes import Outcome
-from conformance.scheduler import Scheduler
+from conformance.run.scheduler import Scheduler
 
 OUTCOMES = {
     "memory-info.session-inputs": (Outcome.FAIL, "bytes differ", {"violations": [

@@ -15,8 +15,8 @@ from pytest_runs import BASE, by_name, kind, properties, pytest_in
 
 CONFTEST = """\
 import dataclasses
-from conformance.scheduler import Scheduler
-from conformance.contracts import Catalogue, Waiver
+from conformance.run.scheduler import Scheduler
+from conformance.catalogue.contracts import Catalogue, Waiver
 from conformance.outcomes import Outcome
 
 OUTCOMES = {outcomes}
@@ -160,7 +160,7 @@ ep:
 
 def test_waiver_selectors_and_ep_version_expiry_load_from_a_spec(tmp_path):
     from conformance.checks import known_checks
-    from conformance.spec import load_catalogue, shipped_spec_dirs
+    from conformance.catalogue.spec import load_catalogue, shipped_spec_dirs
 
     (tmp_path / "ep.yaml").write_text(EP_WITH_WAIVERS)
     catalogue = load_catalogue([*map(str, shipped_spec_dirs()), str(tmp_path / "ep.yaml")], known_checks=known_checks())
@@ -171,7 +171,7 @@ def test_waiver_selectors_and_ep_version_expiry_load_from_a_spec(tmp_path):
 @pytest.mark.parametrize("bad", ['onnxruntime: "1.30"', 'until: {driver: "2.0"}', 'until: "soon"'])
 def test_a_malformed_waiver_field_is_a_spec_error(tmp_path, bad):
     from conformance.checks import known_checks
-    from conformance.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+    from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs
 
     key = bad.split(":")[0]
     text = "\n".join(line for line in EP_WITH_WAIVERS.splitlines() if not line.strip().startswith(f"{key}:"))
@@ -186,7 +186,7 @@ def test_a_malformed_waiver_field_is_a_spec_error(tmp_path, bad):
     ("<2.0", None, False), (None, None, True), ("!=1.32", "1.32.0", False),
 ])
 def test_version_selectors(selector, version, expected):
-    from conformance.waivers import selects
+    from conformance.rules.waivers import selects
 
     assert selects(selector, version) is expected
 

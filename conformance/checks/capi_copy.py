@@ -15,13 +15,13 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
-from conformance.guard import GuardedArray
-from conformance.interop import capi as C
-from conformance.interop import rig, slots
+from conformance.target.guard import GuardedArray
+from conformance.target.interop import capi as C
+from conformance.target.interop import rig, slots
 
 SENTINEL = 0x5A  # what a CPU destination holds before the copy
 READ_BACK = "the read-back destination (default>cpu)"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.checks.registry import check
-from conformance.context import steps
-from conformance.eps import memory_label
+from conformance.checks.context import steps
+from conformance.target.eps import memory_label
 from conformance.findings import NotApplicable, Violation, message_line
 
 DESTINATION_SENTINEL = 0x5A

@@ -15,10 +15,10 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
-from conformance.context import steps
+from conformance.checks.context import steps
 from conformance.findings import NotApplicable, Violation
 
 SHAPE = (3, 5)

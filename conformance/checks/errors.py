@@ -15,13 +15,13 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks import copy as copies
 from conformance.checks import iobinding as bindings
 from conformance.checks import update_inplace as updates
 from conformance.checks.registry import check
-from conformance.context import steps
+from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 
 # How a message may write an element type: onnxruntime says 'tensor(float)', numpy 'float32',

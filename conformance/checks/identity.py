@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
-from conformance.interop import capi as C
-from conformance.interop import rig
+from conformance.target.interop import capi as C
+from conformance.target.interop import rig
 
 # What OrtValue.device_name() may say beside the device type: the name of the EP family that a
 # vendor's devices of that type belong to (PCI vendor ids: NVIDIA 0x10de, Huawei 0x19e5).

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
-from conformance.context import steps
+from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
-from conformance.guard import GuardedArray
+from conformance.target.guard import GuardedArray
 from conformance.checks.session import reference, small_integers
-from conformance.eps import memory_device_type, memory_label
+from conformance.target.eps import memory_device_type, memory_label
 
 OUTPUT_SENTINEL = 0x5A
 

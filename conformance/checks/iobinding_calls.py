@@ -11,14 +11,14 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.iobinding import OUTPUT_SENTINEL
 from conformance.checks.registry import check
 from conformance.checks.session import SESSION_SHAPE, reference, small_integers
-from conformance.eps import memory_device_type
+from conformance.target.eps import memory_device_type
 from conformance.findings import NotRun, Violation
-from conformance.guard import GuardedArray
+from conformance.target.guard import GuardedArray
 
 INPUT_REQUESTS = ("bind-input-pointer", "bind-cpu-input", "bind-cpu-input-readonly", "bind-ortvalue-input")
 OUTPUT_REQUESTS = ("bind-output-device", "bind-output-pointer", "bind-ortvalue-output")

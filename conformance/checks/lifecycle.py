@@ -10,13 +10,13 @@ from __future__ import annotations
 import gc
 from typing import Any, Callable, Iterator
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.checks.session import reference, small_integers
-from conformance.context import SessionInfo
-from conformance.context import steps as scripts
+from conformance.checks.context import SessionInfo
+from conformance.checks.context import steps as scripts
 
 RECIPE, SHAPE = "relu", (2, 3)
 

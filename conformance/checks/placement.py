@@ -21,11 +21,11 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.session import SESSION_SHAPE, reference, small_integers
-from conformance.context import steps
+from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation
 
 LOG_KEY = "conformance.kernel_input_log"  # the EP device's metadata key naming the variable

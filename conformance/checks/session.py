@@ -6,10 +6,10 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
-from conformance.context import steps
+from conformance.checks.context import steps
 from conformance.findings import ClaimedButUnrunnable, NotApplicable, NotRun, Violation
 
 SESSION_SHAPE = (3, 5)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
-from conformance.context import steps
+from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 
 

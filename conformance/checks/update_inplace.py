@@ -6,13 +6,13 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance import tensors
+from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
-from conformance.context import steps
-from conformance.eps import memory_label
+from conformance.checks.context import steps
+from conformance.target.eps import memory_label
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
-from conformance.guard import GuardedArray
+from conformance.target.guard import GuardedArray
 
 DESTINATION_SENTINEL = 0x5A
 
@@ -26,7 +26,7 @@ def _numpy_dtype(dtype: str) -> tensors.DType:
 
 
 def _source_layout(ctx, values: np.ndarray, layout: str) -> np.ndarray:
-    """The same values, laid out as asked, in a guarded host buffer (conformance.guard) but
+    """The same values, laid out as asked, in a guarded host buffer (conformance.target.guard) but
     for a contiguous one (`values` itself): read-only, every other element of a larger array (canaries in the gaps, so a
     copy that ignores the strides reads canaries), or the transpose of a C-ordered array
     (Fortran order)."""
@@ -221,7 +221,7 @@ STAGING_TRIALS = 7
 
 @check("update-inplace.no-host-staging", apis=("update_inplace_ortvalue", "copy_tensors",))
 def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
-    from conformance.bandwidth import best_seconds, gbps
+    from conformance.target.bandwidth import best_seconds, gbps
 
     ctx.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue), added by PR #28256")
     dt = tensors.DTYPES[dtype]

@@ -1,6 +1,6 @@
 """The conformance report: one summary (`build`) feeds report.json, report.md and the terminal.
 
-report.json's top-level keys are an interface (DESIGN.md): schema, kit_version, onnxruntime,
+report.json's top-level keys are an interface (schemas/report.schema.json): schema, kit_version, onnxruntime,
 ep, devices, verdict, summary, results, capabilities. The three files are written as one set
 (safe_io.write_set: each aside, then renamed), so an interrupted run or a full disk never
 leaves half a report, nor a new report.json beside the last run's report.md.
@@ -14,10 +14,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from conformance import __version__, safe_io
-from conformance.claims import spec_claims
-from conformance.eps import memory_label
-from conformance import waivers as waiver_rules
+from conformance import safe_io
+from conformance.version import __version__
+from conformance.catalogue.claims import spec_claims
+from conformance.target.eps import memory_label
+from conformance.rules import waivers as waiver_rules
 from conformance.outcomes import Outcome, Result, counts, verdict
 from conformance.record import RunRecord
 from conformance.report.common import NO_EP_DEVICE, advertised_memory, device_line, imports_lines, params_label, unlisted_note  # noqa: F401  (the report's helpers, named here too)

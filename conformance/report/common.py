@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from conformance.eps import memory_label
+from conformance.target.eps import memory_label
 from conformance.outcomes import NOT_AGAINST_EP
 
 
@@ -52,7 +52,7 @@ def params_label(params: dict[str, Any]) -> str:
 
 
 def imports_lines(imports: dict[str, Any] | None) -> list[str]:
-    """What the interop probe found for one EP device (conformance/interop/probe.py), in words:
+    """What the interop probe found for one EP device (conformance/target/interop/probe.py), in words:
     the answer to "which copies work on an imported tensor"."""
     if not imports:
         return []

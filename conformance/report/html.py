@@ -23,8 +23,8 @@ from collections import Counter, defaultdict
 from html import escape
 from typing import Any, Iterable
 
-from conformance.claims import unverified_count
-from conformance.eps import memory_label
+from conformance.catalogue.claims import unverified_count
+from conformance.target.eps import memory_label
 import conformance.report.throughput as throughput
 import conformance.report.page as page
 from conformance.report.common import (anchor, case_anchor, contract_anchor, device_line, failure_anchor, imports_lines, params_label, partial_run,

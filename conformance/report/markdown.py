@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.claims import unverified_count
+from conformance.catalogue.claims import unverified_count
 from conformance.outcomes import AGAINST_EP, BROKEN
 import conformance.report.throughput as throughput
 from conformance.report.common import device_line, imports_lines, params_label, partial_run, tally, unlisted_note

@@ -1,0 +1,198 @@
+"""Reproducers: standalone Python scripts that redo what a check did and fail exactly when the
+contract is broken.
+
+A script needs onnxruntime and numpy only (never this kit), names the EP library and the models
+by absolute path, uses only the API the installed onnxruntime has (no `memory_info=` for CPU
+memory), sets the EP up as the check context does (the EP device, its provider options, session
+config entries; sessions with fallback disabled), fills sources with distinct, type-revealing
+bytes and ends in an `assert` that prints expected against actual. A call that kills the process
+kills the script the same way, and a call that never returns ends it by SIGALRM: a broken build
+makes it exit non-zero, a good one exit 0.
+
+Each script is `Snippets.script(title, body)`: the same header (imports, helpers, the EP's
+set-up) around the body of one kind of step, which `conformance.checks.context.steps` builds.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from conformance.target import tensors
+from conformance.checks.context.device import DeviceUnderTest
+
+ASSIGNMENT_CONFIG = "session.record_ep_graph_assignment_info"
+ALARM_SECONDS = 120  # longer than any check's own calls take on a healthy build
+
+# The helpers every script has: values, placing and reading them, and the two endings of a step.
+HELPERS = '''\
+import ctypes, os, signal
+import numpy as np
+import onnxruntime as ort
+
+signal.alarm(int(os.environ.get("REPRO_TIMEOUT_SECONDS", "%d")))  # a call that never returns ends the script by SIGALRM
+NATIVE = (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13)  # onnx element types numpy has
+
+
+def filled(shape, storage, seed, specials=()):  # distinct, type-revealing: nonzero random bytes, special values first
+    storage, count = np.dtype(storage), int(np.prod(shape, dtype=np.int64))
+    raw = np.random.default_rng(seed).integers(1, 256, size=count * storage.itemsize, dtype=np.uint8)
+    if storage == np.bool_:
+        return (raw %% 2).astype(np.bool_).reshape(shape)
+    bits, n = raw.view(f"u{storage.itemsize}"), min(count, len(specials))
+    bits[:n] = np.array(specials[:n], dtype=np.uint64).astype(bits.dtype)
+    return raw.view(storage).reshape(shape)
+
+
+def sentinel(shape, storage, byte=0x5A):  # one byte throughout: a copy that did nothing leaves it visible
+    if np.dtype(storage) == np.bool_:
+        return np.full(shape, bool(byte & 1))
+    array = np.empty(shape, storage)
+    array.reshape(-1).view(np.uint8)[:] = byte
+    return array
+
+
+def cpu_value(array, onnx_type=1):  # a CPU OrtValue over the array itself: what is copied into it shows there
+    value = ort.OrtValue.ortvalue_from_numpy(array) if onnx_type in NATIVE else ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, onnx_type)
+    assert not array.size or value.data_ptr() == array.ctypes.data, "onnxruntime copied the array instead of wrapping it"
+    return value
+
+
+def place(array, memory, onnx_type):  # a value in `memory` (None: the array itself) holding the array's bytes
+    if memory is None:
+        return cpu_value(array, onnx_type)
+    value = works("allocating from the EP memory info", ort.OrtValue.ortvalue_from_shape_and_type, list(array.shape), onnx_type, memory_info=memory)
+    works("copy_tensors CPU > EP memory", ort.copy_tensors, [cpu_value(array, onnx_type)], [value], None)
+    return value
+
+
+def canaries(start, stop):  # the canary bytes of positions start..stop of a guarded buffer (as conformance/target/guard.py writes them)
+    return (np.arange(start, stop) %% 256).astype(np.uint8) ^ np.uint8(0xC3)
+
+
+def guarded(array, margin=64):  # the array's values between canary bytes: a write past it shows
+    raw = np.empty(array.nbytes + 2 * margin, np.uint8)
+    raw[:margin], raw[raw.size - margin:] = canaries(0, margin), canaries(raw.size - margin, raw.size)
+    view = raw[margin:margin + array.nbytes].view(array.dtype).reshape(array.shape)
+    view[...] = array
+    return raw, view
+
+
+def intact(what, raw, margin=64):  # the assertion that nothing was written around a guarded array
+    before = np.count_nonzero(raw[:margin] != canaries(0, margin))
+    after = np.count_nonzero(raw[raw.size - margin:] != canaries(raw.size - margin, raw.size))
+    assert not before and not after, (f"{what}: expected the canaries around the buffer unchanged, "
+                                      f"got {before} bytes changed before its start, {after} after its end")
+
+
+def read(value, like, onnx_type):  # the value's bytes: directly where the CPU reads them, else copied into another sentinel
+    if value.device_name().lower() == "cpu":
+        size = value.tensor_size_in_bytes()
+        return np.frombuffer(ctypes.string_at(value.data_ptr(), size) if size else b"", np.uint8)
+    raw, landing = guarded(sentinel(like.shape, like.dtype, 0xA5))
+    works("copy_tensors EP memory > CPU", ort.copy_tensors, [value], [cpu_value(landing, onnx_type)], None)
+    if landing.size:
+        intact("copy_tensors EP memory > CPU", raw)
+    if onnx_type in (21, 22):  # 4-bit types: one element a byte in the array, two a byte in the tensor
+        tail = landing.reshape(-1).view(np.uint8)[value.tensor_size_in_bytes():]
+        assert (tail == 0xA5).all(), f"copy_tensors EP memory > CPU: expected nothing written past the tensor's bytes, got {np.count_nonzero(tail != 0xA5)}"
+    return landing
+
+
+def same_bytes(what, expected, actual, nbytes=None):  # the assertion: expected against actual, byte for byte
+    e = np.frombuffer(np.ascontiguousarray(expected).tobytes(), np.uint8)[:nbytes]
+    a = np.frombuffer(np.ascontiguousarray(actual).tobytes(), np.uint8)[:nbytes]
+    where = np.flatnonzero(e[:min(e.size, a.size)] != a[:min(e.size, a.size)])
+    shown = ", ".join(f"@{i}: expected 0x{e[i]:02x} got 0x{a[i]:02x}" for i in where[:5])
+    assert e.size == a.size and not where.size, f"{what}: {where.size + abs(e.size - a.size)} of {e.size} bytes differ (got {a.size}); first: {shown}"
+    print(f"{what}: the {e.size} bytes are right")
+
+
+def works(what, call, *args, **kwargs):  # a call that must succeed: its error is the assertion that fails
+    try:
+        return call(*args, **kwargs)
+    except Exception as error:
+        raise AssertionError(f"{what}: expected it to succeed, got {type(error).__name__}: {error}") from None
+
+
+def refused(what, call, *args):  # a call that must be refused, with a message
+    try:
+        call(*args)
+    except Exception as error:
+        assert str(error).strip(), f"{what}: expected an error message, got {error!r}"
+        return print(f"{what}: refused as expected: {str(error).splitlines()[0]}")
+    raise AssertionError(f"{what}: expected an error, got: accepted")
+''' % ALARM_SECONDS
+
+
+class Snippets:
+    def __init__(self, under_test: DeviceUnderTest):
+        self.under_test = under_test
+
+    def script(self, title: str, body: str) -> str:
+        """A complete script: what it reproduces, the helpers, the EP's set-up, then `body`."""
+        return (f"# Reproduces: {title}\n# Exits non-zero (an AssertionError, or the signal that ends the process) when it is broken.\n"
+                f"{HELPERS}\n{self.preamble()}\n\n{body.rstrip()}\n")
+
+    def preamble(self) -> str:
+        """The EP set up as the worker sets it up: the plugin library registered by its absolute
+        path, `dev` the EP device under test, `DEFAULT` and `HOST_ACCESSIBLE` its memory infos."""
+        target, lines = self.under_test.target, []
+        if target.registration and target.library:
+            lines.append(f"ort.register_execution_provider_library({target.registration!r}, {os.path.abspath(target.library)!r})")
+        if self.under_test.device is not None:
+            lines.append(f"dev = [d for d in ort.get_ep_devices() if d.ep_name == {target.provider!r}][{self.under_test.index}]")
+            lines += [f"{kind.upper()} = dev.memory_info(ort.OrtDeviceMemoryType.{kind.upper()})" for kind in ("default", "host_accessible")
+                      if self.under_test.memory_info(kind) is not None]
+        return "\n".join(lines) or "# a built-in EP: nothing to register"
+
+    def session_snippet(self, model_path: Path | str | None) -> str:
+        """Lines that create `s`, a session of the model on the EP under test (after `preamble`),
+        made as `Sessions.create_session` makes it (its node assignment recorded, the EP's
+        options given, one thread), with fallback to the CPU EP disabled, and that assert the
+        EP took nodes of it."""
+        target = self.under_test.target
+        options = target.provider_options
+        path = os.path.abspath(model_path) if model_path is not None else "<the model: not saved in this run>"
+        lines = ["so = ort.SessionOptions()", "so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL",
+                 "so.intra_op_num_threads = so.inter_op_num_threads = 1", f"so.add_session_config_entry({ASSIGNMENT_CONFIG!r}, '1')"]
+        lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in target.session_config.items()]
+        if self.under_test.device is not None:
+            lines += [f"so.add_provider_for_devices([dev], {options!r})",
+                      f"s = works('creating the session', ort.InferenceSession, {path!r}, so, enable_fallback=0)"]
+        else:
+            lines.append(f"s = works('creating the session', ort.InferenceSession, {path!r}, so, "
+                         f"providers=[({target.provider!r}, {options!r}), 'CPUExecutionProvider'], enable_fallback=0)")
+        lines.append("s.disable_fallback()  # an EP failure at run time is an error, not a silent rerun on the CPU EP")
+        if target.facts.get("api", {}).get("graph_assignment_info"):
+            lines += [f"taken = [n.op_type for g in s.get_provider_graph_assignment_info() if g.ep_name == {target.provider!r} for n in g.get_nodes()]",
+                      f"assert taken, f'{target.provider} took no node of the model: expected some, got ' + "
+                      "repr([(g.ep_name, [n.op_type for n in g.get_nodes()]) for g in s.get_provider_graph_assignment_info()])"]
+        else:
+            lines.append(f"assert {target.provider!r} in s.get_providers(), f'expected {target.provider} among the providers, got {{s.get_providers()}}'")
+        return "\n".join(lines)
+
+    def memory_expr(self, kind: str) -> str:
+        """The expression of memory `kind`'s OrtMemoryInfo in a script ('None': plain CPU memory)."""
+        return "None" if self.under_test.memory_info(kind) is None else kind.upper()
+
+    def values(self, name: str, dt: tensors.DType, shape: tuple[int, ...], seed: int) -> str:
+        """`name = ...`: distinct, type-revealing values of `dt` and `shape` (a storage array)."""
+        specials = tensors._FLOAT_SPECIALS.get(dt.name)
+        return f"{name} = filled({list(shape)}, np.{dt.storage.name}, {seed}{f', {specials}' if specials else ''})"
+
+    def sentinel(self, name: str, dt: tensors.DType, shape: tuple[int, ...], byte: int) -> str:
+        return f"{name} = sentinel({list(shape)}, np.{dt.storage.name}, {byte:#x})"
+
+    def place(self, name: str, array: str, kind: str, dt: tensors.DType) -> str:
+        return f"{name} = place({array}, {self.memory_expr(kind)}, {dt.onnx_type})"
+
+    def read(self, value: str, like: str, kind: str, dt: tensors.DType) -> str:
+        """The expression of `value`'s bytes (`like`: an array of its shape and storage). The
+        script decides as the kit does (`Memories.read`), from what the value says of its
+        device: directly where it is CPU memory, else through copy_tensors."""
+        return f"read({value}, {like}, {dt.onnx_type})"
+
+    def nbytes(self, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+        """same_bytes' `nbytes` argument: only 4-bit types compare fewer bytes than their storage."""
+        return f", {dt.nbytes(tensors.element_count(shape))}" if dt.bits == 4 else ""

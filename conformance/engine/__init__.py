@@ -1,0 +1,1 @@
+"""The worker process: runs one case, computes the copy matrix, serves requests."""

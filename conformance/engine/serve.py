@@ -1,0 +1,178 @@
+"""The child process that runs checks: `python -m conformance.engine.serve [--fork-server FD]`.
+
+Requests and replies are JSON lines. The protocol uses a private copy of the original stdout;
+fd 1 is pointed at stderr, so whatever an EP library prints cannot corrupt a reply. This module
+imports no plugin or report code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import traceback
+from typing import Any, Callable, Iterator
+
+
+def serve(requests, replies) -> None:
+    """Answers the JSON lines of `requests` (text) on `replies` (binary, written unbuffered)."""
+    requests = iter(requests)
+    handler = Handler(lambda note: _write(replies, note), requests)
+    for line in requests:
+        request = json.loads(line)
+        if request["op"] == "exit":
+            return
+        if request["op"] == "batch":
+            # Requests sent ahead: each is answered (with its id) as soon as it has run.
+            for item in request["requests"]:
+                _write(replies, dict(handler.handle(item), id=item["id"]))
+        else:
+            reply = handler.handle(request)
+            _write(replies, reply)
+            if request["op"] == "init" and request.get("warm_up") and reply["ok"]:
+                # Nothing to do until the parent has collected its items: import what building
+                # the checks' models needs meanwhile (see models.warm_up).
+                from conformance.target.models import warm_up
+
+                warm_up()
+
+
+# One encoder for every line: json.dumps with an argument builds a new one each call (3.3 µs a
+# line against 1.4 µs, over 1500 lines a CPU run).
+_encode = json.JSONEncoder(default=str).encode
+
+
+def _write(replies, reply: dict[str, Any]) -> None:
+    # One unbuffered write per line (a third of the time of a text stream's write and flush,
+    # over 1500 lines a CPU run), repeated for what a signal may leave unwritten.
+    data = (_encode(reply) + "\n").encode()
+    while data:
+        data = data[replies.write(data):]
+
+
+class Handler:
+    """Answers one request at a time; holds the Runner once `init` has created it. `notify`
+    sends a line ahead of the answer: what a check is about to do, in case it never answers."""
+
+    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None, incoming: Iterator[str] = iter(())):  # noqa: B008  (empty: nothing to share)
+        self.runner: Any = None  # the Runner, once init has made it
+        self.notify = notify
+        self.incoming = incoming  # the request lines still to come: a handover is read from them
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        from conformance.findings import CallQuarantined
+        from conformance.target.eps import EpUnavailable
+        from conformance.catalogue.spec import SpecErrors
+
+        try:
+            return self._handle(request)
+        except CallQuarantined as stop:  # a probe reached a call that crashed or hung earlier
+            return {"ok": False, "error": f"stopped before {stop}", "kind": "CallQuarantined"}
+        except (EpUnavailable, SpecErrors) as exc:
+            return {"ok": False, "error": str(exc), "kind": type(exc).__name__}
+        except Exception as exc:
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": "internal", "traceback": traceback.format_exc()}
+
+    def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        op = request["op"]
+        if op == "init":
+            from conformance.engine.runner import Runner
+
+            self.runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
+                                 options=request.get("options"), models_dir=request.get("models_dir"),
+                                 handed=self._handover if request.get("handover") else None)
+            return {"ok": True, "facts": self.runner.facts}
+        if op == "run":
+            return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"],
+                                                          self._progress_of(request), quarantined=request.get("quarantined"))}
+        if op == "probe":
+            from conformance.engine.capabilities import capability_matrix
+
+            context = self.runner.context(request["device"])
+            context.begin(self._progress_of(request), request.get("quarantined"))
+            return {"ok": True, "capabilities": capability_matrix(context, request.get("sizes"))}
+        return {"ok": False, "error": f"unknown request {op!r}"}
+
+    def _handover(self) -> tuple[Any, dict[str, Any]]:
+        """The catalogue and recipes the parent hands over after init (isolation.handover)."""
+        line = next(self.incoming, None)
+        if line is None:
+            raise RuntimeError("the parent ended before it handed over the catalogue")
+        request = json.loads(line)
+        if request.get("op") != "handover":
+            raise RuntimeError(f"expected the catalogue's handover after init, got {request.get('op')!r}")
+        import base64
+        import gc
+        import pickle
+
+        # The cyclic collector off while the catalogue is unpickled: the objects it makes hold
+        # no garbage cycle, and each collection their allocation triggers would traverse all
+        # of them again (a 10 000-contract catalogue: 0.4 s with it, 0.12 s without).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            handed = pickle.loads(base64.b64decode(request["data"]))
+        finally:
+            if enabled:
+                gc.enable()
+        return handed["catalogue"], handed["recipes"]
+
+    def _progress_of(self, request: dict[str, Any]) -> Callable[[dict[str, str]], None]:
+        """Sends what `request` does next ahead of its answer, in a line of its own."""
+        return lambda note: self.notify({"id": request.get("id"), "progress": note})
+
+
+def main() -> None:
+    # A terminal's Ctrl-C reaches the whole process group; the parent decides what an interrupt
+    # ends (it writes the report and closes its workers), so the worker does not die mid-check
+    # with a traceback in its log. The same for SIGTERM and SIGHUP, which CI and a closed
+    # terminal send to the whole group: the parent takes them as Ctrl-C (conformance.plugin.signals).
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_IGN)
+    from conformance import orphans
+
+    # Dies with the process that spawned it, even hung in an EP call (see orphans.py).
+    orphans.die_with_parent(orphans.spawned_parent())
+    if sys.argv[1:2] == ["--fork-server"]:
+        from conformance.engine import fork_server as forkhost
+
+        forkhost.start_beside(int(sys.argv[2]), preload, run)
+    run()
+
+
+def preload() -> None:
+    """What a worker imports before onnxruntime, made once in the fork server's host so that the
+    workers it forks have it (see conformance.isolation.fork_client): numpy and the kit's modules, the
+    checks too. Not PyYAML: a worker of a pytest run is handed the catalogue already read
+    (isolation.handover)."""
+    import numpy  # noqa: F401
+
+    from conformance.engine import capabilities, runner  # noqa: F401
+    from conformance.checks import load_all
+
+    load_all()
+
+
+def run() -> None:
+    """Serves the requests on stdin until exit or their end, then ends the process (also in a
+    worker forked by the fork server)."""
+    from conformance import orphans
+
+    # A forked worker dies with the fork server that forked it (a spawned one was set up in
+    # main); either ends shortly after its parent's end of the requests' pipe is gone. Here,
+    # not before: the host of the fork server must run one thread when it forks the server.
+    orphans.die_with_parent()
+    orphans.watch_stdin()
+    replies = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    serve(sys.stdin, replies)
+    # Every reply is written and flushed: end now, without the interpreter's teardown of
+    # onnxruntime and the EP library, which the parent would otherwise wait for.
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+"""The processes behind one isolation.Worker: started, handed what they need, killed and ended.
+
+A process is spawned (`python -m conformance.engine.serve`), or forked by the run's fork server once
+it serves (see conformance.isolation.fork_client), which makes a replacement, and a spare standing by for
+one, cheap. Every process is sent its init, then the handover once there is one. Knows nothing
+of requests or their answers: conformance.isolation.ledger keeps those, isolation.Worker ties the two.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from conformance import safe_io
+from conformance.isolation.fork_client import ForkedProcess, ForkServer
+from conformance.isolation.lines import LineChannel, widen_pipe, write
+from conformance.orphans import PARENT
+
+TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+class Launcher:
+    """The running process of a worker (and its channel), a spare standing by, and how to start
+    the next. `init` is sent to every process first; `hosts`: a fork server the next spawned
+    process starts; `fork_server`: forks the processes once set and serving."""
+
+    def __init__(self, init: dict[str, Any], *, log: Path | None, env: dict[str, str] | None, warm_up: bool):
+        self.init, self.log, self.env = init, log, env
+        # The first process may warm up after answering init (worker.serve): its caller has
+        # other work before the first request. A replacement has requests waiting at once.
+        self.warm_up = warm_up
+        self.fork_server: ForkServer | None = None
+        self.hosts: ForkServer | None = None
+        self.channel = LineChannel(None)
+        self.restarts = 0  # replacements of a process that crashed, hung or exited
+        self._started = False
+        self._log_start = 0  # where the running process's output begins in the log
+        self._standby: subprocess.Popen | ForkedProcess | None = None  # see stand_by
+        self._handover: dict[str, Any] | None = None  # see hand_over
+
+    @property
+    def process(self) -> subprocess.Popen | ForkedProcess | None:
+        return self.channel.process
+
+    @process.setter
+    def process(self, process: subprocess.Popen | ForkedProcess | None) -> None:
+        self.channel = LineChannel(process)  # a new process: nothing of the last one's output
+
+    def launch(self) -> None:
+        """Starts a process and sends it init, or takes the one standing by (see stand_by)."""
+        self.restarts += self._started
+        self._started = True
+        standby, self._standby = self._standby, None
+        # The log is kept across runs and replacements; a loss quotes what this process wrote.
+        self._log_start = self.log.stat().st_size if self.log and self.log.exists() else 0
+        if standby and standby.poll() is None:
+            self.process = standby  # its init (and handover) was sent when it was forked
+        else:
+            self.process = self._new_process()
+            self._introduce(self.process, dict(self.init, warm_up=True) if self.warm_up and not self.restarts else self.init)
+
+    def stand_by(self) -> None:
+        """Forks a spare process that starts initialising now, to be taken by the next launch,
+        so that it replaces a lost worker at once. Only where the fork server forks it, which
+        makes a spare cheap; one at most (once per loss)."""
+        if self._standby is None and self.fork_server is not None and not self.env and self.fork_server.ready():
+            self._standby = self._new_process(fork_only=True)
+            if self._standby is not None:
+                self._introduce(self._standby, self.init)
+
+    def hand_over(self, request: dict[str, Any]) -> None:
+        """Gives the worker the `handover` request its init said would follow: sent now to the
+        processes already started, and after init to every process started from now on."""
+        self._handover = request
+        for process in (self.process, self._standby):
+            if process is not None and process.poll() is None:
+                self._write(process, request)
+
+    def _introduce(self, process, init: dict[str, Any]) -> None:
+        self._write(process, init)
+        if self._handover:
+            self._write(process, self._handover)
+
+    @staticmethod
+    def _write(process, message: dict[str, Any]) -> None:
+        write(process.stdin, message)
+
+    def _new_process(self, fork_only: bool = False) -> subprocess.Popen | ForkedProcess | None:
+        # Through safe_io: a symlink planted as reports/worker-cpu.log is refused, not appended to.
+        log = safe_io.open_in(self.log.parent, self.log.name, "ab") if self.log else subprocess.DEVNULL
+        try:
+            forked = _forked(self.fork_server, log) if self.fork_server is not None and not self.env else None
+            process = forked or (None if fork_only else self._spawned(log))
+        finally:
+            if not isinstance(log, int):  # DEVNULL otherwise
+                log.close()
+        if process is not None:
+            widen_pipe(process.stdin)
+        return process
+
+    def _spawned(self, log) -> subprocess.Popen:
+        fds: tuple[int, ...]
+        command, fds, hosting = [sys.executable, "-m", "conformance.engine.serve"], (), {}
+        server, self.hosts = self.hosts, None
+        if server:  # see forkserver.py: one OpenBLAS thread, so that the host can fork the server
+            command, fds, hosting = command + server.host_args, (server.host_fd,), {"OPENBLAS_NUM_THREADS": "1"}
+        env = {**os.environ, **hosting, **(self.env or {}), PARENT: str(os.getpid())}  # see orphans.die_with_parent
+        try:
+            return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, pass_fds=fds)
+        finally:
+            if server:
+                server.hosted()
+
+    def reap(self) -> tuple[str, str]:
+        """How the process whose output ended did end: as a fact ('killed by SIGABRT'), and as
+        said of it ('was killed by SIGABRT', 'exited with status 3'). It is no longer running."""
+        process, self.process = self.process, None
+        assert process is not None, "reap() follows the end of a process's output"
+        code = process.wait()
+        how = f"killed by {signal_name(code)}" if code < 0 else f"exited with status {code}"
+        if isinstance(process, ForkedProcess) and process.status_lost:
+            how = "ended, how is unknown: the fork server that could tell is gone"
+        return how, (f"was {how}" if code < 0 else how)
+
+    def log_tail(self, lines: int = 3) -> str:
+        return _log_tail(self.log, self._log_start, lines)
+
+    def kill(self) -> None:
+        if self.process:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def ask_to_exit(self) -> None:
+        """Tells the process to end, without waiting; a spare standing by is killed."""
+        if self._standby and self._standby.poll() is None:
+            self._standby.kill()
+        if self.process and self.process.poll() is None and self.process.stdin and not self.process.stdin.closed:
+            try:
+                self.process.stdin.write(b'{"op": "exit"}\n')
+                self.process.stdin.close()
+            except (BrokenPipeError, OSError):
+                self.kill()
+
+    def close(self) -> None:
+        """Waits for a process asked to exit (killing it after 5 s) and for the spare."""
+        if self.process and not self._exited_within(5.0):
+            self.kill()
+        self.process = None
+        if self._standby:
+            self._standby.wait()
+            self._standby = None
+
+    def _exited_within(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        if not self.channel.drained_within(seconds):
+            return False
+        assert self.process is not None
+        try:
+            self.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+
+def _log_tail(log_path: Path | None, start: int, lines: int) -> str:
+    """The last `lines` lines a process wrote to its log from `start` on, for a loss's message."""
+    if not log_path or not log_path.exists():
+        return ""
+    try:
+        log = safe_io.open_regular(log_path, follow_symlinks=False)
+    except (OSError, safe_io.UnsafeFile):
+        return ""
+    with log:
+        log.seek(start)
+        text = TERMINAL_COLOURS.sub("", log.read().decode(errors="replace"))  # onnxruntime colours its log lines
+    tail = [line for line in text.splitlines() if line.strip()][-lines:]
+    return ("; its last output: " + " | ".join(tail)) if tail else ""
+
+
+def _forked(server: ForkServer, log) -> ForkedProcess | None:
+    """A process forked by `server`, or None where it cannot fork one."""
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    stderr = log.fileno() if log is not subprocess.DEVNULL else os.open(os.devnull, os.O_WRONLY)
+    try:
+        pid = server.fork(stdin_read, stdout_write, stderr)
+    finally:
+        for fd in (stdin_read, stdout_write) + (() if log is not subprocess.DEVNULL else (stderr,)):
+            os.close(fd)
+    if pid is None:
+        os.close(stdin_write)
+        os.close(stdout_read)
+        return None
+    return ForkedProcess(server, pid, os.fdopen(stdin_write, "wb"), os.fdopen(stdout_read, "rb"))

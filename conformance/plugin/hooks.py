@@ -1,0 +1,691 @@
+"""The pytest plugin: `pytest --ep NAME` turns the contract catalogue into checks.
+
+Items are contracts × EP devices present × parameters. Each item's check runs in the EP's
+worker process (see conformance.isolation.controller), in the item's call; its outcome maps onto pytest as README.md
+("Outcomes and verdict") says: `fail` is a failure, `crash`/`timeout`/`error` are errors of the call (conformance.plugin.terminal
+says how pytest and JUnit are told), everything else is a skip with its reason (in setup when it
+is decided before anything runs). A broken `runtime`-subject contract is a finding against
+onnxruntime and shows as xfail, so it does not fail a conformant EP's run. Without `--ep` the
+plugin does nothing.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pytest
+
+from conformance.plugin import ids, signals, terminal
+
+from conformance.run import runfolder
+from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
+from conformance.isolation.controller import Worker, WorkerLost, WorkerRefused, handover
+from conformance.options import ep_options, seconds, unknown_options
+from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
+from conformance.run.pool import EpUnderTest, WorkerPool
+from conformance.safe_io import UnsafeFile
+from conformance.record import EpRecord, RunRecord
+from conformance.run.scheduler import Planned, Scheduler
+from conformance.plugin.selection import SelectionWatch, case_key, compare
+
+# The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
+# where it is first used: pytest imports this plugin in every run of an environment the kit is
+# installed in, with --ep or not, and a run with --ep launches its workers before it needs them.
+if TYPE_CHECKING:
+    from conformance.rules.applicability import Skip
+    from conformance.catalogue.contracts import Catalogue, Contract
+    from conformance.plugin.junit_writer import JunitFiles
+    from conformance.run.quarantine import Quarantine
+
+RUN_KEY = pytest.StashKey["ConformanceRun"]()
+RESULT_KEY = pytest.StashKey[Result]()
+SIGNALS_KEY = pytest.StashKey[dict]()  # the handlers signals.install replaced
+JUNIT_KEY: pytest.StashKey[JunitFiles] = pytest.StashKey()  # the report folder's junit.xml, by the process that writes the report
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from conformance.plugin import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("conformance", "ONNX Runtime EP conformance (ort-ep-conformance)")
+    group.addoption("--ep", action="append", default=[], metavar="NAME",
+                    help="EP to check: an alias from the EP specs (cpu, webgpu, refdev, ...) or the provider's own name "
+                         "(e.g. CUDAExecutionProvider); repeatable. "
+                         "Without --ep the plugin collects nothing. Spec files named on the command line "
+                         "(myep.yaml) are checked with the shipped catalogue; one declaring a shipped EP replaces its shipped spec. "
+                         "Examples: pytest --ep=cpu; pytest --ep=cpu --junitxml=reports/junit.xml -n 2")
+    group.addoption("--ep-library", metavar="PATH",
+                    help="register this plugin EP library first; --ep names the EP it provides "
+                         "(e.g. pytest --ep-library ./libmy_ep.so --ep MyEp)")
+    group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="provider option for the EP (keys starting with 'session.' become session config entries); "
+                         "repeatable (e.g. --ep-option device_id=1)")
+    group.addoption("--conformance-report", metavar="DIR", default="reports",
+                    help="folder for report.json, report.md, report.html and the models used (default: reports/)")
+    group.addoption("--conformance-timeout", metavar="SECONDS", type=seconds, default=60.0,
+                    help="time one check may take before its worker is killed and the check recorded as timeout (default: 60)")
+    group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
+                    help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements "
+                         "only), except contracts marked isolated or own_process (bad requests, the library's lifecycle), which "
+                         "always run in a worker: they can take the process down. An EP that aborts in another check takes "
+                         "pytest down with it: the results before are in the journal (ort-conformance rebuild)")
+    group.addoption("--conformance-strict", action="store_true", default=False,
+                    help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
+                         "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
+
+
+class ConformanceRun:
+    """The run's plugin object (registered like pytest's LogXML): its options, the pytest hooks
+    of the whole run, and the terminal summary. The workers are the pool's, the order of the
+    checks the scheduler's, what is not tried again each EP device's quarantine."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.report_dir = Path(config.getoption("conformance_report"))
+        self.isolated = config.getoption("conformance_isolation") == "worker"
+        self.strict = config.getoption("conformance_strict")
+        self.library = config.getoption("ep_library")
+        self.options = _parse_options(config.getoption("ep_option"))
+        self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
+        self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
+        self.catalogue: Catalogue  # loaded by start(), once the workers are launched
+        self.contract_files: dict[Path, list[Contract]] = {}  # each spec file's contracts (_by_file)
+        self.eps: list[EpUnderTest] = []
+        self.results: list[Result] = []
+        self.collected = 0
+        self.started = time.time()
+        self.primary = not hasattr(config, "workerinput")  # the xdist controller, or a plain run
+        self.written: list[Path] = []
+        self.verdict = ""
+        self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
+        self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
+        self.folder = runfolder.RunFolder(self.report_dir, self.primary)  # its lock and the journal
+        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config))  # says when it waits
+        self.report_data: dict[str, Any] | None = None  # report.json's data, once written
+        # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
+        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
+
+    def start(self, names: list[str]) -> None:
+        if self.watch.collect_only:
+            return _start_listing(self, names)
+        _open_folder(self)
+        # Workers import onnxruntime and load their EP while this process loads the catalogue;
+        # the first forks the fork server off itself before it imports onnxruntime.
+        if self.isolated:
+            self.pool.serve_forks()
+        launched = {name: self.pool.launch(self.pool.new(self.worker_init(name), name, warm_up=True)) for name in names} if self.isolated else {}
+        # With workers, the check ids are cross-checked by them (they import the checks anyway):
+        # this process then never imports numpy or onnx, and its start-up does not slow theirs.
+        self.catalogue = _load(self.spec_paths, check_ids=not self.isolated)
+        self.contract_files = _by_file(self.catalogue)
+        # The workers read no YAML: they are handed what this process has read and validated,
+        # by the time they have imported onnxruntime (a fifth of a worker's start otherwise).
+        self.pool.hand_over(handover(self.catalogue, read_recipes()))
+        if launched:
+            # This process waits for the workers' facts now: it imports the report's modules
+            # (6 ms) and asks what the report says of the machine (6 ms) meanwhile, which would
+            # otherwise happen when the report is written, after the last check.
+            from conformance.report import html, machine, markdown  # noqa: F401
+
+            machine()
+        for name in names:
+            ep = self._ready(name, launched[name]) if self.isolated else _in_process(self, name)
+            _refuse_twice(self.eps, ep)
+            ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
+            self.eps.append(ep)
+        self.folder.journal.eps([ep.facts for ep in self.eps], self.catalogue.digest, _machine())
+        _warn_of_unknown_options(self)
+
+    def worker_init(self, name: str) -> dict[str, Any]:
+        # This process reads and validates the spec files; its workers are handed them (see start).
+        return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
+                "models_dir": str(self.report_dir / "models"), "handover": True}
+
+    def _ready(self, name: str, worker: Worker) -> EpUnderTest:
+        try:
+            facts = worker.ready()
+        except WorkerRefused as exc:
+            if exc.kind == "SpecErrors":
+                raise _invalid_specs(str(exc).splitlines()) from None
+            raise pytest.UsageError(str(exc)) from None
+        except WorkerLost as exc:
+            raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
+        # Where checks are planned ahead, isolated contracts run last in the main worker (see
+        # Scheduler.plan); elsewhere in a worker of their own, launched now.
+        wanted = not self.scheduler.lookahead and any(c.isolated for c in self.catalogue.contracts)
+        isolated = self.pool.launch_isolated(self.worker_init(name), name) if wanted else None
+        return EpUnderTest(name, facts, worker, None, init=self.worker_init(name), isolated_worker=isolated)
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if self.scheduler.lookahead:
+            # pytest reports the items in the order their worker runs them, isolated contracts
+            # last (see Scheduler.plan): it then takes each answer as it comes, instead of
+            # waiting at the first bad request for every check the worker runs before it.
+            items[:] = [i for i in items if not _isolated(i)] + [i for i in items if _isolated(i)]
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = len(session.items)
+        self.folder.journal.collected(self.collected)
+        # The catalogue, the items and every module loaded live until the end of the run: moved
+        # out of the cyclic collector's reach, they are not traversed again by each collection
+        # during the run, by pytest's at unconfigure and by the interpreter's at exit (a tenth
+        # of a CPU run's wall time). Memory freed by reference counting is still freed.
+        gc.freeze()
+        if self.scheduler.lookahead and not self.watch.collect_only:
+            self.scheduler.plan(item for item in session.items if isinstance(item, ContractItem) and item.decision() is None)
+            self.scheduler.start_plans()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport):
+        data = getattr(report, "conformance_result", None)
+        if data is not None and self.primary:
+            self.folder.journal.result(data)  # first: a plugin after this one may take the process down
+            self.results.append(result := Result.from_dict(data))
+            self.config.hook.pytest_conformance_result(result=result, config=self.config)
+        outcome = yield
+        if terminal.is_error(report):  # once JUnit's writer has seen it (see terminal.as_junit_error)
+            terminal.as_junit_error(self.config, report)
+        return outcome
+
+    @pytest.hookimpl(trylast=True)  # after pytest's JUnit writers, whose file joins the report set
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.primary or self.watch.collect_only:
+            return  # --collect-only ran nothing: it leaves the last run's report as it was
+        # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
+        self.collected = max(self.collected, session.testscollected)
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
+        # An interrupted run writes its report at once, not after a probe that may wait for a
+        # hung worker (up to twice --conformance-timeout); Ctrl-C during the probe stops the
+        # probe alone, never the report.
+        if not interrupted and not self.scheduler.probe_all():
+            interrupted = True
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.INTERRUPTED
+        self.scheduler.mark_not_probed()
+        # Nothing more is asked of the workers: they end while the report is written (a worker
+        # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
+        self.pool.ask_to_exit()
+        with signals.held():  # a second Ctrl-C (or a SIGTERM) now is noted: the report set is written whole
+            data = _write_report(self, session, interrupted)
+        self.report_data = data
+        if data is not None:
+            self.config.hook.pytest_conformance_report(report=data, folder=self.report_dir, config=self.config)
+        if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a strict run is a yes/no answer
+        # What the run made since collection (pytest's reports of every item, the results) lives
+        # until the process ends: out of the cyclic collector's reach too, as at collection.
+        gc.freeze()
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.primary and self.written:
+            _terminal_summary(self, terminalreporter)
+
+    def close(self) -> None:
+        self.pool.close()
+        self.folder.close()
+
+
+def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
+    """The verdict, its reasons and the EP's counts (as summary.md gives them), and where the report is."""
+    from conformance.report import summary
+
+    terminalreporter.section("conformance")
+    colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(run.verdict, {"yellow": True})
+    terminalreporter.write_line(f"verdict: {run.verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
+    for line in summary.terminal(run.report_data) if run.report_data is not None else []:
+        terminalreporter.write_line(line)
+    for line, markup in _ep_lines(run.eps):
+        terminalreporter.write_line(line, **markup)
+    for path in run.written:
+        terminalreporter.write_line(f"report: {path}")
+
+
+def _warn_of_unknown_options(run: ConformanceRun) -> None:
+    """A pytest warning for each --ep-option key an EP does not report (options.unknown_options)."""
+    if run.primary:
+        for ep in run.eps:
+            for text in unknown_options(run.options, ep.facts["provider"], ep.facts["devices"]):
+                run.config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
+
+
+def _ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
+    """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own."""
+    for ep in eps:
+        if ep.facts.get("unusable"):
+            yield f"{ep.label}: nothing ran: {ep.facts['unusable']}", {"yellow": True}
+        if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
+            yield f"{ep.label}: EP spec {ep.facts['spec']}", {}
+
+
+def _open_folder(run: ConformanceRun) -> None:
+    """The report folder checked (and, by the primary, locked) before any worker starts, and
+    the primary's journal opened in it, beginning with what the run is."""
+    try:
+        run.folder.open({"started": run.started, "specs": run.spec_paths, "strict": bool(run.strict),
+                         "isolation": "worker" if run.isolated else "none", "command": " ".join(sys.argv),
+                         "python": sys.version.split()[0]})
+    except runfolder.FolderRefused as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if run.primary:
+        from conformance.plugin.junit_writer import JunitFiles
+
+        run.config.stash[JUNIT_KEY] = JunitFiles(run.config, run.report_dir, list(dict.fromkeys(run.config.getoption("ep"))))
+
+
+def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: bool) -> dict[str, Any] | None:
+    """The report set written (report.write_all), and the journal told; on a write that fails
+    (a full disk, a symlink planted at a report's name), one line saying so, the previous set
+    left as it was, and exit status 3. The journal keeps every result then: `ort-conformance
+    rebuild` writes the report from it once there is room."""
+    from conformance.report import repro_files as repro
+    from conformance import report
+
+    for ep in run.eps:
+        run.folder.journal.capabilities(ep.label, ep.capabilities)
+    record = _record(run, interrupted)
+    data = report.build(record)
+    junit = run.config.stash[JUNIT_KEY].contents() if JUNIT_KEY in run.config.stash else None
+    try:
+        # junit.xml with the rest of the set, and repro/: failing cases' scripts
+        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {}) + repro.write(data, run.report_dir)
+    except UnsafeFile as exc:
+        sys.stderr.write(f"ERROR: the conformance report was not written: {exc}\n")
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+        return None
+    run.verdict = data["verdict"]
+    run.folder.journal.finished(run.verdict, interrupted, record.finished)
+    return data
+
+
+def _machine() -> str:
+    from conformance.report import machine  # asked already, while the workers started (see start)
+
+    return machine()
+
+
+def _verdict_label(strict: bool, selection: dict[str, Any] | None) -> str:
+    """' (strict run)', and what a subset ran: a strict subset is never a certification, and a
+    non-strict one is partial."""
+    label = " (strict run" if strict else ""
+    if selection is not None and not selection["complete"]:
+        label += ("; " if strict else " (") + "partial run: " + selection["text"]
+    return label + (")" if label else "")
+
+
+def _selection(run: ConformanceRun) -> dict[str, Any]:
+    """Which part of the catalogue ran: its checks for these EP devices against the results
+    (conformance.plugin.selection says why by comparison, not by the options)."""
+    expected = (case_key(ep.facts["provider"], contract.id, device["label"], params) for contract in run.catalogue.contracts
+                for ep in run.eps for device in ep.facts["devices"] for params in contract.cases())
+    ran = (case_key(r.ep, r.contract, r.device, r.params) for r in run.results)
+    # Named as the user wrote them, not as the shipped copy they stand for (see _spec_selections).
+    given = [arg for arg in run.config.invocation_params.args if _names_specs(arg)]
+    given = given if len(given) == len(run.spec_selections) else run.spec_selections
+    chosen = [as_given for as_given, arg in zip(given, run.spec_selections, strict=True) if "::" in arg or _inside(arg, contracts_dir())]
+    return compare(expected, ran, run.watch.how(chosen)).to_dict()
+
+
+def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
+    """What the report reads of the run, once every check and the probe are done."""
+    from conformance.report import machine
+
+    run.selection = _selection(run)
+    return RunRecord(
+        results=tuple(run.results), eps=tuple(EpRecord(ep.facts, ep.spec, tuple(ep.capabilities)) for ep in run.eps),
+        contracts=tuple(run.catalogue.contracts), spec_digest=run.catalogue.digest, collected=run.collected,
+        started=run.started, finished=time.time(), interrupted=interrupted, strict=bool(run.strict),
+        isolation="worker" if run.isolated else "none", python=sys.version.split()[0], platform=machine(), command=" ".join(sys.argv),
+        selection=run.selection,
+    )
+
+
+def _refuse_twice(eps: list[EpUnderTest], ep: EpUnderTest) -> None:
+    same = next((other for other in eps if other.facts["provider"] == ep.facts["provider"]), None)
+    if same:
+        raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts['provider']}): give it once")
+
+
+def _in_process(run: ConformanceRun, name: str) -> EpUnderTest:
+    """EP `name` run in this process (--conformance-isolation none)."""
+    from conformance.target.eps import EpUnavailable
+    from conformance.engine.runner import Runner
+
+    try:
+        runner = Runner(name, specs=run.spec_paths, library=run.library, options=run.options, models_dir=run.worker_init(name)["models_dir"],
+                        handed=lambda: (run.catalogue, read_recipes()))
+    except EpUnavailable as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return EpUnderTest(name, runner.facts, None, runner, init=run.worker_init(name))
+
+
+def _start_listing(run: ConformanceRun, names: list[str]) -> None:
+    """--collect-only: the items are listed from the catalogue alone, without a worker, the EP's
+    library or a device (and without a report); each EP is taken as one device named by its label."""
+    run.catalogue = _load(run.spec_paths, check_ids=False)
+    run.contract_files = _by_file(run.catalogue)
+    for name in names:
+        ep = _unprobed(run.catalogue, name)
+        _refuse_twice(run.eps, ep)
+        ep.spec = run.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
+        run.eps.append(ep)
+
+
+def _by_file(catalogue: Catalogue) -> dict[Path, list[Contract]]:
+    """The catalogue's spec files, resolved, each with its contracts (a contract's `file` is
+    its file resolved; EP declarations are files without contracts): indexed once, so that
+    collecting a file does not look through every contract of every other file."""
+    files: dict[Path, list[Contract]] = {Path(f).resolve(): [] for f in catalogue.files}
+    for contract in catalogue.contracts:
+        files.setdefault(Path(contract.file), []).append(contract)
+    return files
+
+
+def _unprobed(catalogue: Catalogue, name: str) -> EpUnderTest:
+    """EP `name` as the catalogue alone describes it (--collect-only): its provider and label from
+    its declaration, or from the name given, and one device."""
+    from conformance.target.eps import EpTarget
+
+    spec = catalogue.ep_spec(name)
+    target = EpTarget(name, spec.provider if spec else name, spec, [], {})
+    facts = {"requested": name, "provider": target.provider, "label": target.label, "declared": spec is not None,
+             "devices": [{"index": 0, "label": target.label}]}
+    return EpUnderTest(name, facts, None, None)
+
+
+def _isolated(item: pytest.Item) -> bool:
+    return isinstance(item, ContractItem) and item.contract.isolated
+
+
+def _parse_options(pairs: list[str]) -> dict[str, str]:
+    try:
+        return ep_options(pairs)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _user_spec_args(config: pytest.Config) -> list[str]:
+    """Spec files named on the command line, or items of them (`copy.yaml::copy.roundtrip-exact[...]`),
+    or shipped families and cases by their id (`ort-conformance/copy::copy.roundtrip-exact[...]`)."""
+    return [arg for arg in config.args if _names_specs(arg)]
+
+
+def _names_specs(arg: str) -> bool:
+    return Path(arg.split("::")[0]).suffix in (".yaml", ".yml") or ids.shipped_argument(arg, contracts_dir()) is not None
+
+
+def _spec_selections(config: pytest.Config) -> list[str]:
+    """Those arguments, with a checkout's copy of a shipped spec file, or an id, named as the shipped file."""
+    selections = []
+    for arg in _user_spec_args(config):
+        by_id = ids.shipped_argument(arg, contracts_dir())
+        file, separator, item = (by_id or arg).partition("::")
+        selections.append(_shipped_copy_of(file) + separator + item)
+    return selections
+
+
+def _shipped_copy_of(file: str) -> str:
+    """The shipped spec file that `file` is, or `file` itself. A checkout's `specs/contracts/x.yaml`
+    is the shipped file when the kit was installed from that checkout (not editable): the
+    installed package carries a copy, which is the one the catalogue holds."""
+    path = Path(file)
+    for folder in shipped_spec_dirs():
+        if _inside(file, folder):
+            return file
+        shipped = folder / path.name
+        if path.parent.name == folder.name and shipped.is_file() and path.is_file() and shipped.read_bytes() == path.read_bytes():
+            return str(shipped)
+    return file
+
+
+def _user_spec_files(selections: list[str]) -> list[str]:
+    """The files of those selections that the shipped specs do not already hold, each once."""
+    files = dict.fromkeys(arg.split("::")[0] for arg in selections)
+    return [file for file in files if not any(_inside(file, folder) for folder in shipped_spec_dirs())]
+
+
+def _inside(file: str, folder: Path) -> bool:
+    return Path(file).resolve().is_relative_to(folder.resolve())
+
+
+def _refuse_other_args(config: pytest.Config) -> None:
+    """With --ep only spec files are collected: a test file or folder named on the command line
+    would be dropped without a word, so it is a usage error."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return  # testpaths or the current folder, not the user's choice
+    specs = _user_spec_args(config)
+    others = [arg for arg in config.args if arg not in specs]
+    if others:
+        raise pytest.UsageError(f"with --ep, pytest collects the contract catalogue and the spec files (*.yaml) named on the "
+                                f"command line; not {', '.join(others)}")
+
+
+def _load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
+    """The catalogue, validated; `check_ids`: also that every contract names a known check
+    (which imports the checks, and with them numpy and onnx)."""
+    from conformance.checks import CHECKS, load_all
+    from conformance.catalogue.spec import SpecErrors, load_catalogue
+
+    if check_ids:
+        load_all()
+    try:
+        return load_catalogue(paths, known_checks=CHECKS if check_ids else ())
+    except SpecErrors as exc:
+        raise _invalid_specs([str(e) for e in exc.errors]) from None
+
+
+def _invalid_specs(errors: list[str]) -> pytest.UsageError:
+    return pytest.UsageError(f"invalid spec files ({len(errors)} error{'s' if len(errors) != 1 else ''}):\n" + "\n".join(f"  {e}" for e in errors))
+
+
+# --- hooks -----------------------------------------------------------------------------------
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    # The markers are listed by `pytest --markers` with --ep or not: the shipped families are
+    # their files' names (test_every_shipped_family_is_its_files_name), read without the YAML.
+    shipped = [path.stem for path in sorted(contracts_dir().glob("*.yaml"))]
+    for line in ids.marker_lines() + ids.family_lines(shipped):
+        config.addinivalue_line("markers", line)
+    names = list(dict.fromkeys(config.getoption("ep")))  # an EP named twice is checked once
+    if not names:
+        given = [option for option, value in (("--ep-library", config.getoption("ep_library")), ("--ep-option", config.getoption("ep_option"))) if value]
+        if given:
+            raise pytest.UsageError(f"{' and '.join(given)} without --ep: name the EP to check (--ep NAME)")
+        return
+    _refuse_other_args(config)
+    run = ConformanceRun(config)
+    config.stash[RUN_KEY] = run
+    config.pluginmanager.register(run, "conformance-run")
+    if run.primary:
+        # SIGTERM (CI's cancel) and SIGHUP end the run as Ctrl-C does: with a report of what ran.
+        config.stash[SIGNALS_KEY] = signals.install()
+    else:
+        from conformance import orphans
+
+        orphans.die_with_parent()  # an xdist worker whose controller is killed ends too, and its workers with it
+    try:
+        run.start(names)
+    except UnsafeFile as exc:  # a symlink planted as a worker's log
+        run.close()
+        raise pytest.UsageError(f"--conformance-report {run.report_dir}: {exc}") from None
+    except BaseException:
+        run.close()
+        raise
+    for line in ids.family_lines([c.family for c in run.catalogue.contracts if c.family not in shipped]):
+        config.addinivalue_line("markers", line)  # a vendor's own families
+    # Collect the shipped catalogue (and any spec files named on the command line), not the
+    # test files of whatever folder pytest was started in.
+    user_specs = run.spec_selections
+    contracts = contracts_dir()
+    # Items (file::id) and shipped contract files named on the command line select those; other
+    # spec files (an EP declaration, a vendor's contracts) add to the whole catalogue.
+    selected = any("::" in arg or _inside(arg, contracts) for arg in user_specs)
+    config.args[:] = user_specs + ([] if selected else [str(contracts)])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run = config.stash.get(RUN_KEY, None)
+    if run:
+        run.close()
+        signals.restore(config.stash.get(SIGNALS_KEY, {}))
+    junit = config.stash.get(JUNIT_KEY, None)
+    if junit:
+        junit.close()
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector):
+    run = parent.config.stash.get(RUN_KEY, None)
+    if run is None or file_path.resolve() not in run.contract_files:
+        return None
+    if _inside(str(file_path), contracts_dir()):
+        # A shipped family's file has the id of its family, not of the folder the kit is installed in (see ids.py).
+        family = next(c.family for c in run.catalogue.contracts if Path(c.file) == file_path.resolve())
+        return ContractFile.from_parent(parent, path=file_path, nodeid=ids.file_id(family))
+    return ContractFile.from_parent(parent, path=file_path)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config):
+    # With --ep, only spec files are collected: never the Python tests of the folder.
+    if config.stash.get(RUN_KEY, None) is not None and collection_path.is_file() and collection_path.suffix == ".py":
+        return True
+    return None
+
+
+class ContractFile(pytest.File):
+    def collect(self):
+        run: ConformanceRun = self.config.stash[RUN_KEY]
+        for contract in run.contract_files.get(self.path.resolve(), ()):
+            for ep in run.eps:
+                for device in ep.facts["devices"]:
+                    for params in contract.cases():
+                        label = "-".join([device["label"], *map(str, params.values())])
+                        # The id given as text, parsed by pytest as it parses its cache's (pytest 9 would
+                        # otherwise keep `[label]` in the name, and --lf would find no item it knows).
+                        yield ContractItem.from_parent(self, name=f"{contract.id}[{label}]", nodeid=ids.case_id(self.nodeid, contract.id, label),
+                                                       contract=contract, ep=ep, device=device, params=params)
+
+
+class ContractFailure(Exception):
+    def __init__(self, result: Result, contract: Contract):
+        super().__init__(result.message)
+        self.result = result
+        self.contract = contract
+
+
+class ContractItem(pytest.Item):
+    def __init__(self, *, contract: Contract, ep: EpUnderTest, device: dict[str, Any], params: dict[str, Any], **kwargs):
+        super().__init__(**kwargs)
+        self.contract = contract
+        self.ep = ep
+        self.device = device
+        self.params = params
+        self.run: ConformanceRun = self.config.stash[RUN_KEY]
+        for marker in ["conformance", *ids.markers(contract)]:
+            self.add_marker(marker)  # -m required, -m family_copy, -m "subject_ep and not isolated"
+        self._decision: tuple[Skip | None] | None = None
+
+    def decision(self) -> Skip | None:
+        """Whether the contract applies here (a pure function of the facts, so decided once)."""
+        if self._decision is None:
+            from conformance.rules import applicability
+
+            self._decision = (applicability.decide(self.contract, self.ep.facts, self.device, self.ep.spec),)
+        return self._decision[0]
+
+    def planned(self) -> Planned:
+        request = {"op": "run", "contract": self.contract.id, "device": self.device["index"], "params": self.params}
+        return Planned(self.nodeid, request, f"{self.contract.id} on {self.device['label']}", self)
+
+    def _result(self, outcome: Outcome, message: str, details: dict | None = None, duration: float = 0.0) -> Result:
+        return Result(
+            contract=self.contract.id, ep=self.ep.facts["provider"], device=self.device["label"], params=self.params,
+            outcome=outcome, message=message, spec=str(self.contract.location), severity=self.contract.severity,
+            subject=(details or {}).get("subject", self.contract.subject), nodeid=self.nodeid, duration=duration, details=details or {},
+        )
+
+    def quarantined(self) -> str:
+        """Why this check is not run at all after an earlier loss on its EP device ('' if it runs)."""
+        return self._quarantine().reason(self.contract.check, self.params.get("direction"))
+
+    def _quarantine(self) -> Quarantine:
+        return self.ep.quarantine(self.device["index"])
+
+    def setup(self) -> None:
+        # What is decided before anything runs (not applicable, quarantined) is skipped here, as
+        # pytest's skip marks are; the check itself runs in the call (runtest), so that a crash
+        # or a timeout is an error of the call and --durations shows the check's own time.
+        skip = self.decision()
+        if skip:
+            result = self._finish(self._result(skip.outcome, skip.reason))
+        elif self.quarantined():
+            result = self._finish(self._result(Outcome.NOT_RUN, f"not run: {self.quarantined()}"))
+        else:
+            return
+        if not result.details.get("strict"):
+            pytest.skip(f"[{result.outcome.value}] {result.message}")
+
+    def _run(self) -> Result:
+        result = self._result(*self.run.scheduler.run_case(self))
+        if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
+            self._quarantine().record(result, self.contract.check, self.params.get("direction"), self.name)
+        return self._finish(result)
+
+    def _finish(self, result: Result) -> Result:
+        """`result` after the EP spec's waivers and the strict rules, kept for the reports."""
+        from conformance.rules import strict as strict_rules
+        from conformance.rules import waivers as waiver_rules
+
+        result = waiver_rules.apply(result, self.ep.spec, self.ep.facts)
+        if self.run.strict:
+            result = strict_rules.mark(result, self.contract, self.ep.spec)
+        self.stash[RESULT_KEY] = result
+        self.user_properties.extend(result.case_properties())
+        return result
+
+    def runtest(self) -> None:
+        result = self.stash.get(RESULT_KEY, None) or self._run()
+        if result.details.get("strict"):
+            pytest.fail(f"[{result.outcome.value}] strict run: {result.details['strict']}", pytrace=False)
+        if result.is_finding and not result.against_ep:
+            prefix = "" if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] "
+            whose = "the onnxruntime package" if result.subject == "package" else "onnxruntime"
+            pytest.xfail(f"finding against {whose}, not the EP: {prefix}{result.message}")
+        if result.outcome is Outcome.FAIL or result.outcome in PYTEST_ERRORS:
+            raise ContractFailure(result, self.contract)  # an error's report is marked one (see pytest_report_teststatus)
+        if result.outcome is not Outcome.PASS:
+            pytest.skip(f"[{result.outcome.value}] {result.message}")
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ContractFailure):
+            return terminal.failure_repr(excinfo.value.result, self.contract, self.config.getoption("tbstyle", "auto"))
+        if isinstance(excinfo.value, pytest.xfail.Exception):
+            return str(excinfo.value)  # its reason says it all; a traceback of the plugin would not
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, self.contract.location.line - 1, f"{self.contract.id} [{self.contract.severity}]: {self.contract.statement}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    result = item.stash.get(RESULT_KEY, None) if isinstance(item, ContractItem) else None
+    if result is not None and call.when == "teardown":
+        # Carried on the report so that it reaches the xdist controller too.
+        outcome.get_result().conformance_result = result.to_dict()
+    if result is not None and call.when == "call":
+        report = outcome.get_result()
+        terminal.mark_outcome(report, result)
+        report.duration = terminal.duration(result, report.duration)
+
+
+def pytest_report_teststatus(report: pytest.TestReport):
+    return terminal.teststatus(report)

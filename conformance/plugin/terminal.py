@@ -1,0 +1,102 @@
+"""What a run says where people look: pytest's failure reports, its FAILED and ERROR lines, the
+JUnit error of a crash, and the line that tells a slow call is being waited for. Glue beside
+the plugin (which calls it); it knows results and pytest's reports, never how a check runs.
+
+Two pytest details are relied on, each private and each said where it is used: the failure
+representation classes of `_pytest._code.code` (what pytest itself builds from a traceback,
+and what pytest-xdist serializes from a worker to the controller: a representation of the
+kit's own class would arrive there as a plain string), and `_pytest.junitxml`'s writer, whose
+choice between `<failure>` and `<error>` goes by the phase alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import pytest
+from _pytest._code.code import ReprEntryNative, ReprExceptionInfo, ReprFileLocation, ReprTraceback
+
+from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
+
+if TYPE_CHECKING:
+    from conformance.catalogue.contracts import Contract
+    from conformance.isolation.controller import Waiting
+
+ERROR_VALUES = frozenset(outcome.value for outcome in PYTEST_ERRORS)
+
+
+def failure_repr(result: Result, contract: Contract, style: str) -> ReprExceptionInfo:
+    """A failing or errored case as pytest shows it. Its `reprcrash` is the spec's line and the
+    case's one line (report.reason_line): pytest ends the short summary's `FAILED id - ...` with
+    that message, `--tb=line` shows `path:line: message`, and JUnit's `message` attribute is it.
+    `style` is --tb's: `short` gives the brief description, `line` that one line (pytest prints
+    no description with `no`), anything else the full one."""
+    from conformance import report
+
+    crash = ReprFileLocation(contract.location.path, contract.location.line, report.reason_line(result))
+    if style == "line":  # what pytest's FAILURES section prints itself; its ERRORS section prints this
+        text = f"{crash.path}:{crash.lineno}: {crash.message}"
+    else:
+        text = report.describe_briefly(result, contract) if style == "short" else report.describe_failure(result, contract)
+    return ReprExceptionInfo(reprtraceback=ReprTraceback([ReprEntryNative([text + "\n"])], None, style="native"), reprcrash=crash)
+
+
+def mark_outcome(report: pytest.TestReport, result: Result) -> None:
+    """The call report carries the case's outcome (an attribute: it crosses to xdist's controller
+    with the report), so that a crash, a timeout or an error reads as an error of the call."""
+    report.conformance_outcome = result.outcome.value  # type: ignore[attr-defined]
+
+
+def is_error(report: pytest.TestReport) -> bool:
+    """A call that failed with a crash, a timeout or an error of the kit (not a finding against
+    onnxruntime, which is an xfail and not failed)."""
+    return report.when == "call" and report.failed and getattr(report, "conformance_outcome", None) in ERROR_VALUES
+
+
+def teststatus(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    """pytest's category of an errored call: `error` (E, ERROR), counted and listed with the
+    errors as "ERROR at call of"; the exit status stays that of a failed run."""
+    return ("error", "E", "ERROR") if is_error(report) else None
+
+
+def as_junit_error(config: pytest.Config, report: pytest.TestReport) -> None:
+    """The JUnit case of an errored call holds `<error>`, as a crash or timeout is no assertion
+    that failed. pytest's writer (LogXML) has written `<failure>` for it, as for any failed call:
+    it is renamed, and the writer's counts moved with it. Private: `_pytest.junitxml.xml_key`,
+    `LogXML.node_reporter`, `_NodeReporter.nodes` and `LogXML.stats` (pytest 8 and 9)."""
+    from _pytest.junitxml import xml_key
+
+    # The user's writer (--junitxml) and the report folder's (junit_files.JunitFiles registers it as "conformance-junit").
+    writers = {id(w): w for w in (config.stash.get(xml_key, None), config.pluginmanager.get_plugin("conformance-junit")) if w is not None}
+    for xml in writers.values():
+        failures = [node for node in xml.node_reporter(report).nodes if node.tag == "failure"]
+        if failures:
+            failures[-1].tag = "error"
+            xml.stats["failure"] -= 1
+            xml.stats["error"] += 1
+
+
+def wait_notices(config: pytest.Config) -> Callable[[Waiting], None]:
+    """What hears a slow reply (isolation.Waiting): a line on pytest's terminal, yellow, out of
+    the test's captured output (as live logging writes), unless -qq. Under pytest-xdist the
+    checks run in xdist's workers, whose terminal nobody sees: nothing is shown there."""
+
+    def notice(waiting: Waiting) -> None:
+        reporter: Any = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is None or config.get_verbosity() < -1 or hasattr(config, "workerinput"):
+            return
+        capture: Any = config.pluginmanager.get_plugin("capturemanager")
+        if capture is None:
+            reporter.write_line(str(waiting), yellow=True)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(str(waiting), yellow=True)
+
+    return notice
+
+
+def duration(result: Result, measured: float) -> float:
+    """A call's duration for --durations and JUnit: the check's own time in its worker, not the
+    time pytest waited behind other requests; a crash or timeout has none of its own, and keeps
+    the time waited for it (`measured`)."""
+    return measured if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT) or not result.duration else result.duration

@@ -1,0 +1,1 @@
+"""The pure decisions made before and after a check: applicability, waivers, strict rules."""

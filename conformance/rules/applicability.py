@@ -1,0 +1,65 @@
+"""Whether a contract applies to an EP device: a pure function of the contract and the facts.
+
+Decided before a check runs, from what the EP advertises and what the onnxruntime build offers,
+so that `not_applicable` and `not_run` never depend on how a check happens to fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from conformance import apis
+from conformance.catalogue.contracts import Contract, EpSpec
+from conformance.outcomes import Outcome
+
+
+@dataclass(frozen=True)
+class Skip:
+    outcome: Outcome
+    reason: str
+
+
+def default_memory_kind(device: dict[str, Any]) -> str:
+    default = device["memory"]["default"]
+    return "cpu" if default is None or default["device_type"] == "cpu" else "device"
+
+
+def decide(contract: Contract, run: dict[str, Any], device: dict[str, Any], spec: EpSpec | None) -> Skip | None:
+    if run.get("unusable") and contract.subject != "package":
+        # A package's contract is about exactly this: a listed EP that cannot run here.
+        return Skip(Outcome.NOT_RUN, run["unusable"])
+    if spec and contract.id in spec.not_applicable:
+        return Skip(Outcome.NOT_APPLICABLE, f"declared not applicable by {spec.location}: {spec.not_applicable[contract.id]}")
+    facts = {
+        "default_memory": default_memory_kind(device),
+        "host_accessible": device["memory"]["host_accessible"] is not None,
+        "ep_device": run["ep_device"],
+        "plugin_library": bool(run["library"] or run["plugin_module"]),
+        "declared": run["declared"],
+    }
+    for key, wanted in contract.applies_when.items():
+        if facts[key] != wanted:
+            return Skip(Outcome.NOT_APPLICABLE, _explain(key, wanted, facts[key]))
+    # A missing API matters only for a contract that applies: an EP with CPU DEFAULT memory on
+    # an older onnxruntime has device-copy contracts not_applicable, not not_run.
+    for api in contract.requires_api:
+        if not run["api"].get(api, False):
+            version = run["onnxruntime"]["version"]
+            return Skip(Outcome.NOT_RUN, f"needs {api} (onnxruntime >= {apis.since(api)}); onnxruntime {version} lacks it")
+    return None
+
+
+def _explain(key: str, wanted: Any, actual: Any) -> str:
+    if key == "default_memory":
+        return {"device": "the EP's DEFAULT memory is plain CPU memory; this contract is about non-CPU DEFAULT memory",
+                "cpu": "the EP's DEFAULT memory is device memory; this contract is about EPs whose DEFAULT memory is CPU memory"}[wanted]
+    if key == "host_accessible":
+        return "the EP device advertises no HOST_ACCESSIBLE memory" if wanted else "the EP device advertises HOST_ACCESSIBLE memory"
+    if key == "ep_device":
+        return "the EP is not listed by get_ep_devices()" if wanted else "the EP is listed by get_ep_devices()"
+    if key == "plugin_library":
+        return "the EP is built into onnxruntime, not loaded from a plugin library" if wanted else "the EP comes from a plugin library"
+    if key == "declared":
+        return "no vendor declaration (EP spec) was given for this EP" if wanted else "an EP spec was given"
+    return f"{key} is {actual!r}, the contract needs {wanted!r}"

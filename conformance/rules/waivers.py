@@ -1,0 +1,126 @@
+"""Waivers from EP specs: a failing or unrunnable check covered by one becomes `waived`.
+
+A waiver names a contract, and optionally a device and version selectors (`onnxruntime`,
+`ep_version`: it holds only for those builds), a reason, an upstream URL and the version from
+which it no longer holds (`until`: an onnxruntime version, or `{ep: ...}` for the EP's own
+version). An expired waiver does not apply; a waived check that passes is reported as not
+needing its waiver any more. Each decision is recorded on the result as data
+(`details["waiver_status"]`), from which `summary()` builds the report's waiver table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from typing import Any
+
+from conformance.catalogue.contracts import EpSpec, Waiver
+from conformance.outcomes import BROKEN, Outcome, Result
+
+NO_LONGER_NEEDED = "waiver no longer needed"
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split("."):
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def _padded(a: str, b: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Both versions as tuples of one length, so that 1.32 == 1.32.0."""
+    x, y = _version(a), _version(b)
+    width = max(len(x), len(y))
+    return x + (0,) * (width - len(x)), y + (0,) * (width - len(y))
+
+
+_COMPARE = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, ">=": lambda a, b: a >= b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
+}
+
+
+def selects(selector: str | None, version: str | None) -> bool:
+    """Whether `version` matches a selector like '>=1.30, <1.33' (None selects everything;
+    an unknown version matches no selector)."""
+    if not selector:
+        return True
+    if not version:
+        return False
+    for clause in selector.split(","):
+        match = re.fullmatch(r"\s*(==|!=|>=|<=|>|<)\s*(\S+)\s*", clause)
+        if match is None or not _COMPARE[match.group(1)](*_padded(version, match.group(2))):
+            return False
+    return True
+
+
+def expiry(waiver: Waiver, onnxruntime_version: str, ep_version: str | None) -> str:
+    """Why the waiver no longer holds, or '' while it does."""
+    if waiver.until is not None and _COMPARE[">="](*_padded(onnxruntime_version, waiver.until)):
+        return f"held until onnxruntime {waiver.until}, this is {onnxruntime_version}"
+    if waiver.until_ep is not None and ep_version and _COMPARE[">="](*_padded(ep_version, waiver.until_ep)):
+        return f"held until EP version {waiver.until_ep}, this is {ep_version}"
+    return ""
+
+
+def ep_version_of(facts: dict[str, Any], device_label: str) -> str | None:
+    for device in facts.get("devices", []):
+        if device.get("label") == device_label and device.get("ep_metadata"):
+            return device["ep_metadata"].get("version")
+    return None
+
+
+def matching(result: Result, spec: EpSpec | None, facts: dict[str, Any] | None = None) -> Waiver | None:
+    if spec is None:
+        return None
+    facts = facts or {}
+    ort_version = facts.get("onnxruntime", {}).get("version")
+    ep_version = ep_version_of(facts, result.device)
+    for waiver in spec.waivers:
+        if waiver.contract != result.contract or waiver.device not in (None, result.device):
+            continue
+        if selects(waiver.onnxruntime, ort_version) and selects(waiver.ep_version, ep_version):
+            return waiver
+    return None
+
+
+def _status(waiver: Waiver, status: str) -> dict[str, Any]:
+    until = " / ".join(filter(None, [waiver.until and f"onnxruntime {waiver.until}", waiver.until_ep and f"EP {waiver.until_ep}"]))
+    return {"contract": waiver.contract, "status": status, "reason": waiver.reason, "url": waiver.url, "until": until or None,
+            "device": waiver.device, "spec": str(waiver.location) if waiver.location else None}
+
+
+def apply(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Result:
+    waiver = matching(result, spec, facts)
+    if waiver is None:
+        return result
+    version = facts["onnxruntime"]["version"]
+    why_expired = expiry(waiver, version, ep_version_of(facts, result.device))
+    if why_expired:
+        details = dict(result.details, waiver=f"expired: {why_expired} ({waiver.location})", waiver_status=_status(waiver, "expired"))
+        return dataclasses.replace(result, details=details)
+    if result.outcome is Outcome.PASS:
+        details = dict(result.details, waiver=f"{NO_LONGER_NEEDED}: {waiver.location} ({waiver.url})",
+                       waiver_status=_status(waiver, NO_LONGER_NEEDED))
+        return dataclasses.replace(result, details=details, message=f"passed; {NO_LONGER_NEEDED}")
+    if result.outcome in BROKEN or result.outcome is Outcome.NOT_RUN:
+        details = dict(result.details, waived_outcome=result.outcome.value, waived_message=result.message,
+                       waiver_status=_status(waiver, "applied"))
+        message = f"waived ({waiver.url}): {waiver.reason}; was {result.outcome.value}: {result.message}"
+        return dataclasses.replace(result, outcome=Outcome.WAIVED, message=message, details=details)
+    return result
+
+
+def summary(results: list[Result]) -> list[dict[str, Any]]:
+    """One row per waiver and status, with the number of cases: the report's waiver table."""
+    tally: Counter = Counter()
+    rows: dict[tuple, dict[str, Any]] = {}
+    for result in results:
+        status = result.details.get("waiver_status")
+        if status:
+            key = (status["spec"], status["contract"], status["status"])
+            rows.setdefault(key, status)
+            tally[key] += 1
+    return [dict(rows[key], cases=tally[key]) for key in rows]

@@ -1,0 +1,59 @@
+"""Which check a lost worker costs, and how to reproduce it: the parent's side of a crash or hang.
+
+isolation says what happened to the process (conformance.isolation.controller.WorkerLost: how it ended,
+the call in flight, the request it was running and what that request announced); this module
+turns that into the result of the check the request ran, as pytest-xdist's controller turns a
+crashed worker into an ordinary failed report. Knows nothing of pytest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any, Callable
+
+from conformance.findings import Violation
+from conformance.isolation.controller import WorkerLost, WorkerRefused
+from conformance.outcomes import Outcome
+from conformance.kit_snippet import kit_snippet
+
+EXPECTED = {"crash": "the call to return, with a result or an error", "timeout": "the check to finish in time"}
+
+
+def outcome_of(reply_of: Callable[[], dict[str, Any]]) -> tuple[Outcome, str, dict, float]:
+    """The outcome of a check from its reply (`reply_of()`), or from how its worker was lost."""
+    try:
+        reply = reply_of()
+    except WorkerLost as lost:
+        return Outcome(lost.outcome), message_of(lost), details_of(lost), 0.0
+    except WorkerRefused as exc:
+        return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
+    return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
+
+
+def message_of(lost: WorkerLost) -> str:
+    """What happened, with the step the lost request had announced, and the process's last output."""
+    return _headline(lost) + lost.tail
+
+
+def details_of(lost: WorkerLost) -> dict[str, Any]:
+    """A result's details: the step, the violation (expected, actual, reproducer) and the call
+    in flight as its wire dict; none but the call for a worker lost before it ran a request."""
+    call = {"call": lost.call.to_wire()} if lost.call is not None else {}
+    if lost.request is None:
+        return call
+    step = lost.note.get("step", "")
+    violation = Violation(_headline(lost), EXPECTED[lost.outcome], lost.actual, reproducer=lost.note.get("reproducer") or _kit_reproducer(lost))
+    return {**({"step": step} if step else {}), "violations": [asdict(violation)], **call}
+
+
+def _headline(lost: WorkerLost) -> str:
+    step = lost.note.get("step", "")
+    return lost.message + (f" while {step}" if step else "")
+
+
+def _kit_reproducer(lost: WorkerLost) -> str:
+    """The case run through the kit, for a request that ran a case and announced no reproducer."""
+    request = lost.request or {}
+    if request.get("op") != "run" or not {"contract", "device", "params"} <= request.keys():
+        return ""
+    return kit_snippet(lost.init, request["contract"], request["device"], request["params"])

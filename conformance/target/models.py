@@ -1,0 +1,252 @@
+"""ONNX models built from the declarative recipes in `models/recipes.yaml`.
+
+A model is a recipe instantiated for one element type and shape. Models are checked with
+`onnx.checker`, cached in memory and on disk by the hash of what they are made from, and written
+beside the report so that a failure can be reproduced without the kit.
+
+Nothing on disk is trusted: a model file is named `RECIPE-DTYPE-SHAPE-KEY-CONTENT.onnx`, KEY the
+hash of what it is made from (the recipe, element type, shape, opset, IR version and seed) and
+CONTENT the hash of its bytes, so that a file read back is the model its recipe makes only when
+its bytes hash to its name (`ModelName.holds`). Garbage, a truncated file or another model copied
+under that name is removed and the model rebuilt; a symlink is refused, never read through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from conformance import data, safe_io
+
+from conformance.target import tensors
+
+if TYPE_CHECKING:  # imported where a model is built: see build()
+    import onnx
+
+OPSET = 21
+IR_VERSION = 10  # the IR version that goes with opset 21; onnxruntime >= 1.20 reads it
+INITIALIZER_SEED = 7
+MAX_MODEL_BYTES = 1 << 30  # a model file read back from the models folder; the kit's are kilobytes
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    summary: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    initializers: tuple[str, ...]
+    nodes: tuple[dict[str, Any], ...]
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        return tuple(node["op"] for node in self.nodes)
+
+
+def load_recipes(path: Path | None = None) -> dict[str, Recipe]:
+    return recipes_from(data.read_recipes(path))
+
+
+def recipes_from(raw: dict[str, Any]) -> dict[str, Recipe]:
+    return {
+        name: Recipe(
+            name,
+            body["summary"],
+            tuple(body.get("inputs", ())),
+            tuple(body["outputs"]),
+            tuple(body.get("initializers", ())),
+            tuple(body.get("nodes", ())),
+        )
+        for name, body in raw.items()
+    }
+
+
+def initializer_values(dtype: tensors.DType, shape: tuple[int, ...]):
+    return tensors.sample(dtype, shape, seed=INITIALIZER_SEED)
+
+
+def _tensor(name: str, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx.TensorProto":
+    import onnx
+    from onnx import helper, numpy_helper
+
+    values = initializer_values(dtype, shape)
+    if dtype.name == "string":
+        return helper.make_tensor(name, dtype.onnx_type, shape, [s.encode() for s in values.reshape(-1)])
+    if dtype.numpy_native:
+        return numpy_helper.from_array(values, name)
+    tensor = onnx.TensorProto(name=name, data_type=dtype.onnx_type, dims=list(shape))
+    raw = tensors.payload(values, dtype)
+    assert not isinstance(raw, list), "strings are made above"
+    tensor.raw_data = raw.tobytes()
+    return tensor
+
+
+def build(recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx.ModelProto":
+    # onnx is imported here, not at the top: a worker whose models are all cached on disk
+    # never builds one, and importing onnx is about 40 ms of its start.
+    import onnx
+    from onnx import helper
+
+    def value(name: str) -> "onnx.ValueInfoProto":
+        return helper.make_tensor_value_info(name, dtype.onnx_type, list(shape))
+
+    graph = helper.make_graph(
+        [helper.make_node(n["op"], n["inputs"], n["outputs"]) for n in recipe.nodes],
+        f"conformance_{recipe.name}",
+        [value(n) for n in recipe.inputs],
+        [value(n) for n in recipe.outputs],
+        initializer=[_tensor(n, dtype, shape) for n in recipe.initializers],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="ort-ep-conformance")
+    model.ir_version = IR_VERSION
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise UnbuildableModel(f"recipe '{recipe.name}' cannot be built for {dtype.name}: {_first_line(exc)}") from None
+    return model
+
+
+def warm_up() -> None:
+    """Imports onnx ahead of the first model built. A worker started with the run has nothing
+    to do while pytest collects; importing onnx then takes its 40 ms off the first check that
+    builds a model, which pytest would otherwise wait for."""
+    try:
+        import onnx  # noqa: F401
+    except Exception:
+        pass  # an onnx that does not import fails the checks that build models, each saying why
+
+
+class UnbuildableModel(Exception):
+    """The recipe's operators do not accept the element type (an ONNX rule, not the EP's)."""
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def content_digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ModelName:
+    """What a model file's name says: made from `recipe` for `dtype` and `shape` (their labels),
+    with the hash `key` of all it is made of, its bytes hashing to `content`."""
+
+    recipe: str
+    dtype: str
+    shape: str
+    key: str
+    content: str
+
+    @classmethod
+    def parse(cls, file_name: str) -> "ModelName | None":
+        """The name of a model file the kit writes, or None for any other name."""
+        stem, dot, suffix = file_name.rpartition(".")
+        parts = stem.rsplit("-", 4) if dot and suffix == "onnx" else []
+        if len(parts) != 5 or not all(parts) or not all(_is_hex(h, 16) for h in parts[3:]):
+            return None
+        return cls(*parts)
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.recipe}-{self.dtype}-{self.shape}-{self.key}-"
+
+    def file_name(self) -> str:
+        return f"{self.prefix}{self.content}.onnx"
+
+    def holds(self, data: bytes) -> bool:
+        """Whether `data` is the model this name says (its bytes hash to the name)."""
+        return content_digest(data) == self.content
+
+
+def _is_hex(text: str, length: int) -> bool:
+    return len(text) == length and all(c in "0123456789abcdef" for c in text)
+
+
+def recipe_mismatch(file_name: str, data: bytes, recipes: dict[str, Recipe]) -> str:
+    """Why the model file `file_name` with bytes `data` is not the model its recipe makes ('' when
+    it is, or when its recipe, as this kit has it, is not the one it was made from)."""
+    name = ModelName.parse(file_name)
+    if name is None:
+        return "not a model file this kit writes (RECIPE-DTYPE-SHAPE-KEY-CONTENT.onnx)"
+    if not name.holds(data):
+        return f"its bytes (sha256 {hashlib.sha256(data).hexdigest()[:16]}...) are not the model its name says ({name.content}...)"
+    recipe, dtype = recipes.get(name.recipe), tensors.DTYPES.get(name.dtype)
+    if recipe is None or dtype is None:
+        return ""
+    try:
+        shape = tensors.parse_shape(name.shape, dtype)
+    except ValueError:
+        return f"its shape {name.shape!r} is not one the kit writes"
+    if ModelCache.key_hash(recipe, dtype, shape) != name.key:
+        return ""  # made from another version of the recipe: its bytes are checked above
+    try:
+        if build(recipe, dtype, shape).SerializeToString() != data:
+            return f"it is not the model recipe '{name.recipe}' makes for {name.dtype} {name.shape}"
+    except UnbuildableModel as exc:
+        return str(exc)
+    return ""
+
+
+class ModelCache:
+    """Serialized models by (recipe, dtype, shape); written to `directory` when one is given."""
+
+    def __init__(self, directory: Path | None = None, recipes: dict[str, Recipe] | None = None):
+        self.directory = directory
+        self.recipes = recipes if recipes is not None else load_recipes()
+        self._built: dict[tuple[str, str, tuple[int, ...]], tuple[bytes, Path | None]] = {}
+        self._listing: list[str] | None = None  # the folder's file names, read once
+
+    @staticmethod
+    def key_hash(recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
+        made_of = json.dumps([recipe.__dict__, dtype.name, shape, OPSET, IR_VERSION, INITIALIZER_SEED], sort_keys=True)
+        return hashlib.sha256(made_of.encode()).hexdigest()[:16]
+
+    def get(self, name: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tuple[bytes, Path | None]:
+        """The model's bytes, and the file that holds them (None without a directory)."""
+        key = (name, dtype.name, shape)
+        if key not in self._built:
+            recipe = self.recipes[name]
+            named = ModelName(name, dtype.name, tensors.shape_label(shape), self.key_hash(recipe, dtype, shape), "")
+            cached = self._read(named) if self.directory is not None else None
+            if cached is not None:
+                self._built[key] = cached
+                return cached
+            data = build(recipe, dtype, shape).SerializeToString()
+            path = None
+            if self.directory is not None:
+                # Written aside and renamed: writers sharing a models folder (pytest -n 2) never
+                # see each other's half-written file.
+                path = safe_io.write_file(self.directory, dataclasses.replace(named, content=content_digest(data)).file_name(), data)
+            self._built[key] = (data, path)
+        return self._built[key]
+
+    def _read(self, named: ModelName) -> tuple[bytes, Path] | None:
+        """The model file of `named`'s recipe, key and shape whose bytes hash to its name. Read
+        with safe_io: a symlink planted as the models folder or as a model file is refused
+        (UnsafeFile), never read through. A file of that recipe and key that is not the model
+        (garbage, a copy of another model, a stale build) is removed, to be rebuilt."""
+        if self._listing is None:
+            try:
+                self._listing = sorted(os.listdir(self.directory))
+            except (FileNotFoundError, NotADirectoryError):
+                self._listing = []
+        directory = self.directory
+        assert directory is not None  # _read is only called for a cache on disk
+        for file_name in (f for f in self._listing if f.startswith(named.prefix)):
+            data = safe_io.read_in(directory, file_name, MAX_MODEL_BYTES, what="model")
+            found = ModelName.parse(file_name)
+            if data is not None and found is not None and found.holds(data):
+                return data, directory / file_name
+            if data is not None:
+                with contextlib.suppress(OSError):  # a regular file (read_in refuses a symlink): unlink never follows one
+                    os.unlink(directory / file_name)
+        return None

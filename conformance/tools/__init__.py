@@ -1,0 +1,1 @@
+"""What `ort-conformance` reads back: bundles, diffs, found.md."""
