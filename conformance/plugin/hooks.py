@@ -15,7 +15,7 @@ import gc
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pytest
 
@@ -23,6 +23,7 @@ from conformance.plugin import ids, signals, terminal
 
 from conformance.run import runfolder
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
+from conformance.errors import SpecError
 from conformance.isolation.controller import WorkerLost, WorkerRefused, handover
 from conformance.isolation.in_process import InProcessWorker
 from conformance.options import ep_options, seconds, unknown_options
@@ -148,8 +149,8 @@ class ConformanceRun:
         try:
             facts = worker.ready()
         except WorkerRefused as exc:
-            if exc.kind == "SpecErrors":
-                raise _invalid_specs(str(exc).splitlines()) from None
+            if exc.errors:
+                raise _invalid_specs(exc.errors) from None
             raise pytest.UsageError(str(exc)) from None
         except WorkerLost as exc:
             raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
@@ -472,17 +473,18 @@ def _load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
     """The catalogue, validated; `check_ids`: also that every contract names a known check
     (which imports the checks, and with them numpy and onnx)."""
     from conformance.checks import CHECKS, load_all
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     if check_ids:
         load_all()
     try:
         return load_catalogue(paths, known_checks=CHECKS if check_ids else ())
     except SpecErrors as exc:
-        raise _invalid_specs([str(e) for e in exc.errors]) from None
+        raise _invalid_specs(exc.errors) from None
 
 
-def _invalid_specs(errors: list[str]) -> pytest.UsageError:
+def _invalid_specs(errors: Sequence[SpecError]) -> pytest.UsageError:
     return pytest.UsageError(f"invalid spec files ({len(errors)} error{'s' if len(errors) != 1 else ''}):\n" + "\n".join(f"  {e}" for e in errors))
 
 
