@@ -72,6 +72,6 @@ class CheckContext:
     memory_info, memory_facts, is_cpu_memory, require_memory, describe_memory = (_Part("memories") for _ in range(5))
     wrap_cpu, allocate, copy, read, place, only_plain_cpu, watch = (_Part("memories") for _ in range(7))
     # sessions
-    session, create_session, assignment_of, require_nodes_on_ep, running, cpu_session = (_Part("sessions") for _ in range(6))
+    session, session_on_ep, create_session, assignment_of, require_nodes_on_ep, running, cpu_session = (_Part("sessions") for _ in range(7))
     # reproducers
     preamble, session_snippet, memory_expr = (_Part("snippets") for _ in range(3))
