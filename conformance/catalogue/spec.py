@@ -484,6 +484,8 @@ def _load_catalogue(paths: Iterable[str | Path] | None, known_checks: Iterable[s
     contracts: list[Contract] = []
     eps: list[EpSpec] = []
     where: Where = {}
+    ep_documents: list[Document] = []  # every EP declaration read, valid or not
+    flagged: set[tuple[str, str]] = set()  # (file, key) of every schema error
     shipped: set[int] = set()  # id() of the EP specs that ship with the kit
     digest = hashlib.sha256()
     for file in files:
@@ -504,22 +506,30 @@ def _load_catalogue(paths: Iterable[str | Path] | None, known_checks: Iterable[s
         schema = CONTRACTS_SCHEMA if "contracts" in doc.data else EP_SCHEMA
         found = schema_errors(doc, schema)
         errors.extend(found)
-        if found or parse_errors:
-            continue
+        flagged |= {(e.path, e.key) for e in found}
+        # A file with schema errors is still read for what the later checks need (contract ids,
+        # checks, parameters, the contracts an EP refers to): validation names every error of
+        # every file in one pass, not in rounds. Its catalogue is never returned.
+        lenient = bool(found or parse_errors)
         if schema == CONTRACTS_SCHEMA:
-            for index, contract in _contracts(doc, errors, str(file)):
+            for index, contract in _contracts(doc, errors, str(file), lenient=lenient):
                 contracts.append(contract)
                 where[id(contract)] = (doc, ("contracts", index))
         else:
+            ep_documents.append(doc)
+            if lenient:
+                continue
             eps.append(_ep_spec(doc))
             where[id(eps[-1])] = (doc, ("ep",))
             if file.parent in shipped_dirs:
                 shipped.add(id(eps[-1]))
     eps = _override_shipped(eps, shipped, where)
     errors.extend(_cross_check(contracts, eps, where))
-    errors.extend(unknown_checks(contracts, known_checks))
+    errors.extend(_unknown_contracts(ep_documents, {c.id for c in contracts if c.id}))
+    # A parameter the schema already refused is not named again by its check.
+    errors.extend(e for e in unknown_checks(contracts, known_checks) if (e.path, e.key) not in flagged)
     if errors:
-        raise SpecErrors(errors)
+        raise SpecErrors(sorted(_unique(errors), key=lambda e: (e.path, e.line, e.column)))
     return Catalogue(tuple(contracts), tuple(eps), tuple(str(f) for f in files), digest.hexdigest())
 
 
@@ -596,12 +606,16 @@ def _sources(items: list[dict[str, str]]) -> tuple[Source, ...]:
     return tuple(Source(s["kind"], s["ref"], s.get("note", ""), tuple(s.get("claims", ()))) for s in items)
 
 
-def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[tuple[int, Contract]]:
+def _contracts(doc: Document, errors: list[SpecError], file: str, *, lenient: bool = False) -> Iterator[tuple[int, Contract]]:
+    """The contracts of a contract file. `lenient`: the file has schema errors; each contract
+    is built from what it holds of the right type, for the checks that follow the schema's."""
+    if lenient:
+        yield from _lenient_contracts(doc, file)
+        return
     family = doc.data["family"]
     for index, raw in enumerate(doc.data["contracts"]):
         if not raw["id"].startswith(family + "."):
             errors.append(doc.error(("contracts", index, "id"), f"id must start with the family name '{family}.'"))
-            continue
         yield index, Contract(
             id=raw["id"],
             statement=" ".join(raw["statement"].split()),
@@ -619,6 +633,28 @@ def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[tu
             isolated=bool(raw.get("isolated", False)),
             own_process=bool(raw.get("own_process", False)),
             file=file,
+        )
+
+
+def _lenient_contracts(doc: Document, file: str) -> Iterator[tuple[int, Contract]]:
+    """A contract file's contracts as far as their id, check and parameters can be read."""
+    def text(value: Any) -> str:
+        return value if isinstance(value, str) else ""
+
+    family = text(doc.data.get("family"))
+    items = doc.data.get("contracts")
+    for index, raw in enumerate(items if isinstance(items, list) else []):
+        if not isinstance(raw, dict):
+            continue
+        written = raw.get("params")
+        params = {k: tuple(v) if isinstance(v, list) else (v,) for k, v in (written if isinstance(written, dict) else {}).items()
+                  if isinstance(k, str)}
+        yield index, Contract(
+            id=text(raw.get("id")), statement=text(raw.get("statement")), subject=text(raw.get("subject")),
+            severity=text(raw.get("severity")), check=text(raw.get("check")), sources=(), applies_when={}, params=params,
+            location=doc.location(("contracts", index)), check_location=doc.keyed_location(("contracts", index, "check")),
+            param_locations={k: doc.keyed_location(("contracts", index, "params", k), key=True) for k in params},
+            family=family, file=file,
         )
 
 
@@ -681,6 +717,8 @@ def _cross_check(contracts: list[Contract], eps: list[EpSpec], where: Where) -> 
 
     first_seen: dict[str, Contract] = {}
     for contract in contracts:
+        if not contract.id:  # a contract without one (the schema said so)
+            continue
         if contract.id in first_seen:
             yield at(contract, ("id",), f"duplicate contract id '{contract.id}' (first defined at {first_seen[contract.id].location})")
         else:
@@ -691,14 +729,32 @@ def _cross_check(contracts: list[Contract], eps: list[EpSpec], where: Where) -> 
             if name in names and not _same_ep_other_packaging(ep, names[name], name):
                 yield at(ep, _name_path(ep, name), f"EP name or alias '{name}' is already declared at {names[name].location}")
             names[name] = ep
-        referenced: list[tuple[JsonPath, bool, str]] = [(("not_applicable", cid), True, cid) for cid in ep.not_applicable]
-        referenced += [(("waivers", i, "contract"), False, w.contract) for i, w in enumerate(ep.waivers)]
-        referenced += [(("known_issues", i, "contract"), False, k.contract) for i, k in enumerate(ep.known_issues) if not k.contract.startswith("copy:")]
+
+
+def _unknown_contracts(documents: list[Document], known: set[str]) -> Iterator[SpecError]:
+    """The contracts the EP declarations in `documents` refer to (not_applicable, waivers,
+    known_issues) that no contract file defines; read from each document as written, so that
+    a declaration with schema errors is checked too."""
+    def listed(raw: dict[str, Any], key: str) -> Iterator[tuple[JsonPath, bool, str]]:
+        items = raw.get(key)
+        for i, item in enumerate(items if isinstance(items, list) else []):
+            if isinstance(item, dict) and isinstance(item.get("contract"), str):
+                yield ("ep", key, i, "contract"), False, item["contract"]
+
+    for doc in documents:
+        raw = doc.data.get("ep")
+        if not known or not isinstance(raw, dict):
+            continue
+        not_applicable = raw.get("not_applicable")
+        referenced = [(("ep", "not_applicable", cid), True, cid) for cid in (not_applicable if isinstance(not_applicable, dict) else {})
+                      if isinstance(cid, str)]
+        referenced += listed(raw, "waivers")
+        referenced += [ref for ref in listed(raw, "known_issues") if not ref[2].startswith("copy:")]
         for path, is_key, contract_id in referenced:
-            if first_seen and contract_id not in first_seen:
-                hint = _closest(contract_id, sorted(first_seen))
+            if contract_id not in known:
+                hint = _closest(contract_id, sorted(known))
                 suggestion = f" (did you mean '{hint}'?)" if hint else ""
-                yield at(ep, path, f"unknown contract '{contract_id}'{suggestion}", key=is_key)
+                yield doc.error(path, f"unknown contract '{contract_id}'{suggestion}", key=is_key)
 
 
 def unknown_checks(contracts: Iterable[Contract], known_checks: Iterable[str] | Mapping[str, CheckSignature]) -> list[SpecError]:
@@ -712,6 +768,8 @@ def unknown_checks(contracts: Iterable[Contract], known_checks: Iterable[str] | 
     known = set(known_checks)
     errors = []
     for contract in contracts:
+        if not contract.check:  # none written (the schema said so)
+            continue
         if known and contract.check not in known:
             hint = _closest(contract.check, sorted(known))
             suggestion = f" (did you mean '{hint}'?)" if hint else ""
