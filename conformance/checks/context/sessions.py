@@ -61,42 +61,9 @@ class Sessions:
                 self.snippets.taken[os.path.abspath(path)] = sorted(info.assignment[self.under_test.target.provider])
         return self._sessions[key]
 
-    def session_on_ep(self, recipe: str, dtype: tensors.DType, shape: tuple[int, ...]) -> SessionInfo:
-        """The session of `recipe`, or, where the EP takes no node of it, of a model of the same
-        element type the EP does take: one a session of this worker already saw run on it
-        (another contract's), else the first of models/recipes.yaml's recipes it takes. A
-        narrow EP (an NPU that takes a few operators) still shows a contract about sessions in
-        general; which model ran is the evidence `model_substituted`. Where no model of the
-        type runs on the EP, the recipe's own session is returned (and `require_nodes_on_ep`
-        says not_run). Needs onnxruntime's node assignment (>= 1.24) to tell."""
-        info = self.session(recipe, dtype, shape)
-        provider = self.under_test.target.provider
-        if (not self.models.recipes[recipe].ops or info.assignment.get(provider)
-                or not self.under_test.target.facts["api"]["graph_assignment_info"]):
-            return info
-        substitute = self._model_the_ep_takes(dtype, shape)
-        if substitute is None:
-            return info
-        self.evidence.prove("model_substituted", {"asked": recipe, "ran": substitute.recipe,
-                                                  "why": f"{provider} takes no node of '{recipe}' ({', '.join(self.models.recipes[recipe].ops)})"})
-        return substitute
-
-    def _model_the_ep_takes(self, dtype: tensors.DType, shape: tuple[int, ...]) -> SessionInfo | None:
-        provider = self.under_test.target.provider
-        seen = [info for (name, dt, _), info in self._sessions.items()
-                if dt == dtype.name and not name.startswith("cpu:") and info.assignment.get(provider)]
-        if seen:
-            return seen[0]
-        for name, recipe in self.models.recipes.items():
-            if not recipe.ops or (name, dtype.name, shape) in self._sessions:
-                continue
-            try:
-                info = self.session(name, dtype, shape)
-            except Exception:  # a model the EP or onnxruntime refuses is one it does not take: the next
-                continue
-            if info.assignment.get(provider):
-                return info
-        return None
+    def made(self) -> dict[tuple[str, str, tuple[int, ...]], SessionInfo]:
+        """The sessions this worker has made, by (recipe, element type, shape); "cpu:" recipes are the CPU EP's alone."""
+        return dict(self._sessions)
 
     def cpu_session(self, recipe: str, dtype: tensors.DType, shape: tuple[int, ...]) -> SessionInfo:
         """A session of the model on the CPU EP alone, the EP under test not in it: for the
