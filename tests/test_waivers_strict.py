@@ -17,14 +17,14 @@ CONFTEST = """\
 import dataclasses
 from conformance.run.scheduler import Scheduler
 from conformance.catalogue.contracts import Catalogue, Waiver
-from conformance.outcomes import Outcome
+from conformance.outcomes import CaseReply, Outcome
 
 OUTCOMES = {outcomes}
 
 
-def run_case(self, item):
-    outcome, message = OUTCOMES.get(item.contract.id, ("pass", ""))
-    return Outcome(outcome), message, {{}}, 0.0
+def run_case(self, planned):
+    outcome, message = OUTCOMES.get(planned.request["contract"], ("pass", ""))
+    return CaseReply(Outcome(outcome), message)
 
 
 original = Catalogue.ep_spec

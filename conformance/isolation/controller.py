@@ -150,15 +150,15 @@ class _Launchers:
 
 
 class Worker:
+    isolates = True  # its requests run in a process of their own (in_process.InProcessWorker: they do not)
     init = _Launchers()
     log = _Launchers()
     fork_server = _Launchers()  # forks this worker's processes once set and serving; else spawned
     hosts = _Launchers()  # a fork server the next spawned process starts
     process = _Launchers()
     restarts = _Launchers()
-    # A spare for requests likely to crash the worker; what every process gets after init.
-    stand_by = _Launchers()
-    hand_over = _Launchers()
+    stand_by = _Launchers()  # a spare for requests likely to crash the worker
+    hand_over = _Launchers()  # what every process gets after init
 
     def __init__(self, init: dict[str, Any], *, timeout: float, log: Path | None = None, env: dict[str, str] | None = None,
                  warm_up: bool = False, on_wait: Callable[[Waiting], None] | None = None):
