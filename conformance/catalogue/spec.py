@@ -294,4 +294,6 @@ def _ep_spec(doc: Document) -> EpSpec:
         session_outputs=tuple(raw["session_memory"]["outputs"]) if "session_memory" in raw else None,
         verification={claim: Verification(v["verified"], v["how"]) for claim, v in raw.get("verification", {}).items()},
         known_issues=KnownIssue.all_from(raw),
+        environment_setup=tuple(raw.get("environment", {}).get("setup", ())),
+        environment_faults=tuple(raw.get("environment", {}).get("faults", ())),
     )
