@@ -168,8 +168,10 @@ def script(ctx, kind: str, title: str, body: str, *, register: bool = True) -> s
     importer (`importer`, of `device` in `env`; not made when `register` is False), then `body`."""
     target = ctx.target
     module = host if kind == "host-allocation" else vulkan
-    source = "\n".join(line for line in (inspect.getsource(mapping) + inspect.getsource(module)).splitlines()
-                        if line not in ("from __future__ import annotations", "from conformance.target.interop.mapping import Mapped"))
+    # the producer's source, standing alone: its imports of the kit become what they name
+    kit_imports = {"from __future__ import annotations": "", "from conformance.target.interop.mapping import Mapped": "",
+                   "from conformance.errors import KitError": "KitError = Exception"}
+    source = "\n".join(kit_imports.get(line, line) for line in (inspect.getsource(mapping) + inspect.getsource(module)).splitlines())
     maker = "producer = HostProducer()" if kind == "host-allocation" else "producer = open_producer()"
     slot = {name: slots.ORT_API[name][0] for name in CALLS}
     interop_slot = {name: index for name, (index, _) in slots.ORT_INTEROP_API.items()}

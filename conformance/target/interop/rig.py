@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from conformance.calls import Call
+from conformance.errors import KitError
 from conformance.findings import NotApplicable, NotRun
 from conformance.target.interop import capi as C
 from conformance.target.interop import host, vulkan
@@ -53,7 +54,7 @@ def c_device(ctx) -> tuple[C.CApi, C.Environment, int]:
     return api, env, devices[ctx.device_index]
 
 
-class NullOutput(Exception):
+class NullOutput(KitError):
     """An interop call returned OK and left its output NULL: `call` names it, `what` the output."""
 
     def __init__(self, call: str, what: str):
