@@ -179,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _validate(args) -> int:
     from conformance.checks import known_checks
-    from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs, spec_files
+    from conformance.catalogue.spec import load_catalogue, spec_files
+    from conformance.data import shipped_spec_dirs
+    from conformance.errors import SpecErrors
 
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
@@ -279,7 +281,8 @@ def _figures(figures: dict) -> str:
 def _catalogue(args) -> int:
     from conformance.catalogue.markdown import render
     from conformance.checks import known_checks
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     try:
         text = render(load_catalogue(known_checks=known_checks()))
@@ -361,7 +364,8 @@ def _shipped_required_contracts(files: dict[str, bytes]) -> set[str]:
     with this kit version: a bundle may add contracts, never drop shipped ones."""
     from conformance.checks import known_checks
     from conformance.report.schema import parse_json
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     try:
         report = parse_json(files["report.json"])
@@ -392,7 +396,8 @@ def _diff(args) -> int:
 def _found(args) -> int:
     from conformance.checks import known_checks
     from conformance.tools.found import ReportError, load_reports, render
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     try:
         text = render(load_reports(args.reports), load_catalogue(known_checks=known_checks()))
@@ -460,7 +465,8 @@ def _merge(args) -> int:
 def _rebuild(args) -> int:
     from conformance.run import journal, runfolder
     from conformance import report, safe_io
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     folder = Path(args.report_dir)
     try:
