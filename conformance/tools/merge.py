@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import safe_io
+from conformance.errors import KitError
 from conformance.outcomes import Result
 from conformance.plugin.selection import Selection, case_key
 from conformance.report.schema import parse_json
@@ -26,7 +27,7 @@ from conformance.run import journal, runfolder
 from conformance.tools.bundle import MAX_MEMBER_BYTES, BundleError, require_report_shape
 
 
-class MergeError(Exception):
+class MergeError(KitError):
     """The folders given are not the shards of one run, or the merge cannot be written: why."""
 
 
