@@ -211,11 +211,19 @@ class _RefusingRig:
     def source(self, kind):
         return self._Producer()
 
+    class producers:  # noqa: N801 (the rig's Producers, as the checks reach them)
+        @staticmethod
+        def of(kind):
+            return _RefusingRig._Producer()
+
     def import_handed(self, handed, size, offset=0, **_):
         raise OrtError("ImportMemory", 2, "Bad file descriptor")
 
     def can_import(self, handle_type):
         return handle_type == "host_allocation"
+
+    def release_handle(self, handle):
+        raise AssertionError("no handle was ever given")
 
 
 def test_a_refusal_whose_valid_twin_is_refused_too_proves_nothing(monkeypatch):
@@ -224,6 +232,16 @@ def test_a_refusal_whose_valid_twin_is_refused_too_proves_nothing(monkeypatch):
     ctx = _Ctx()
     with pytest.raises(NotRun, match="valid twin: ImportMemory: Bad file descriptor; bad request: ImportMemory: Bad file descriptor"):
         list(imported_refusals.rejects_bad(ctx, "size-past-allocation", HOST))
+    assert "refused" not in ctx.evidence
+
+
+def test_a_denied_type_refused_beside_a_refused_twin_proves_nothing(monkeypatch):
+    from conformance.checks import imported_memory
+    monkeypatch.setattr(imported_memory.ImportRig, "for_context", classmethod(lambda cls, ctx: _RefusingRig()))
+    ctx = _Ctx()
+    ctx.step = ""
+    with pytest.raises(NotRun, match="valid twin: Bad file descriptor; labelled D3D12_RESOURCE: Bad file descriptor"):
+        list(imported_memory.capability(ctx, "d3d12-resource"))
     assert "refused" not in ctx.evidence
 
 
