@@ -21,15 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, cast
 
-from conformance import data, safe_io
+from conformance import apis, data, safe_io
+from conformance.catalogue import versions
 from conformance.catalogue.contracts import (
     Catalogue,
     CheckSignature,
+    Contested,
     Contract,
     EpSpec,
     KnownIssue,
     Location,
     MemoryDeclaration,
+    Provenance,
     Source,
     Verification,
     Waiver,
@@ -596,6 +599,13 @@ def _sources(items: list[dict[str, str]]) -> tuple[Source, ...]:
     return tuple(Source(s["kind"], s["ref"], s.get("note", ""), tuple(s.get("claims", ()))) for s in items)
 
 
+def _contested(raw: dict[str, Any] | None) -> Contested | None:
+    if raw is None:
+        return None
+    return Contested(" ".join(raw["holds"].split()), dict(raw["where"]), " ".join(raw["why"].split()),
+                     tuple((" ".join(side["says"].split()), side["ref"]) for side in raw["sides"]))
+
+
 def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[tuple[int, Contract]]:
     family = doc.data["family"]
     for index, raw in enumerate(doc.data["contracts"]):
@@ -616,6 +626,9 @@ def _contracts(doc: Document, errors: list[SpecError], file: str) -> Iterator[tu
             param_locations={k: doc.keyed_location(("contracts", index, "params", k), key=True) for k in raw.get("params", {})},
             family=family,
             requires_api=tuple(raw.get("requires_api", ())),
+            provenance=Provenance(raw["provenance"]["basis"], raw["provenance"]["ref"], raw["provenance"].get("note", "")),
+            since=raw["since"],
+            contested=_contested(raw.get("contested")),
             isolated=bool(raw.get("isolated", False)),
             own_process=bool(raw.get("own_process", False)),
             file=file,
@@ -679,6 +692,11 @@ def _cross_check(contracts: list[Contract], eps: list[EpSpec], where: Where) -> 
 
     first_seen: dict[str, Contract] = {}
     for contract in contracts:
+        needed = max((apis.since(api) for api in contract.requires_api), key=versions.parse, default="")
+        if needed and not versions.at_least(contract.since, needed):
+            yield at(contract, ("since",), f"since {contract.since} is older than the API it requires: "
+                     f"{', '.join(a for a in contract.requires_api if not versions.at_least(contract.since, apis.since(a)))} "
+                     f"(onnxruntime >= {needed})")
         if contract.id in first_seen:
             yield at(contract, ("id",), f"duplicate contract id '{contract.id}' (first defined at {first_seen[contract.id].location})")
         else:

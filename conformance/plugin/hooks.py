@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
+from conformance.catalogue import selectors
 from conformance.plugin import ids, signals, terminal
 
 from conformance.run import runfolder
@@ -238,7 +239,8 @@ def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
 
     terminalreporter.section("conformance")
     colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(run.verdict, {"yellow": True})
-    terminalreporter.write_line(f"verdict: {run.verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
+    verdict = run.report_data.get("verdict_text", run.verdict) if run.report_data is not None else run.verdict
+    terminalreporter.write_line(f"verdict: {verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
     for line in summary.terminal(run.report_data) if run.report_data is not None else []:
         terminalreporter.write_line(line)
     for line, markup in _ep_lines(run.eps):
@@ -609,6 +611,7 @@ class ContractItem(pytest.Item):
             contract=self.contract.id, ep=self.ep.facts["provider"], device=self.device["label"], params=self.params,
             outcome=outcome, message=message, spec=str(self.contract.location), severity=self.contract.severity,
             subject=(details or {}).get("subject", self.contract.subject), nodeid=self.nodeid, duration=duration, details=details or {},
+            contested=selectors.contested_rule(self.contract, self.ep.facts, self.device),
         )
 
     def quarantined(self) -> str:

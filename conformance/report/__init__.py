@@ -21,6 +21,8 @@ from conformance.target.eps import memory_label
 from conformance.rules import waivers as waiver_rules
 from conformance.outcomes import Outcome, Result, counts, verdict
 from conformance.record import RunRecord
+from conformance.catalogue.versions import api_level
+from conformance.report.common import verdict_text
 from conformance.report.common import NO_EP_DEVICE, advertised_memory, device_line, imports_lines, params_label, unlisted_note  # noqa: F401  (the report's helpers, named here too)
 
 SCHEMA = "ort-ep-conformance/report/1"
@@ -47,6 +49,8 @@ def build(record: RunRecord) -> dict[str, Any]:
         "devices": [dict(device, ep=ep.facts["provider"]) for ep in record.eps for device in ep.facts["devices"]],
         "verdict": decided.value,
         "verdict_reasons": reasons,
+        "api_level": api_level(first.get("onnxruntime", {}).get("version")),
+        "verdict_text": verdict_text(decided.value, api_level(first.get("onnxruntime", {}).get("version"))),
         "summary": counts(results),
         "findings": [r.to_dict() for r in results if r.is_finding],
         "results": [r.to_dict() for r in results],
@@ -112,6 +116,9 @@ def _contract(contract, files: dict[str, list[str] | None]) -> dict[str, Any]:
         "subject": contract.subject,
         "spec": str(contract.location),
         "sources": [s.to_dict() for s in contract.sources],
+        "provenance": contract.provenance.to_dict() if contract.provenance else None,
+        "since": contract.since,
+        "contested": contract.contested.to_dict() if contract.contested else None,
         "excerpt": _excerpt(files[contract.file], contract.location.line),
     }
 
