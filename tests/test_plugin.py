@@ -32,16 +32,16 @@ contracts:
     statement: update_inplace(numpy array) MUST copy the values exactly (vendor copy).
     subject: ep
     severity: required
-    provenance:
-      basis: inferred
-      ref: "the kit's tests"
-    since: "1.22"
     sources:
       - {kind: measured, ref: "vendor lab"}
     check: update-inplace.from-numpy
     params:
       dtype: [float32, int64]
       shape: ["3"]
+    provenance:
+      basis: inferred
+      ref: "the kit's tests"
+    since: "1.22"
 """
 
 # An EP-subject contract whose check onnxruntime itself breaks on the CPU EP:
