@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -63,8 +64,14 @@ class Sessions:
             except Exception as exc:
                 Refusal(self.under_test, self.models, self.guard.reproducer).explain(exc, model, path, recipe, dtype)
                 raise
-            self._sessions[key] = SessionInfo(session, path, recipe, self.assignment_of(session), dtype.name, shape)
+            info = self._sessions[key] = SessionInfo(session, path, recipe, self.assignment_of(session), dtype.name, shape)
+            if path is not None and info.assignment.get(self.under_test.target.provider):
+                self.snippets.taken[os.path.abspath(path)] = sorted(info.assignment[self.under_test.target.provider])
         return self._sessions[key]
+
+    def made(self) -> dict[tuple[str, str, tuple[int, ...]], SessionInfo]:
+        """The sessions this worker has made, by (recipe, element type, shape); "cpu:" recipes are the CPU EP's alone."""
+        return dict(self._sessions)
 
     def cpu_session(self, recipe: str, dtype: tensors.DType, shape: tuple[int, ...]) -> SessionInfo:
         """A session of the model on the CPU EP alone, the EP under test not in it: for the
@@ -145,18 +152,6 @@ class Sessions:
             assignment.setdefault(subgraph.ep_name, []).extend(node.op_type for node in subgraph.get_nodes())
         return assignment
 
-    def a_model_it_takes(self) -> str:
-        """A float32 model of which the EP takes nodes, in words ('' when it takes none of them)."""
-        float32 = tensors.DTYPES["float32"]
-        for recipe in FUNCTIONAL_PROBES:
-            try:
-                info = self.session(recipe, float32, SESSION_SHAPE)
-            except (NotApplicable, NotRun):
-                continue
-            if info.assignment.get(self.under_test.target.provider):
-                return f"the float32 model '{recipe}'"
-        return ""
-
     def require_nodes_on_ep(self, info: SessionInfo) -> list[str]:
         """The op types of the model that ran on other EPs ([] when all ran on the EP).
 
@@ -176,7 +171,7 @@ class Sessions:
             self.evidence.prove("providers", info.session.get_providers())
             return []
         if not info.assignment.get(target.provider):
-            taken = self.a_model_it_takes()
+            taken = a_model_it_takes(self)
             if not taken:
                 raise NotRun(f"{target.provider} took no node of model '{info.recipe}' ({', '.join(ops)}); nodes ran on {info.assignment}")
             built = f" with {info.dtype} {list(info.shape)}" if info.dtype else ""
@@ -187,6 +182,19 @@ class Sessions:
         if elsewhere:
             self.evidence.prove("nodes_elsewhere", elsewhere)
         return elsewhere
+
+
+def a_model_it_takes(sessions: Sessions) -> str:
+    """A float32 model of which the EP takes nodes, in words ('' when it takes none of them)."""
+    float32 = tensors.DTYPES["float32"]
+    for recipe in FUNCTIONAL_PROBES:
+        try:
+            info = sessions.session(recipe, float32, SESSION_SHAPE)
+        except (NotApplicable, NotRun):
+            continue
+        if info.assignment.get(sessions.under_test.target.provider):
+            return f"the float32 model '{recipe}'"
+    return ""
 
 
 class Refusal:
