@@ -82,6 +82,9 @@ class Scheduler:
                     ep.capabilities.append(capability_matrix(ep.runner.context(device["index"]), planned.request["sizes"]))
             except (WorkerLost, WorkerRefused) as exc:
                 ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
+            except Exception as exc:  # in this process (--conformance-isolation none): a failure is the matrix's, never the run's
+                ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "pairs": [],
+                                        "error": f"the copy matrix could not be computed: {type(exc).__name__}: {exc}"})
 
     def probe_all(self) -> bool:
         """The copy matrix of every EP device; False when Ctrl-C stopped it."""
