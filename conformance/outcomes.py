@@ -50,6 +50,21 @@ PYTEST_ERRORS = (Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR)
 CASE_PROPERTIES = ("contract", "ep", "device", "outcome", "severity", "subject", "spec")
 
 
+@dataclass(frozen=True)
+class CaseReply:
+    """What one case came to where it ran, before the parent makes it a `Result`: a worker's
+    answer (its wire dict, `from_wire`) or what the loss of its worker made of it."""
+
+    outcome: Outcome
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+    duration: float = 0.0  # the check's own seconds, as its worker timed it
+
+    @classmethod
+    def from_wire(cls, reply: dict[str, Any]) -> "CaseReply":
+        return cls(Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"])
+
+
 @dataclass
 class Result:
     contract: str

@@ -752,6 +752,25 @@ static OrtStatus* value_info_tensor(const OrtValueInfo* vi, ONNXTensorElementDat
   return NULL;
 }
 
+/* Narrow mode: ORT_REFDEV_OPS names the ops the EP takes, comma-separated (e.g. "Relu"), as an
+ * NPU takes only some operators; unset or empty, it takes every op it implements. Read on each
+ * GetCapability, so that a session made after the variable changes sees the new set. */
+#define REFDEV_OPS_ENV "ORT_REFDEV_OPS"
+
+static bool op_enabled(const char* op) {
+  const char* list = getenv(REFDEV_OPS_ENV);
+  if (list == NULL || list[0] == '\0') return true;
+  size_t len = strlen(op);
+  for (const char* p = list; *p != '\0';) {
+    const char* end = strchr(p, ',');
+    size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+    if (n == len && strncmp(p, op, len) == 0) return true;
+    if (end == NULL) break;
+    p = end + 1;
+  }
+  return false;
+}
+
 /* Decides whether a node is one the EP runs. */
 static OrtStatus* node_supported(const OrtNode* node, bool* ok) {
   *ok = false;
@@ -768,6 +787,7 @@ static OrtStatus* node_supported(const OrtNode* node, bool* ok) {
   } else {
     return NULL;
   }
+  if (!op_enabled(op)) return NULL;
   size_t nin = 0, nout = 0;
   RETURN_IF_STATUS(g_ort->Node_GetNumInputs(node, &nin));
   RETURN_IF_STATUS(g_ort->Node_GetNumOutputs(node, &nout));

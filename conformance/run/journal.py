@@ -25,6 +25,7 @@ from typing import IO, Any
 from conformance import safe_io
 from conformance.outcomes import Result
 from conformance.record import EpRecord, RunRecord
+from conformance.errors import KitError
 
 NAME = "journal.jsonl"
 SCHEMA = "ort-ep-conformance/journal/1"
@@ -84,7 +85,7 @@ class Journal:
                 pass  # a full disk reported at close: `broken` said so already, or nothing was lost
 
 
-class JournalError(Exception):
+class JournalError(KitError):
     """A journal that cannot be read back: where (path:line) and why."""
 
 

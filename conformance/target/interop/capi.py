@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.target.interop import slots
+from conformance.errors import KitError
 
 API_VERSION = 24  # GetInteropApi appeared in 1.24; nothing else called here is newer
 ORT_API_VERSION_IN_DESCRIPTORS = 24  # `version` of the descriptors the kit fills
@@ -38,11 +39,11 @@ _ptr, _size = ctypes.c_void_p, ctypes.c_size_t
 _Status = ctypes.c_void_p
 
 
-class Unavailable(Exception):
+class Unavailable(KitError):
     """The C path cannot run here; the message says why."""
 
 
-class OrtError(RuntimeError):
+class OrtError(KitError, RuntimeError):
     """An OrtStatus that was not OK: its code and message."""
 
     def __init__(self, call: str, code: int, message: str):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import os
 from dataclasses import dataclass
+from conformance.errors import KitError
 
 # vulkan_core.h values (checked against the header by tests/test_interop.py)
 VK_SUCCESS = 0
@@ -109,11 +110,11 @@ class _GetFdInfo(ctypes.Structure):
     _fields_ = [("sType", _u32), ("pNext", _ptr), ("memory", _u64), ("handleType", _u32)]
 
 
-class NoProducer(Exception):
+class NoProducer(KitError):
     """No Vulkan device here exports opaque fds; the message says what is missing."""
 
 
-class VulkanError(RuntimeError):
+class VulkanError(KitError, RuntimeError):
     def __init__(self, call: str, result: int):
         super().__init__(f"{call} returned VkResult {result}")
         self.call, self.result = call, result
