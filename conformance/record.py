@@ -32,7 +32,8 @@ class RunRecord:
     which part of the catalogue ran (conformance.plugin.selection.Selection.to_dict), None when not known;
     `wrapper`: the command the EP's processes ran under ('' for none); `emulated`: that command
     where it is a CPU emulator (options.emulator_of), else ''; `cpu`: the machine's CPU vendor
-    as /proc/cpuinfo names it ('' where not known)."""
+    as /proc/cpuinfo names it ('' where not known);
+    `shard`: which shard of a run this is ({"index", "count", "text"}, --conformance-shard), None for a whole run."""
 
     results: tuple[Result, ...]
     eps: tuple[EpRecord, ...]
@@ -51,3 +52,4 @@ class RunRecord:
     wrapper: str = ""
     emulated: str = ""
     cpu: str = ""
+    shard: dict[str, Any] | None = None

@@ -35,6 +35,8 @@ from conformance.safe_io import UnsafeFile
 from conformance.record import EpRecord, RunRecord
 from conformance.run.scheduler import Scheduler
 from conformance.plugin.selection import SelectionWatch, case_key, compare
+from conformance.plugin import shards
+from conformance.plugin.shards import shard_option
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
@@ -86,6 +88,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
+    group.addoption("--conformance-shard", metavar="K/N", type=shard_option, default=None,
+                    help="run shard K of N: a deterministic Kth of the cases (by node id; the same split on every machine), "
+                         "e.g. one job of a CI matrix; a shard alone never certifies: `ort-conformance merge` of all N report "
+                         "folders gives the run's report and verdict")
 
 
 class ConformanceRun:
@@ -282,7 +288,7 @@ def _open_folder(run: ConformanceRun) -> None:
         run.folder.open({"started": run.started, "specs": run.spec_paths, "strict": bool(run.strict),
                          "isolation": "worker" if run.isolated else "none", "command": " ".join(sys.argv),
                          "wrapper": " ".join(run.wrapper), "emulated": emulator_of(run.wrapper) or "",
-                         "python": sys.version.split()[0]})
+                         "python": sys.version.split()[0], "shard": shards.as_dict(run.config)})
     except runfolder.FolderRefused as exc:
         raise pytest.UsageError(str(exc)) from None
     if run.primary:
@@ -356,7 +362,7 @@ def _selection(run: ConformanceRun) -> dict[str, Any]:
     given = [arg for arg in run.config.invocation_params.args if _names_specs(arg)]
     given = given if len(given) == len(run.spec_selections) else run.spec_selections
     chosen = [as_given for as_given, arg in zip(given, run.spec_selections, strict=True) if "::" in arg or _inside(arg, contracts_dir())]
-    return compare(expected, ran, run.watch.how(chosen)).to_dict()
+    return compare(expected, ran, shards.named(run.config) + run.watch.how(chosen)).to_dict()
 
 
 def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
@@ -374,6 +380,7 @@ def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
         started=run.started, finished=time.time(), interrupted=interrupted, strict=bool(run.strict),
         isolation="worker" if run.isolated else "none", python=sys.version.split()[0], platform=machine(), command=" ".join(sys.argv),
         selection=run.selection, wrapper=" ".join(run.wrapper), emulated=emulator_of(run.wrapper) or "", cpu=cpu_vendor(),
+        shard=shards.as_dict(run.config),
     )
 
 
@@ -564,6 +571,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_KEY] = run
     config.stash[CASES_KEY] = run  # what the items read of it (items.CaseSource)
     config.pluginmanager.register(run, "conformance-run")
+    shards.register(config)  # --conformance-shard: deselects the other shards' cases at collection
     if run.primary:
         # SIGTERM (CI's cancel) and SIGHUP end the run as Ctrl-C does: with a report of what ran.
         config.stash[SIGNALS_KEY] = signals.install()
