@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from conformance.calls import Call
 from conformance.isolation.launcher import Launcher
 from conformance.isolation.ledger import Ledger
+from conformance.errors import KitError, SpecError
 
 if TYPE_CHECKING:
     from conformance.catalogue.contracts import Catalogue
@@ -52,7 +53,7 @@ def handover(catalogue: Catalogue, recipes: dict[str, Any]) -> dict[str, Any]:
 START_SECONDS = 10.0
 
 
-class WorkerLost(Exception):
+class WorkerLost(KitError):
     """The worker crashed or timed out, as facts: `outcome` ('crash' or 'timeout'), `message`
     (what happened to the process), `actual` (the same, short), `tail` (its last output), `call`
     (the onnxruntime call the lost request had in flight, None when it had none); once the
@@ -83,17 +84,20 @@ class WorkerLost(Exception):
         return self
 
 
-class WorkerRefused(Exception):
+class WorkerRefused(KitError):
     """The worker answered with an error (e.g. the EP is unavailable); `kind` names it
-    (EpUnavailable, SpecErrors, internal) where the worker says."""
+    (EpUnavailable, SpecErrors, internal) where the worker says; `errors`: the spec errors it
+    found, as data (their wire dicts in the reply), never to be parsed back from the message."""
 
-    def __init__(self, message: str, kind: str = ""):
+    def __init__(self, message: str, kind: str = "", errors: tuple[SpecError, ...] = ()):
         super().__init__(message)
         self.kind = kind
+        self.errors = errors
 
     @classmethod
     def from_reply(cls, reply: dict[str, Any]) -> "WorkerRefused":
-        return cls(reply.get("error", "unknown error"), reply.get("kind", ""))
+        errors = tuple(SpecError.from_wire(error) for error in reply.get("errors", ()))
+        return cls(reply.get("error", "unknown error"), reply.get("kind", ""), errors)
 
 
 # How long a request's reply may take before the caller hears that it is waited for (on_wait),

@@ -15,7 +15,7 @@ import gc
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pytest
 
@@ -23,6 +23,7 @@ from conformance.plugin import ids, signals, terminal
 
 from conformance.run import runfolder
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
+from conformance.errors import SpecError
 from conformance.isolation.controller import WorkerLost, WorkerRefused, handover
 from conformance.isolation.in_process import InProcessWorker
 from conformance.options import ep_options, seconds, unknown_options
@@ -33,6 +34,8 @@ from conformance.safe_io import UnsafeFile
 from conformance.record import EpRecord, RunRecord
 from conformance.run.scheduler import Scheduler
 from conformance.plugin.selection import SelectionWatch, case_key, compare
+from conformance.plugin import shards
+from conformance.plugin.shards import shard_option
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
@@ -78,6 +81,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
+    group.addoption("--conformance-shard", metavar="K/N", type=shard_option, default=None,
+                    help="run shard K of N: a deterministic Kth of the cases (by node id; the same split on every machine), "
+                         "e.g. one job of a CI matrix; a shard alone never certifies: `ort-conformance merge` of all N report "
+                         "folders gives the run's report and verdict")
 
 
 class ConformanceRun:
@@ -148,8 +155,8 @@ class ConformanceRun:
         try:
             facts = worker.ready()
         except WorkerRefused as exc:
-            if exc.kind == "SpecErrors":
-                raise _invalid_specs(str(exc).splitlines()) from None
+            if exc.errors:
+                raise _invalid_specs(exc.errors) from None
             raise pytest.UsageError(str(exc)) from None
         except WorkerLost as exc:
             raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
@@ -267,7 +274,7 @@ def _open_folder(run: ConformanceRun) -> None:
     try:
         run.folder.open({"started": run.started, "specs": run.spec_paths, "strict": bool(run.strict),
                          "isolation": "worker" if run.isolated else "none", "command": " ".join(sys.argv),
-                         "python": sys.version.split()[0]})
+                         "python": sys.version.split()[0], "shard": shards.as_dict(run.config)})
     except runfolder.FolderRefused as exc:
         raise pytest.UsageError(str(exc)) from None
     if run.primary:
@@ -326,7 +333,7 @@ def _selection(run: ConformanceRun) -> dict[str, Any]:
     given = [arg for arg in run.config.invocation_params.args if _names_specs(arg)]
     given = given if len(given) == len(run.spec_selections) else run.spec_selections
     chosen = [as_given for as_given, arg in zip(given, run.spec_selections, strict=True) if "::" in arg or _inside(arg, contracts_dir())]
-    return compare(expected, ran, run.watch.how(chosen)).to_dict()
+    return compare(expected, ran, shards.named(run.config) + run.watch.how(chosen)).to_dict()
 
 
 def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
@@ -339,7 +346,7 @@ def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
         contracts=tuple(run.catalogue.contracts), spec_digest=run.catalogue.digest, collected=run.collected,
         started=run.started, finished=time.time(), interrupted=interrupted, strict=bool(run.strict),
         isolation="worker" if run.isolated else "none", python=sys.version.split()[0], platform=machine(), command=" ".join(sys.argv),
-        selection=run.selection,
+        selection=run.selection, shard=shards.as_dict(run.config),
     )
 
 
@@ -472,17 +479,18 @@ def _load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
     """The catalogue, validated; `check_ids`: also that every contract names a known check
     (which imports the checks, and with them numpy and onnx)."""
     from conformance.checks import CHECKS, load_all
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     if check_ids:
         load_all()
     try:
         return load_catalogue(paths, known_checks=CHECKS if check_ids else ())
     except SpecErrors as exc:
-        raise _invalid_specs([str(e) for e in exc.errors]) from None
+        raise _invalid_specs(exc.errors) from None
 
 
-def _invalid_specs(errors: list[str]) -> pytest.UsageError:
+def _invalid_specs(errors: Sequence[SpecError]) -> pytest.UsageError:
     return pytest.UsageError(f"invalid spec files ({len(errors)} error{'s' if len(errors) != 1 else ''}):\n" + "\n".join(f"  {e}" for e in errors))
 
 
@@ -507,6 +515,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_KEY] = run
     config.stash[CASES_KEY] = run  # what the items read of it (items.CaseSource)
     config.pluginmanager.register(run, "conformance-run")
+    shards.register(config)  # --conformance-shard: deselects the other shards' cases at collection
     if run.primary:
         # SIGTERM (CI's cancel) and SIGHUP end the run as Ctrl-C does: with a report of what ran.
         config.stash[SIGNALS_KEY] = signals.install()

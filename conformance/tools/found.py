@@ -25,6 +25,7 @@ from conformance.report.markdown import cell, pairs_table, spec_claims as claims
 from conformance.report.schema import REPORT_SCHEMA_PREFIX, parse_json, report_problems
 from conformance.catalogue.spec import load_known_issues
 from conformance.data import known_issues_file
+from conformance.errors import KitError
 
 RUNTIME_ISSUES = known_issues_file()
 # Who answers for a broken result, by its subject: "both" is listed under onnxruntime (it passed
@@ -34,7 +35,7 @@ WHOSE = {"ep": "the EP", "runtime": "onnxruntime", "both": "onnxruntime and the 
 READ_KEYS = ("onnxruntime", "ep", "devices", "verdict", "verdict_reasons", "summary", "findings", "results", "capabilities", "run")
 
 
-class ReportError(Exception):
+class ReportError(KitError):
     """A file given is not a conformance report; the message names it."""
 
 
