@@ -135,7 +135,8 @@ def test_the_reader_needs_no_onnxruntime_and_loads_only_the_standard_library(tab
     assert completed.returncode == 0, completed.stderr
     answer, modules = completed.stdout.splitlines()
     assert answer == "True"
-    assert modules == str(["conformance", "conformance.fleet", "conformance.tools", "conformance.tools.fleet_reader", "conformance.version"])
+    assert modules == str(["conformance", "conformance.errors", "conformance.fleet", "conformance.tools", "conformance.tools.fleet_reader",
+                           "conformance.version"])
 
 
 @pytest.mark.parametrize("content, message", [

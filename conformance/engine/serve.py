@@ -67,14 +67,16 @@ class Handler:
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         from conformance.findings import CallQuarantined
         from conformance.target.eps import EpUnavailable
-        from conformance.catalogue.spec import SpecErrors
+        from conformance.errors import SpecErrors
 
         try:
             return self._handle(request)
         except CallQuarantined as stop:  # a probe reached a call that crashed or hung earlier
             return {"ok": False, "error": f"stopped before {stop}", "kind": "CallQuarantined"}
-        except (EpUnavailable, SpecErrors) as exc:
-            return {"ok": False, "error": str(exc), "kind": type(exc).__name__}
+        except SpecErrors as exc:  # each error as data: the parent shows them, it does not parse them
+            return {"ok": False, "error": str(exc), "kind": "SpecErrors", "errors": [error.to_wire() for error in exc.errors]}
+        except EpUnavailable as exc:
+            return {"ok": False, "error": str(exc), "kind": "EpUnavailable"}
         except Exception as exc:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": "internal", "traceback": traceback.format_exc()}
 

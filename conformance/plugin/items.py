@@ -19,6 +19,7 @@ from conformance.outcomes import PYTEST_ERRORS, CaseReply, Outcome, Result
 from conformance.plugin import ids, terminal
 from conformance.run.pool import EpUnderTest
 from conformance.run.scheduler import Planned, Scheduler
+from conformance.errors import KitError
 
 if TYPE_CHECKING:
     from conformance.catalogue.contracts import Contract
@@ -53,7 +54,7 @@ class ContractFile(pytest.File):
                                                        contract=contract, ep=ep, device=device, params=params)
 
 
-class ContractFailure(Exception):
+class ContractFailure(KitError):
     def __init__(self, result: Result, contract: Contract):
         super().__init__(result.message)
         self.result = result

@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, Callable
 
-from conformance.findings import Violation
+from conformance.findings import Violation, kit_snippet
 from conformance.isolation.controller import WorkerLost, WorkerRefused
 from conformance.outcomes import CaseReply, Outcome
-from conformance.kit_snippet import kit_snippet
 
 EXPECTED = {"crash": "the call to return, with a result or an error", "timeout": "the check to finish in time"}
 

@@ -11,8 +11,9 @@ start-up, without onnxruntime:
 `supports` is True when `copy_tensors` moved the bytes intact in every run of that EP version
 (the newest run of each onnxruntime version and device); `answers` gives each run's
 status, detail, verdict and report. An EP, version or memory the table does not know is a
-FleetError that lists what it does know. Standard library only: this module is what
-`conformance.fleet` exposes, and loads neither onnxruntime, numpy nor jsonschema.
+FleetError that lists what it does know. The standard library only, and the leaf of the kit's
+errors: this module is what `conformance.fleet` exposes, and loads neither onnxruntime, numpy
+nor jsonschema.
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance.errors import KitError
+
 SCHEMA = "ort-ep-conformance/fleet/1"
 MEMORIES = ("cpu", "default", "host_accessible")
 _ROW_KEYS = ("ep", "ep_label", "ep_version", "onnxruntime", "device", "memory", "copies", "run")
 
 
-class FleetError(Exception):
+class FleetError(KitError):
     """A fleet table that cannot be read, or a question it cannot answer: the message says why."""
 
 
