@@ -198,11 +198,16 @@ def test_runtime_subject_failure_is_an_xfail_finding_against_onnxruntime(cpu_run
     # array wraps it, and update_inplace through the value writes into it; update_inplace's
     # refusals name neither the sizes nor the element types (a recommended contract: still a finding).
     refusals = {("numpy", "element-count"), ("numpy", "fewer-elements"), ("numpy", "same-bytes-other-type"), ("ortvalue", "element-count"),
-                ("ortvalue", "fewer-elements"), ("ortvalue", "element-type"), ("ortvalue", "same-bytes-other-type")}
+                ("ortvalue", "fewer-elements"), ("ortvalue", "element-type"), ("ortvalue", "same-bytes-other-type"),
+                ("ortvalue", "other-element-size")}
     assert findings == {("errors.update-inplace-refusal", request): ("fail", "runtime") for request in refusals} | {
         ("create.read-only-source", ("float32", "2x3")): ("fail", "runtime"),
         ("create.read-only-source", ("uint8", "2x3")): ("fail", "runtime"),
         ("update-inplace.rejects-mismatch", ("numpy", "element-type")): ("fail", "runtime"),
+        # the same element count at twice the element size (float64 into float32) is taken too
+        ("update-inplace.rejects-mismatch", ("numpy", "other-element-size")): ("fail", "runtime"),
+        # a bind refused for a name the model does not have breaks the binding: the model's own name no longer binds
+        ("iobinding.rebind-after-failure", ("unknown-name", "input", "default")): ("fail", "runtime"),
         ("iobinding.rejects-bad-output", ("unreachable-device", "default")): ("fail", "runtime"),
         ("iobinding.rejects-bad-output", ("unreachable-buffer", "default")): ("fail", "runtime"),
         ("iobinding.rebind-after-failure", ("unreachable-device", "input", "default")): ("crash", "runtime"),

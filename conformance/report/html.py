@@ -28,7 +28,7 @@ from conformance.target.eps import memory_label
 import conformance.report.throughput as throughput
 import conformance.report.page as page
 from conformance.report.common import (anchor, case_anchor, contract_anchor, device_line, failure_anchor, imports_lines, params_label, partial_run,
-                                       provenance_text, reason_contract, tally, unlisted_note, verdict_of)
+                                       ep_origin, provenance_text, reason_contract, run_conditions, tally, unlisted_note, verdict_of)
 from conformance.outcomes import AGAINST_EP, BROKEN
 
 STATUS_LEGEND = {
@@ -164,8 +164,9 @@ def _version_chain(data: dict[str, Any]) -> list[str]:
     for entry in data.get("eps", [data["ep"]]):
         declared = f"declared in {entry.get('spec')}" if entry.get("declared") else "no vendor declaration: checked against what the EP advertises"
         rows.append(("EP", f"{entry.get('name')} version {entry.get('version') or 'unknown'}; {declared}"))
-        if entry.get("library"):
-            rows.append(("EP library", f"{entry['library']} sha256 {entry['library_sha256']}"))
+        if ep_origin(entry):
+            rows.append(("EP build", ep_origin(entry)))
+    rows += [("where it ran", line) for line in run_conditions(data)]
     for device in data["devices"]:
         rows.append((f"device {device['label']}", device_line(device)))
     rows.append(("run", f"{run['started']}, {run['duration_s']} s, {run['collected']} checks collected, isolation {run['isolation']}"

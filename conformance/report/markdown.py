@@ -7,7 +7,8 @@ from typing import Any
 from conformance.catalogue.claims import unverified_count
 from conformance.outcomes import AGAINST_EP, BROKEN
 import conformance.report.throughput as throughput
-from conformance.report.common import device_line, imports_lines, params_label, partial_run, provenance_text, tally, unlisted_note, verdict_of
+from conformance.report.common import (device_line, ep_origin, imports_lines, params_label, partial_run, provenance_text, run_conditions, tally,
+                                       unlisted_note, verdict_of)
 
 
 def cell(text: Any) -> str:
@@ -28,8 +29,9 @@ def render(data: dict[str, Any]) -> str:
     out.append(f"- onnxruntime {ort.get('version')} ({ort.get('package')}), {ort.get('build', '').strip()}")
     for entry in data["eps"]:
         declared = f"declared in {entry['spec']}" if entry["declared"] else "no vendor declaration was given: checked against what the EP advertises"
-        library = f", library `{entry['library']}` sha256 `{entry['library_sha256']}`" if entry["library"] else ""
-        out.append(f"- EP {entry['name']} (version {entry['version'] or 'unknown'}; {declared}{library})")
+        origin = f", {ep_origin(entry)}" if ep_origin(entry) else ""
+        out.append(f"- EP {entry['name']} (version {entry['version'] or 'unknown'}; {declared}{origin})")
+    out += [f"- **{line}**" for line in run_conditions(data)]
     for device in data["devices"]:
         out.append(f"- device `{device['label']}`: {device_line(device)}")
     ep_counts, runtime_counts = tally(data["results"])
