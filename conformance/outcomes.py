@@ -79,6 +79,8 @@ class Result:
     nodeid: str = ""
     duration: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    # For a contract whose sources disagree: which rule judged this case, in words ('' otherwise).
+    contested: str = ""
 
     @property
     def is_finding(self) -> bool:
@@ -92,8 +94,10 @@ class Result:
         return self.subject in AGAINST_EP
 
     def case_properties(self) -> list[tuple[str, str]]:
-        """(name, value) of each of CASE_PROPERTIES, the outcome by its value."""
-        return [(name, self.outcome.value if name == "outcome" else getattr(self, name)) for name in CASE_PROPERTIES]
+        """(name, value) of each of CASE_PROPERTIES, the outcome by its value; and `contested`
+        where the contract's sources disagree."""
+        properties = [(name, self.outcome.value if name == "outcome" else getattr(self, name)) for name in CASE_PROPERTIES]
+        return properties + ([("contested", self.contested)] if self.contested else [])
 
     def to_dict(self) -> dict[str, Any]:
         # A shallow copy: params and details are JSON data that nothing changes in place
@@ -115,7 +119,19 @@ def counts(results: Iterable[Result]) -> dict[str, int]:
     return summary
 
 
-def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = False, subset: str = "") -> tuple[Verdict, list[str]]:
+def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = False, subset: str = "",
+            shard: str = "") -> tuple[Verdict, list[str]]:
+    """The verdict and the reasons for it (see `_decided`). `shard` names the shard of a run
+    these results are ("shard 1 of 4", --conformance-shard): a shard alone never certifies, so
+    it is `incomplete` at best; a broken required contract makes it `non_conformant`, as it
+    would the whole run. `ort-conformance merge` of every shard decides the run."""
+    decided, reasons = _decided(results, interrupted=interrupted, strict=strict, subset=subset)
+    if shard and decided is not Verdict.NON_CONFORMANT:
+        return Verdict.INCOMPLETE, [f"{shard}: a shard alone never certifies; `ort-conformance merge` of every shard gives the run's verdict", *reasons]
+    return decided, reasons
+
+
+def _decided(results: list[Result], *, interrupted: bool, strict: bool, subset: str) -> tuple[Verdict, list[str]]:
     """The verdict and the reasons for it.
 
     Only required results against the EP (subject ep, or both) decide: a runtime-subject failure

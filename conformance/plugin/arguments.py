@@ -1,22 +1,25 @@
-"""The command line of a conformance run: the kit's options, and the spec files, items of them and
-shipped cases' ids named on it (what the catalogue adds, what the run selects).
+"""The command line of a conformance run: the kit's options (and the wrapper's ini option), and
+the spec files, items of them and shipped cases' ids named on it (what the catalogue adds, what
+the run selects).
 
 Must not know: the run, the catalogue's contents, the checks.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from conformance.data import contracts_dir, shipped_spec_dirs
-from conformance.options import ep_options, seconds
+from conformance.options import WRAPPER_VARIABLE, emulator_of, ep_options, seconds, wrapper_command
 from conformance.plugin import ids
+from conformance.plugin.shards import shard_option
 
 
 def add_options(parser: pytest.Parser) -> None:
-    """The kit's options, in a group of pytest's --help."""
+    """The kit's options, in a group of pytest's --help (and the ini option of the wrapper)."""
     group = parser.getgroup("conformance", "ONNX Runtime EP conformance (ort-ep-conformance)")
     group.addoption("--ep", action="append", default=[], metavar="NAME",
                     help="EP to check: an alias from the EP specs (cpu, webgpu, refdev, ...) or the provider's own name "
@@ -39,9 +42,37 @@ def add_options(parser: pytest.Parser) -> None:
                          "only), except contracts marked isolated or own_process (bad requests, the library's lifecycle), which "
                          "always run in a worker: they can take the process down. An EP that aborts in another check takes "
                          "pytest down with it: the results before are in the journal (ort-conformance rebuild)")
+    group.addoption("--conformance-wrapper", metavar="COMMAND",
+                    help="run every process the kit starts that loads an EP (workers, their spares, the fork server, own-process "
+                         "checks, the probe) under this command, e.g. \"qemu-x86_64 -cpu Skylake-Client-v4\", \"taskset -c 0\", "
+                         f"\"valgrind -q\" (default: ${WRAPPER_VARIABLE}, else the ini option conformance_wrapper); "
+                         "under a qemu emulator the report says the CPU was emulated and measures no GB/s figures")
+    parser.addini("conformance_wrapper", "the command every process that loads an EP runs under (see --conformance-wrapper)", default="")
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
+    group.addoption("--conformance-shard", metavar="K/N", type=shard_option, default=None,
+                    help="run shard K of N: a deterministic Kth of the cases (by node id; the same split on every machine), "
+                         "e.g. one job of a CI matrix; a shard alone never certifies: `ort-conformance merge` of all N report "
+                         "folders gives the run's report and verdict")
+
+
+def probe_sizes(config: pytest.Config, wrapper: tuple[str, ...]) -> list[int] | None:
+    """The copy probe's sizes: none timed under --collect-only, nor under an emulator, whose GB/s
+    figures would be the emulator's (options.emulator_of); the probe's own otherwise."""
+    return [] if config.option.collectonly or emulator_of(wrapper) else None
+
+
+def wrapper(config: pytest.Config) -> tuple[str, ...]:
+    """--conformance-wrapper, else $ORT_CONFORMANCE_WRAPPER, else the ini option (options.wrapper_command)."""
+    given = config.getoption("conformance_wrapper")
+    for text in (given, os.environ.get(WRAPPER_VARIABLE), config.getini("conformance_wrapper")):
+        if text is not None:
+            try:
+                return wrapper_command(text)
+            except ValueError as exc:
+                raise pytest.UsageError(f"--conformance-wrapper: {exc}") from None
+    return ()
 
 
 def parse_options(pairs: list[str]) -> dict[str, str]:

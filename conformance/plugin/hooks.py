@@ -29,7 +29,7 @@ from conformance.run import runfolder
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.isolation.controller import WorkerLost, WorkerRefused, handover
 from conformance.isolation.in_process import InProcessWorker
-from conformance.options import unknown_options
+from conformance.options import emulator_of, unknown_options
 from conformance.outcomes import Result
 from conformance.plugin.items import CASES_KEY, RESULT_KEY, ContractFile, ContractItem
 from conformance.run.pool import AnyWorker, EpUnderTest, WorkerPool
@@ -37,6 +37,7 @@ from conformance.safe_io import UnsafeFile
 from conformance.record import EpRecord, RunRecord
 from conformance.run.scheduler import Scheduler
 from conformance.plugin.selection import SelectionWatch, case_key, compare
+from conformance.plugin import shards
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
@@ -71,7 +72,7 @@ class ConformanceRun:
         self.isolated = config.getoption("conformance_isolation") == "worker"
         self.strict = config.getoption("conformance_strict")
         self.library = config.getoption("ep_library")
-        self.options = arguments.parse_options(config.getoption("ep_option"))
+        self.options, self.wrapper = arguments.parse_options(config.getoption("ep_option")), arguments.wrapper(config)  # wrapper: see --conformance-wrapper
         self.spec_selections = arguments.spec_selections(config)  # spec files and items named on the command line
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + arguments.user_spec_files(self.spec_selections)
         self.catalogue: Catalogue  # loaded by start(), once the workers are launched
@@ -84,12 +85,13 @@ class ConformanceRun:
         self.written: list[Path] = []
         self.verdict = ""
         self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
+        self.not_computed: list[str] = []  # what the report could not compute, and why (report.json's not_computed)
         self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
         self.folder = runfolder.RunFolder(self.report_dir, self.primary)  # its lock and the journal
-        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config))  # says when it waits
+        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config), self.wrapper)
         self.report_data: dict[str, Any] | None = None  # report.json's data, once written
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
-        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
+        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=arguments.probe_sizes(config, self.wrapper))
 
     def start(self, names: list[str]) -> None:
         if self.watch.collect_only:
@@ -132,7 +134,7 @@ class ConformanceRun:
                 raise loading.invalid_specs(exc.errors) from None
             raise pytest.UsageError(str(exc)) from None
         except WorkerLost as exc:
-            raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
+            raise pytest.UsageError(f"EP '{name}' could not be loaded{_under(self.wrapper)}: {exc}") from None
         # Where checks are planned ahead, isolated contracts run last in the main worker (see
         # Scheduler.plan); elsewhere in a worker of their own, launched now (with
         # --conformance-isolation none, when first needed).
@@ -215,7 +217,8 @@ def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
 
     terminalreporter.section("conformance")
     colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(run.verdict, {"yellow": True})
-    terminalreporter.write_line(f"verdict: {run.verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
+    verdict = run.report_data.get("verdict_text", run.verdict) if run.report_data is not None else run.verdict
+    terminalreporter.write_line(f"verdict: {verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
     for line in summary.terminal(run.report_data) if run.report_data is not None else []:
         terminalreporter.write_line(line)
     for line, markup in _ep_lines(run.eps):
@@ -233,8 +236,13 @@ def _warn_of_unknown_options(run: ConformanceRun) -> None:
 
 
 def _ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
-    """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own."""
+    """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own,
+    and the plugin package each plugin EP came from."""
     for ep in eps:
+        if ep.facts.get("plugin_package"):
+            package = ep.facts["plugin_package"]
+            yield (f"{ep.label}: {ep.facts['provider']} from {package['name']} {package['version']}, library sha256 "
+                   f"{(ep.facts.get('library_sha256') or '?')[:16]}"), {}
         if ep.facts.get("unusable"):
             yield f"{ep.label}: nothing ran: {ep.facts['unusable']}", {"yellow": True}
         if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
@@ -247,7 +255,8 @@ def _open_folder(run: ConformanceRun) -> None:
     try:
         run.folder.open({"started": run.started, "specs": run.spec_paths, "strict": bool(run.strict),
                          "isolation": "worker" if run.isolated else "none", "command": " ".join(sys.argv),
-                         "python": sys.version.split()[0]})
+                         "wrapper": " ".join(run.wrapper), "emulated": emulator_of(run.wrapper) or "",
+                         "python": sys.version.split()[0], "shard": shards.as_dict(run.config)})
     except runfolder.FolderRefused as exc:
         raise pytest.UsageError(str(exc)) from None
     if run.primary:
@@ -267,18 +276,33 @@ def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: boo
     for ep in run.eps:
         run.folder.journal.capabilities(ep.label, ep.capabilities)
     record = _record(run, interrupted)
-    data = report.build(record)
-    junit = run.config.stash[JUNIT_KEY].contents() if JUNIT_KEY in run.config.stash else None
+    data = report.build_or_essentials(record)
+    data["not_computed"] = [*run.not_computed, *data.get("not_computed", [])]
+    junit = _junit(run, data)
     try:
         # junit.xml with the rest of the set, and repro/: failing cases' scripts
-        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {}) + repro.write(data, run.report_dir)
+        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {})
     except UnsafeFile as exc:
         sys.stderr.write(f"ERROR: the conformance report was not written: {exc}\n")
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return None
+    try:
+        run.written += repro.write(data, run.report_dir)
+    except Exception as exc:  # the report set is written: the scripts alone are missing, and said to be
+        sys.stderr.write(f"ERROR: {run.report_dir / repro.FOLDER}: the failing cases' scripts were not written: {type(exc).__name__}: {exc}\n")
     run.verdict = data["verdict"]
     run.folder.journal.finished(run.verdict, interrupted, record.finished)
     return data
+
+
+def _junit(run: ConformanceRun, data: dict[str, Any]) -> bytes | None:
+    """The report folder's junit.xml, or None (named in report.json's `not_computed`) where
+    writing it raised: the rest of the set is written without it."""
+    try:
+        return run.config.stash[JUNIT_KEY].contents() if JUNIT_KEY in run.config.stash else None
+    except Exception as exc:
+        data["not_computed"] = [*data.get("not_computed", []), f"junit.xml: {type(exc).__name__}: {exc}"]
+        return None
 
 
 def _machine() -> str:
@@ -306,20 +330,25 @@ def _selection(run: ConformanceRun) -> dict[str, Any]:
     given = [arg for arg in run.config.invocation_params.args if arguments.names_specs(arg)]
     given = given if len(given) == len(run.spec_selections) else run.spec_selections
     chosen = [as_given for as_given, arg in zip(given, run.spec_selections, strict=True) if "::" in arg or arguments.inside(arg, contracts_dir())]
-    return compare(expected, ran, run.watch.how(chosen)).to_dict()
+    return compare(expected, ran, shards.named(run.config) + run.watch.how(chosen)).to_dict()
 
 
 def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
     """What the report reads of the run, once every check and the probe are done."""
-    from conformance.report import machine
+    from conformance.report import cpu_vendor, machine
 
-    run.selection = _selection(run)
+    try:
+        run.selection = _selection(run)
+    except Exception as exc:  # the report says the run's part of the catalogue is not known, and why
+        run.selection = None
+        run.not_computed.append(f"which part of the catalogue ran: {type(exc).__name__}: {exc}")
     return RunRecord(
         results=tuple(run.results), eps=tuple(EpRecord(ep.facts, ep.spec, tuple(ep.capabilities)) for ep in run.eps),
         contracts=tuple(run.catalogue.contracts), spec_digest=run.catalogue.digest, collected=run.collected,
         started=run.started, finished=time.time(), interrupted=interrupted, strict=bool(run.strict),
         isolation="worker" if run.isolated else "none", python=sys.version.split()[0], platform=machine(), command=" ".join(sys.argv),
-        selection=run.selection,
+        selection=run.selection, wrapper=" ".join(run.wrapper), emulated=emulator_of(run.wrapper) or "", cpu=cpu_vendor(),
+        shard=shards.as_dict(run.config),
     )
 
 
@@ -357,6 +386,10 @@ def _isolated(item: pytest.Item) -> bool:
     return isinstance(item, ContractItem) and item.contract.isolated
 
 
+def _under(wrapper: tuple[str, ...]) -> str:
+    return f" under the wrapper {' '.join(wrapper)!r}" if wrapper else ""
+
+
 # --- hooks -----------------------------------------------------------------------------------
 
 
@@ -378,6 +411,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_KEY] = run
     config.stash[CASES_KEY] = run  # what the items read of it (items.CaseSource)
     config.pluginmanager.register(run, "conformance-run")
+    shards.register(config)  # --conformance-shard: deselects the other shards' cases at collection
     if run.primary:
         # SIGTERM (CI's cancel) and SIGHUP end the run as Ctrl-C does: with a report of what ran.
         config.stash[SIGNALS_KEY] = signals.install()
@@ -390,6 +424,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except UnsafeFile as exc:  # a symlink planted as a worker's log
         run.close()
         raise pytest.UsageError(f"--conformance-report {run.report_dir}: {exc}") from None
+    except WorkerLost as exc:  # a worker that could not even be started (its wrapper or interpreter cannot be executed)
+        run.close()
+        raise pytest.UsageError(str(exc)) from None
     except BaseException:
         run.close()
         raise

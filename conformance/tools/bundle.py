@@ -400,6 +400,9 @@ def _results(report: dict[str, Any], required_contracts: set[str]) -> list[Probl
     except (TypeError, ValueError, KeyError) as exc:
         return [Problem("report.json", f"a result is malformed: {exc}")]
     problems = []
+    if (report.get("shard") or {}).get("text"):
+        problems.append(Problem("report.json", f"{report['shard']['text']} of a run: a shard alone is no submission; "
+                                               "`ort-conformance merge` every shard's report folder and bundle the merged one"))
     required = required_contracts | {cid for cid, c in report.get("contracts", {}).items() if c.get("severity") == "required"}
     present = {(r.ep, r.device, r.contract) for r in results}
     for device in report["devices"]:
@@ -416,7 +419,9 @@ def _results(report: dict[str, Any], required_contracts: set[str]) -> list[Probl
     run = report.get("run", {})
     selection = report.get("selection") or {}
     subset = selection.get("text", "") if not selection.get("complete", True) else ""
-    decided, _ = verdict(results, interrupted=bool(run.get("interrupted")) or (collected or 0) > len(results), strict=bool(report.get("strict")), subset=subset)
+    shard = report.get("shard") or {}
+    decided, _ = verdict(results, interrupted=bool(run.get("interrupted")) or (collected or 0) > len(results), strict=bool(report.get("strict")), subset=subset,
+                         shard=shard.get("text", ""))
     if decided.value != report["verdict"]:
         problems.append(Problem("report.json", f"verdict {report['verdict']!r}, but the results give {decided.value!r}"))
     return problems
