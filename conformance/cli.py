@@ -215,6 +215,7 @@ def _validate(args) -> int:
 def _probe(args) -> int:
     from conformance.isolation.controller import WorkerLost, WorkerRefused
     from conformance.run.probing import probe_eps
+    from conformance.tools import matrix_text
 
     try:
         options = ep_options(args.ep_option)
@@ -238,7 +239,8 @@ def _probe(args) -> int:
     if args.json:
         print(matrix.to_json())
     else:
-        _print_matrix(matrix.to_dict())
+        for line in matrix_text.lines(matrix.to_dict()):
+            print(line)
     failing = sorted(matrix.statuses() & set(args.fail_on))
     if failing:
         print(f"ort-conformance: pairs that are {' or '.join(failing)} (--fail-on {','.join(args.fail_on) or 'none'})", file=sys.stderr)
@@ -254,35 +256,6 @@ def statuses(text: str) -> tuple[str, ...]:
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"not a status: {', '.join(unknown) or repr(text)} (statuses: {', '.join(STATUSES)}, or none)")
     return names
-
-
-def _print_matrix(matrix: dict) -> None:
-    from conformance.report import NO_EP_DEVICE, imports_lines
-
-    for ep in matrix["eps"]:
-        for device in ep["devices"]:
-            print(f"{ep['ep']} — device {device['device']} (onnxruntime {ep['onnxruntime']})")
-            if not ep.get("ep_device", True):
-                print(f"  {NO_EP_DEVICE}: no memory info was advertised; the matrix covers plain CPU memory only")
-            if ep.get("unusable"):
-                print(f"  {ep['unusable']}")
-            if device.get("error"):
-                print(f"  probe lost: {device['error']}")
-                continue
-            width = max((len(p["source"]) for p in device["pairs"]), default=6)
-            for pair in device["pairs"]:
-                required = " (required)" if pair["required"] else ""
-                print(f"  {pair['source']:>{width}} -> {pair['destination']:<{width}}  {pair['status']}{required}: {pair['detail']}")
-                for method, figures in pair.get("throughput", {}).items():
-                    print(f"  {'':>{width}}    {method} GB/s: {_figures(figures)}")
-            if device.get("host_memcpy"):
-                print(f"  host memcpy GB/s: {_figures(device['host_memcpy'])}")
-            for line in imports_lines(device.get("imports")):
-                print(f"  {line}")
-
-
-def _figures(figures: dict) -> str:
-    return ", ".join(f"{size} {'-' if gbps is None else gbps}" for size, gbps in figures.items())
 
 
 def _catalogue(args) -> int:
