@@ -96,7 +96,7 @@ def test_pytest_help_explains_every_conformance_option_with_defaults_and_example
         assert option in group
     flat = " ".join(group.split())
     assert "(default: reports/)" in flat and "(default: 60)" in flat and "worker (default)" in flat
-    assert "pytest --ep=cpu" in flat and "--ep-library ./libmy_ep.so --ep MyEp" in flat and "--ep-option device_id=1" in flat
+    assert "pytest --ep=cpu" in flat and "--ep-library=./libmy_ep.so --ep MyEp" in flat and "--ep-option device_id=1" in flat
 
 
 def test_the_plugin_is_registered_through_its_entry_point(pytester):
@@ -356,7 +356,7 @@ def test_unknown_ep_is_a_usage_error_listing_what_is_available(pytester):
     output = result.stdout.str() + result.stderr.str()
     assert "unknown EP 'nosuch'" in output
     assert "cpu (CPUExecutionProvider)" in output
-    assert "--ep-library PATH" in output
+    assert "--ep-library=PATH" in output
     assert "Traceback" not in output
 
 

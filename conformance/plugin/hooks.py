@@ -63,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "Examples: pytest --ep=cpu; pytest --ep=cpu --junitxml=reports/junit.xml -n 2")
     group.addoption("--ep-library", metavar="PATH",
                     help="register this plugin EP library first; --ep names the EP it provides "
-                         "(e.g. pytest --ep-library ./libmy_ep.so --ep MyEp)")
+                         "(e.g. pytest --ep-library=./libmy_ep.so --ep MyEp)")
     group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
                     help="provider option for the EP (keys starting with 'session.' become session config entries); "
                          "repeatable (e.g. --ep-option device_id=1)")
@@ -293,14 +293,22 @@ def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: boo
     data = report.build(record)
     junit = run.config.stash[JUNIT_KEY].contents() if JUNIT_KEY in run.config.stash else None
     try:
-        # junit.xml with the rest of the set, and repro/: failing cases' scripts
-        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {}) + repro.write(data, run.report_dir)
+        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {})  # junit.xml with the rest of the set
     except UnsafeFile as exc:
-        sys.stderr.write(f"ERROR: the conformance report was not written: {exc}\n")
+        sys.stderr.write(f"ERROR: the conformance report was not written: {exc}; "
+                         f"`ort-conformance rebuild {run.report_dir}` writes it from the journal once that is mended\n")
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return None
+    try:
+        run.written += repro.write(data, run.report_dir)  # repro/: failing cases' scripts
+    except UnsafeFile as exc:
+        # The report set stands: say exactly what was written and what was not.
+        sys.stderr.write(f"ERROR: the reproducers (repro/) were not written: {exc}; the report was: "
+                         f"{', '.join(path.name for path in run.written)}\n")
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     run.verdict = data["verdict"]
-    run.folder.journal.finished(run.verdict, interrupted, record.finished)
+    run.folder.journal.finished(run.verdict, interrupted, record.finished, runfolder.run_files(run.report_dir, run.started))
+    runfolder.mark_finished(run.report_dir)
     return data
 
 

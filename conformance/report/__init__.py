@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -149,14 +150,17 @@ def write_all(data: dict[str, Any], directory: Path, others: Mapping[str, bytes]
     report.html), rendered, then written as one set with `others` (the run's junit.xml): all
     replaced, or (a full disk, a symlink planted at one of the names) none of them, with one
     safe_io.UnsafeFile naming the folder and why. The summary also goes on GitHub Actions' job
-    page when $GITHUB_STEP_SUMMARY is set."""
+    page when $GITHUB_STEP_SUMMARY is set; one that cannot be appended to is one line on
+    stderr (it costs the job page's summary, not the report)."""
     from conformance.report import html, markdown, summary
 
     text = summary.render(data)
     files: dict[str, bytes | str] = {"report.json": json_text(data), "report.md": markdown.render(data), "report.html": html.render(data), "summary.md": text}
     files.update(others or {})
     written = safe_io.write_set(directory, files)
-    summary.append_step_summary(text)
+    problem = summary.append_step_summary(text)
+    if problem:
+        sys.stderr.write(f"WARNING: {problem}\n")
     return written
 
 
