@@ -29,7 +29,8 @@ class RunRecord:
     """`results` in the order they were decided; `collected`: the checks pytest collected
     (fewer results make an incomplete run); `started`/`finished`: seconds since the epoch;
     `isolation`: 'worker' or 'none'; `contracts`: the catalogue's, in its order; `selection`:
-    which part of the catalogue ran (conformance.plugin.selection.Selection.to_dict), None when not known."""
+    which part of the catalogue ran (conformance.plugin.selection.Selection.to_dict), None when not known;
+    `shard`: which shard of a run this is ({"index", "count", "text"}, --conformance-shard), None for a whole run."""
 
     results: tuple[Result, ...]
     eps: tuple[EpRecord, ...]
@@ -45,3 +46,4 @@ class RunRecord:
     platform: str = ""
     command: str = ""
     selection: dict[str, Any] | None = None
+    shard: dict[str, Any] | None = None

@@ -21,7 +21,9 @@ from conformance.checks import known_checks
 from conformance.cli import main as cli
 from conformance.catalogue.contracts import CLAIMS
 from conformance.outcomes import Outcome, Result, Verdict, verdict
-from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+from conformance.catalogue.spec import load_catalogue
+from conformance.data import shipped_spec_dirs
+from conformance.errors import SpecErrors
 
 REPO = Path(__file__).resolve().parent.parent
 

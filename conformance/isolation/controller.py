@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from conformance.calls import Call
 from conformance.isolation.launcher import Launcher
 from conformance.isolation.ledger import Ledger
+from conformance.errors import KitError, SpecError
 
 if TYPE_CHECKING:
     from conformance.catalogue.contracts import Catalogue
@@ -52,7 +53,7 @@ def handover(catalogue: Catalogue, recipes: dict[str, Any]) -> dict[str, Any]:
 START_SECONDS = 10.0
 
 
-class WorkerLost(Exception):
+class WorkerLost(KitError):
     """The worker crashed or timed out, as facts: `outcome` ('crash' or 'timeout'), `message`
     (what happened to the process), `actual` (the same, short), `tail` (its last output), `call`
     (the onnxruntime call the lost request had in flight, None when it had none); once the
@@ -83,17 +84,20 @@ class WorkerLost(Exception):
         return self
 
 
-class WorkerRefused(Exception):
+class WorkerRefused(KitError):
     """The worker answered with an error (e.g. the EP is unavailable); `kind` names it
-    (EpUnavailable, SpecErrors, internal) where the worker says."""
+    (EpUnavailable, SpecErrors, internal) where the worker says; `errors`: the spec errors it
+    found, as data (their wire dicts in the reply), never to be parsed back from the message."""
 
-    def __init__(self, message: str, kind: str = ""):
+    def __init__(self, message: str, kind: str = "", errors: tuple[SpecError, ...] = ()):
         super().__init__(message)
         self.kind = kind
+        self.errors = errors
 
     @classmethod
     def from_reply(cls, reply: dict[str, Any]) -> "WorkerRefused":
-        return cls(reply.get("error", "unknown error"), reply.get("kind", ""))
+        errors = tuple(SpecError.from_wire(error) for error in reply.get("errors", ()))
+        return cls(reply.get("error", "unknown error"), reply.get("kind", ""), errors)
 
 
 # How long a request's reply may take before the caller hears that it is waited for (on_wait),
@@ -150,15 +154,15 @@ class _Launchers:
 
 
 class Worker:
+    isolates = True  # its requests run in a process of their own (in_process.InProcessWorker: they do not)
     init = _Launchers()
     log = _Launchers()
     fork_server = _Launchers()  # forks this worker's processes once set and serving; else spawned
     hosts = _Launchers()  # a fork server the next spawned process starts
     process = _Launchers()
     restarts = _Launchers()
-    # A spare for requests likely to crash the worker; what every process gets after init.
-    stand_by = _Launchers()
-    hand_over = _Launchers()
+    stand_by = _Launchers()  # a spare for requests likely to crash the worker
+    hand_over = _Launchers()  # what every process gets after init
 
     def __init__(self, init: dict[str, Any], *, timeout: float, log: Path | None = None, env: dict[str, str] | None = None,
                  warm_up: bool = False, on_wait: Callable[[Waiting], None] | None = None):

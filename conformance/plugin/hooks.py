@@ -15,7 +15,7 @@ import gc
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pytest
 
@@ -23,26 +23,28 @@ from conformance.plugin import ids, signals, terminal
 
 from conformance.run import runfolder
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
-from conformance.isolation.controller import Worker, WorkerLost, WorkerRefused, handover
+from conformance.errors import SpecError
+from conformance.isolation.controller import WorkerLost, WorkerRefused, handover
+from conformance.isolation.in_process import InProcessWorker
 from conformance.options import ep_options, seconds, unknown_options
-from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
-from conformance.run.pool import EpUnderTest, WorkerPool
+from conformance.outcomes import Result
+from conformance.plugin.items import CASES_KEY, RESULT_KEY, ContractFile, ContractItem
+from conformance.run.pool import AnyWorker, EpUnderTest, WorkerPool
 from conformance.safe_io import UnsafeFile
 from conformance.record import EpRecord, RunRecord
-from conformance.run.scheduler import Planned, Scheduler
+from conformance.run.scheduler import Scheduler
 from conformance.plugin.selection import SelectionWatch, case_key, compare
+from conformance.plugin import shards
+from conformance.plugin.shards import shard_option
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
 # installed in, with --ep or not, and a run with --ep launches its workers before it needs them.
 if TYPE_CHECKING:
-    from conformance.rules.applicability import Skip
     from conformance.catalogue.contracts import Catalogue, Contract
     from conformance.plugin.junit_writer import JunitFiles
-    from conformance.run.quarantine import Quarantine
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
-RESULT_KEY = pytest.StashKey[Result]()
 SIGNALS_KEY = pytest.StashKey[dict]()  # the handlers signals.install replaced
 JUNIT_KEY: pytest.StashKey[JunitFiles] = pytest.StashKey()  # the report folder's junit.xml, by the process that writes the report
 
@@ -79,6 +81,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
+    group.addoption("--conformance-shard", metavar="K/N", type=shard_option, default=None,
+                    help="run shard K of N: a deterministic Kth of the cases (by node id; the same split on every machine), "
+                         "e.g. one job of a CI matrix; a shard alone never certifies: `ort-conformance merge` of all N report "
+                         "folders gives the run's report and verdict")
 
 
 class ConformanceRun:
@@ -116,11 +122,7 @@ class ConformanceRun:
         if self.watch.collect_only:
             return _start_listing(self, names)
         _open_folder(self)
-        # Workers import onnxruntime and load their EP while this process loads the catalogue;
-        # the first forks the fork server off itself before it imports onnxruntime.
-        if self.isolated:
-            self.pool.serve_forks()
-        launched = {name: self.pool.launch(self.pool.new(self.worker_init(name), name, warm_up=True)) for name in names} if self.isolated else {}
+        launched = _launch(self, names)
         # With workers, the check ids are cross-checked by them (they import the checks anyway):
         # this process then never imports numpy or onnx, and its start-up does not slow theirs.
         self.catalogue = _load(self.spec_paths, check_ids=not self.isolated)
@@ -135,8 +137,9 @@ class ConformanceRun:
             from conformance.report import html, machine, markdown  # noqa: F401
 
             machine()
+        launched = launched or {name: _in_process(self, name) for name in names}  # --conformance-isolation none
         for name in names:
-            ep = self._ready(name, launched[name]) if self.isolated else _in_process(self, name)
+            ep = self._ready(name, launched[name])
             _refuse_twice(self.eps, ep)
             ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
             self.eps.append(ep)
@@ -148,20 +151,21 @@ class ConformanceRun:
         return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
                 "models_dir": str(self.report_dir / "models"), "handover": True}
 
-    def _ready(self, name: str, worker: Worker) -> EpUnderTest:
+    def _ready(self, name: str, worker: AnyWorker) -> EpUnderTest:
         try:
             facts = worker.ready()
         except WorkerRefused as exc:
-            if exc.kind == "SpecErrors":
-                raise _invalid_specs(str(exc).splitlines()) from None
+            if exc.errors:
+                raise _invalid_specs(exc.errors) from None
             raise pytest.UsageError(str(exc)) from None
         except WorkerLost as exc:
             raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
         # Where checks are planned ahead, isolated contracts run last in the main worker (see
-        # Scheduler.plan); elsewhere in a worker of their own, launched now.
-        wanted = not self.scheduler.lookahead and any(c.isolated for c in self.catalogue.contracts)
+        # Scheduler.plan); elsewhere in a worker of their own, launched now (with
+        # --conformance-isolation none, when first needed).
+        wanted = worker.isolates and not self.scheduler.lookahead and any(c.isolated for c in self.catalogue.contracts)
         isolated = self.pool.launch_isolated(self.worker_init(name), name) if wanted else None
-        return EpUnderTest(name, facts, worker, None, init=self.worker_init(name), isolated_worker=isolated)
+        return EpUnderTest(name, facts, worker, init=self.worker_init(name), isolated_worker=isolated)
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         if self.scheduler.lookahead:
@@ -179,7 +183,7 @@ class ConformanceRun:
         # of a CPU run's wall time). Memory freed by reference counting is still freed.
         gc.freeze()
         if self.scheduler.lookahead and not self.watch.collect_only:
-            self.scheduler.plan(item for item in session.items if isinstance(item, ContractItem) and item.decision() is None)
+            self.scheduler.plan(item.planned() for item in session.items if isinstance(item, ContractItem) and item.decision() is None)
             self.scheduler.start_plans()
 
     @pytest.hookimpl(wrapper=True)
@@ -270,7 +274,7 @@ def _open_folder(run: ConformanceRun) -> None:
     try:
         run.folder.open({"started": run.started, "specs": run.spec_paths, "strict": bool(run.strict),
                          "isolation": "worker" if run.isolated else "none", "command": " ".join(sys.argv),
-                         "python": sys.version.split()[0]})
+                         "python": sys.version.split()[0], "shard": shards.as_dict(run.config)})
     except runfolder.FolderRefused as exc:
         raise pytest.UsageError(str(exc)) from None
     if run.primary:
@@ -337,7 +341,7 @@ def _selection(run: ConformanceRun) -> dict[str, Any]:
     given = [arg for arg in run.config.invocation_params.args if _names_specs(arg)]
     given = given if len(given) == len(run.spec_selections) else run.spec_selections
     chosen = [as_given for as_given, arg in zip(given, run.spec_selections, strict=True) if "::" in arg or _inside(arg, contracts_dir())]
-    return compare(expected, ran, run.watch.how(chosen)).to_dict()
+    return compare(expected, ran, shards.named(run.config) + run.watch.how(chosen)).to_dict()
 
 
 def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
@@ -350,7 +354,7 @@ def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
         contracts=tuple(run.catalogue.contracts), spec_digest=run.catalogue.digest, collected=run.collected,
         started=run.started, finished=time.time(), interrupted=interrupted, strict=bool(run.strict),
         isolation="worker" if run.isolated else "none", python=sys.version.split()[0], platform=machine(), command=" ".join(sys.argv),
-        selection=run.selection,
+        selection=run.selection, shard=shards.as_dict(run.config),
     )
 
 
@@ -360,17 +364,22 @@ def _refuse_twice(eps: list[EpUnderTest], ep: EpUnderTest) -> None:
         raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts['provider']}): give it once")
 
 
-def _in_process(run: ConformanceRun, name: str) -> EpUnderTest:
-    """EP `name` run in this process (--conformance-isolation none)."""
-    from conformance.target.eps import EpUnavailable
-    from conformance.engine.runner import Runner
+def _launch(run: ConformanceRun, names: list[str]) -> dict[str, AnyWorker]:
+    """Each EP's worker process, launched (none with --conformance-isolation none): they import
+    onnxruntime and load their EP while this process loads the catalogue; the first forks the
+    fork server off itself before it imports onnxruntime."""
+    if not run.isolated:
+        return {}
+    run.pool.serve_forks()
+    return {name: run.pool.launch(run.pool.new(run.worker_init(name), name, warm_up=True)) for name in names}
 
-    try:
-        runner = Runner(name, specs=run.spec_paths, library=run.library, options=run.options, models_dir=run.worker_init(name)["models_dir"],
-                        handed=lambda: (run.catalogue, read_recipes()))
-    except EpUnavailable as exc:
-        raise pytest.UsageError(str(exc)) from None
-    return EpUnderTest(name, runner.facts, None, runner, init=run.worker_init(name))
+
+def _in_process(run: ConformanceRun, name: str) -> InProcessWorker:
+    """The worker of EP `name` in this process (--conformance-isolation none): the worker
+    process's own request handler, handed the catalogue this process has read."""
+    from conformance.engine.serve import Handler
+
+    return InProcessWorker(run.worker_init(name), Handler(handed=lambda: (run.catalogue, read_recipes())).handle)
 
 
 def _start_listing(run: ConformanceRun, names: list[str]) -> None:
@@ -404,7 +413,7 @@ def _unprobed(catalogue: Catalogue, name: str) -> EpUnderTest:
     target = EpTarget(name, spec.provider if spec else name, spec, [], {})
     facts = {"requested": name, "provider": target.provider, "label": target.label, "declared": spec is not None,
              "devices": [{"index": 0, "label": target.label}]}
-    return EpUnderTest(name, facts, None, None)
+    return EpUnderTest(name, facts, None)
 
 
 def _isolated(item: pytest.Item) -> bool:
@@ -478,17 +487,18 @@ def _load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
     """The catalogue, validated; `check_ids`: also that every contract names a known check
     (which imports the checks, and with them numpy and onnx)."""
     from conformance.checks import CHECKS, load_all
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     if check_ids:
         load_all()
     try:
         return load_catalogue(paths, known_checks=CHECKS if check_ids else ())
     except SpecErrors as exc:
-        raise _invalid_specs([str(e) for e in exc.errors]) from None
+        raise _invalid_specs(exc.errors) from None
 
 
-def _invalid_specs(errors: list[str]) -> pytest.UsageError:
+def _invalid_specs(errors: Sequence[SpecError]) -> pytest.UsageError:
     return pytest.UsageError(f"invalid spec files ({len(errors)} error{'s' if len(errors) != 1 else ''}):\n" + "\n".join(f"  {e}" for e in errors))
 
 
@@ -511,7 +521,9 @@ def pytest_configure(config: pytest.Config) -> None:
     _refuse_other_args(config)
     run = ConformanceRun(config)
     config.stash[RUN_KEY] = run
+    config.stash[CASES_KEY] = run  # what the items read of it (items.CaseSource)
     config.pluginmanager.register(run, "conformance-run")
+    shards.register(config)  # --conformance-shard: deselects the other shards' cases at collection
     if run.primary:
         # SIGTERM (CI's cancel) and SIGHUP end the run as Ctrl-C does: with a report of what ran.
         config.stash[SIGNALS_KEY] = signals.install()
@@ -565,121 +577,6 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config):
     if config.stash.get(RUN_KEY, None) is not None and collection_path.is_file() and collection_path.suffix == ".py":
         return True
     return None
-
-
-class ContractFile(pytest.File):
-    def collect(self):
-        run: ConformanceRun = self.config.stash[RUN_KEY]
-        for contract in run.contract_files.get(self.path.resolve(), ()):
-            for ep in run.eps:
-                for device in ep.facts["devices"]:
-                    for params in contract.cases():
-                        label = "-".join([device["label"], *map(str, params.values())])
-                        # The id given as text, parsed by pytest as it parses its cache's (pytest 9 would
-                        # otherwise keep `[label]` in the name, and --lf would find no item it knows).
-                        yield ContractItem.from_parent(self, name=f"{contract.id}[{label}]", nodeid=ids.case_id(self.nodeid, contract.id, label),
-                                                       contract=contract, ep=ep, device=device, params=params)
-
-
-class ContractFailure(Exception):
-    def __init__(self, result: Result, contract: Contract):
-        super().__init__(result.message)
-        self.result = result
-        self.contract = contract
-
-
-class ContractItem(pytest.Item):
-    def __init__(self, *, contract: Contract, ep: EpUnderTest, device: dict[str, Any], params: dict[str, Any], **kwargs):
-        super().__init__(**kwargs)
-        self.contract = contract
-        self.ep = ep
-        self.device = device
-        self.params = params
-        self.run: ConformanceRun = self.config.stash[RUN_KEY]
-        for marker in ["conformance", *ids.markers(contract)]:
-            self.add_marker(marker)  # -m required, -m family_copy, -m "subject_ep and not isolated"
-        self._decision: tuple[Skip | None] | None = None
-
-    def decision(self) -> Skip | None:
-        """Whether the contract applies here (a pure function of the facts, so decided once)."""
-        if self._decision is None:
-            from conformance.rules import applicability
-
-            self._decision = (applicability.decide(self.contract, self.ep.facts, self.device, self.ep.spec),)
-        return self._decision[0]
-
-    def planned(self) -> Planned:
-        request = {"op": "run", "contract": self.contract.id, "device": self.device["index"], "params": self.params}
-        return Planned(self.nodeid, request, f"{self.contract.id} on {self.device['label']}", self)
-
-    def _result(self, outcome: Outcome, message: str, details: dict | None = None, duration: float = 0.0) -> Result:
-        return Result(
-            contract=self.contract.id, ep=self.ep.facts["provider"], device=self.device["label"], params=self.params,
-            outcome=outcome, message=message, spec=str(self.contract.location), severity=self.contract.severity,
-            subject=(details or {}).get("subject", self.contract.subject), nodeid=self.nodeid, duration=duration, details=details or {},
-        )
-
-    def quarantined(self) -> str:
-        """Why this check is not run at all after an earlier loss on its EP device ('' if it runs)."""
-        return self._quarantine().reason(self.contract.check, self.params.get("direction"))
-
-    def _quarantine(self) -> Quarantine:
-        return self.ep.quarantine(self.device["index"])
-
-    def setup(self) -> None:
-        # What is decided before anything runs (not applicable, quarantined) is skipped here, as
-        # pytest's skip marks are; the check itself runs in the call (runtest), so that a crash
-        # or a timeout is an error of the call and --durations shows the check's own time.
-        skip = self.decision()
-        if skip:
-            result = self._finish(self._result(skip.outcome, skip.reason))
-        elif self.quarantined():
-            result = self._finish(self._result(Outcome.NOT_RUN, f"not run: {self.quarantined()}"))
-        else:
-            return
-        if not result.details.get("strict"):
-            pytest.skip(f"[{result.outcome.value}] {result.message}")
-
-    def _run(self) -> Result:
-        result = self._result(*self.run.scheduler.run_case(self))
-        if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
-            self._quarantine().record(result, self.contract.check, self.params.get("direction"), self.name)
-        return self._finish(result)
-
-    def _finish(self, result: Result) -> Result:
-        """`result` after the EP spec's waivers and the strict rules, kept for the reports."""
-        from conformance.rules import strict as strict_rules
-        from conformance.rules import waivers as waiver_rules
-
-        result = waiver_rules.apply(result, self.ep.spec, self.ep.facts)
-        if self.run.strict:
-            result = strict_rules.mark(result, self.contract, self.ep.spec)
-        self.stash[RESULT_KEY] = result
-        self.user_properties.extend(result.case_properties())
-        return result
-
-    def runtest(self) -> None:
-        result = self.stash.get(RESULT_KEY, None) or self._run()
-        if result.details.get("strict"):
-            pytest.fail(f"[{result.outcome.value}] strict run: {result.details['strict']}", pytrace=False)
-        if result.is_finding and not result.against_ep:
-            prefix = "" if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] "
-            whose = "the onnxruntime package" if result.subject == "package" else "onnxruntime"
-            pytest.xfail(f"finding against {whose}, not the EP: {prefix}{result.message}")
-        if result.outcome is Outcome.FAIL or result.outcome in PYTEST_ERRORS:
-            raise ContractFailure(result, self.contract)  # an error's report is marked one (see pytest_report_teststatus)
-        if result.outcome is not Outcome.PASS:
-            pytest.skip(f"[{result.outcome.value}] {result.message}")
-
-    def repr_failure(self, excinfo, style=None):
-        if isinstance(excinfo.value, ContractFailure):
-            return terminal.failure_repr(excinfo.value.result, self.contract, self.config.getoption("tbstyle", "auto"))
-        if isinstance(excinfo.value, pytest.xfail.Exception):
-            return str(excinfo.value)  # its reason says it all; a traceback of the plugin would not
-        return super().repr_failure(excinfo, style=style)
-
-    def reportinfo(self):
-        return self.path, self.contract.location.line - 1, f"{self.contract.id} [{self.contract.severity}]: {self.contract.statement}"
 
 
 @pytest.hookimpl(hookwrapper=True)

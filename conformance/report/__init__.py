@@ -34,7 +34,8 @@ def build(record: RunRecord) -> dict[str, Any]:
     interrupted = record.interrupted
     selection = record.selection
     subset = selection["text"] if selection and not selection["complete"] else ""
-    decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict, subset=subset)
+    decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict, subset=subset,
+                               shard=record.shard["text"] if record.shard else "")
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
     first = record.eps[0].facts if record.eps else {}
     eps = [_ep(ep.facts, ep.spec) for ep in record.eps]
@@ -56,6 +57,7 @@ def build(record: RunRecord) -> dict[str, Any]:
         "waivers": waiver_rules.summary(results),
         "strict": strict,
         "selection": selection,
+        "shard": record.shard,
         "run": {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.started)),
             "duration_s": round(record.finished - record.started, 3),

@@ -11,15 +11,19 @@ from typing import Any, Callable
 
 from conformance.isolation.fork_client import ForkServer
 from conformance.isolation.controller import Waiting, Worker
+from conformance.isolation.in_process import InProcessWorker
 from conformance.run.quarantine import Quarantine
+
+
+# The EP's main worker: a process of its own, or this process with --conformance-isolation none.
+AnyWorker = Worker | InProcessWorker
 
 
 @dataclass
 class EpUnderTest:
     requested: str
     facts: dict[str, Any]
-    worker: Worker | None
-    runner: Any  # conformance.engine.runner.Runner when isolation is off (imported only then: it imports onnx)
+    worker: AnyWorker | None  # None only where nothing runs (--collect-only)
     capabilities: list[dict[str, Any]] = field(default_factory=list)
     quarantines: dict[int, Quarantine] = field(default_factory=dict)  # device index -> its quarantine
     # A second worker for contracts marked `isolated` (bad requests that may corrupt memory),

@@ -19,6 +19,7 @@ from conformance import apis
 from conformance.findings import message_line
 from conformance.catalogue.contracts import Catalogue, EpSpec
 from conformance.options import reason_of
+from conformance.errors import KitError
 
 ONNXRUNTIME_FLAVOURS = (
     "onnxruntime (CPU; `pip install ort-ep-conformance[cpu]`)",
@@ -30,7 +31,7 @@ ONNXRUNTIME_FLAVOURS = (
 )
 
 
-class EpUnavailable(Exception):
+class EpUnavailable(KitError):
     """The EP cannot be used here; the message says why and what to do."""
 
 
