@@ -178,6 +178,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        # A path the system refuses before any command's own checks can word it (one longer
+        # than the system allows): one line, never a traceback.
+        from conformance.run.runfolder import shown
+
+        where = f"{shown(Path(str(exc.filename)))}: " if exc.filename else ""
+        print(f"ort-conformance: {where}cannot be used: {exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 
 def _validate(args) -> int:

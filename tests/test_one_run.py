@@ -176,3 +176,39 @@ def test_the_docs_give_an_ep_library_with_an_equals_sign_everywhere():
                                                                    root / "conformance" / "cli.py", root / "conformance" / "plugin" / "hooks.py"]
                  for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if spaced.search(line)]
     assert not offending, offending
+
+
+def test_a_second_ctrl_c_half_a_second_after_the_first_leaves_the_report_set_without_a_traceback(refdev_library, tmp_path):
+    import signal
+    import time
+
+    from processes import hung_run
+
+    process = hung_run(refdev_library, tmp_path)
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.5)  # as a person presses Ctrl-C again
+    process.send_signal(signal.SIGINT)
+    output = process.communicate(timeout=120)[0].decode()
+    assert "Traceback" not in output and "INTERNALERROR" not in output, output[-3000:]
+    reports = tmp_path / "reports"
+    assert (reports / "report.json").exists(), output[-3000:]
+    assert json.loads((reports / "report.json").read_text())["run"]["interrupted"] is True
+    assert not (reports / runfolder.UNFINISHED).exists()
+
+
+def test_a_report_folder_path_longer_than_the_system_allows_is_one_clear_line(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    long = str(tmp_path / "/".join(["a" * 200] * 22))  # over PATH_MAX (4096 on Linux)
+    completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep=cpu", "-k", "roundtrip-exact",
+                                "--conformance-report", long], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == pytest.ExitCode.USAGE_ERROR, output[-2000:]
+    assert "INTERNALERROR" not in output and "Traceback" not in output, output[-2000:]
+    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and errors[0].endswith("cannot be used: File name too long") and len(errors[0]) < 300, errors
+    for command in (["rebuild", long], ["bundle", "--report-dir", long]):
+        assert cli(command) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and err.endswith("cannot be used: File name too long"), err

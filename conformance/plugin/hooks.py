@@ -115,6 +115,7 @@ class ConformanceRun:
         self.folder = runfolder.RunFolder(self.report_dir, self.primary)  # its lock and the journal
         self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config))  # says when it waits
         self.report_data: dict[str, Any] | None = None  # report.json's data, once written
+        self.noting: tuple[list[int], dict[int, Any]] | None = None  # signals noted since the run was interrupted (signals.note_from_now)
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
         self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
 
@@ -198,10 +199,28 @@ class ConformanceRun:
             terminal.as_junit_error(self.config, report)
         return outcome
 
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        # The run is ending: from now on a second Ctrl-C (or a SIGTERM) is noted, not raised,
+        # until the report set is written (pytest calls this before the session's end).
+        if self.primary and self.noting is None:
+            self.noting = signals.note_from_now()
+
     @pytest.hookimpl(trylast=True)  # after pytest's JUnit writers, whose file joins the report set
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.primary or self.watch.collect_only:
             return  # --collect-only ran nothing: it leaves the last run's report as it was
+        try:
+            self._finish(session, exitstatus)
+        except KeyboardInterrupt:  # where signals could not be held (not the main thread): one line, the way back
+            sys.stderr.write(f"ERROR: interrupted again before the conformance report was written: `ort-conformance rebuild "
+                             f"{self.report_dir}` writes it from the journal\n")
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        finally:
+            noting, self.noting = self.noting, None
+            if noting is not None:
+                signals.restore(noting[1])
+
+    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
         # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
         self.collected = max(self.collected, session.testscollected)
         interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
@@ -212,11 +231,12 @@ class ConformanceRun:
             interrupted = True
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.INTERRUPTED
-        self.scheduler.mark_not_probed()
-        # Nothing more is asked of the workers: they end while the report is written (a worker
-        # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
-        self.pool.ask_to_exit()
-        with signals.held():  # a second Ctrl-C (or a SIGTERM) now is noted: the report set is written whole
+        # A second Ctrl-C (or a SIGTERM) from now is noted: the workers are let go and the report set written whole.
+        with signals.held():
+            self.scheduler.mark_not_probed()
+            # Nothing more is asked of the workers: they end while the report is written (a worker
+            # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
+            self.pool.ask_to_exit()
             data = _write_report(self, session, interrupted)
         self.report_data = data
         if data is not None:

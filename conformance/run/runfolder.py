@@ -79,7 +79,21 @@ class FolderRefused(KitError):
 
 
 def check(folder: Path) -> None:
-    """The folder and its models/ made, real folders, and writable; FolderRefused otherwise."""
+    """The folder and its models/ made, real folders, and writable; FolderRefused otherwise,
+    also for a path the system refuses outright (one longer than it allows)."""
+    try:
+        _check(folder)
+    except OSError as exc:
+        raise FolderRefused(f"--conformance-report {shown(folder)}: cannot be used: {exc.strerror or exc}") from None
+
+
+def shown(folder: Path, limit: int = 160) -> str:
+    """`folder` as a message shows it: whole, or its start and end around an ellipsis when longer than `limit`."""
+    text = str(folder)
+    return text if len(text) <= limit else f"{text[:limit // 2]}…{text[-limit // 2:]} ({len(text)} characters)"
+
+
+def _check(folder: Path) -> None:
     if not folder.is_symlink() and folder.exists() and not folder.is_dir():
         raise FolderRefused(f"--conformance-report {folder}: is a file, not a folder")
     try:
