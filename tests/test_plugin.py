@@ -593,7 +593,6 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(refdev_
             assert time.monotonic() < deadline and process.poll() is None
             time.sleep(0.2)
         time.sleep(1)  # pytest takes the first contract's reply, already sent
-        interrupted_at = time.monotonic()
         if to == "pytest":
             process.send_signal(signal.SIGINT)  # what a timeout sends
         else:
@@ -602,8 +601,8 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(refdev_
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # pytest and its workers, whatever happened
-    # The report does not wait for the hung check (60 s) or for a copy probe of the hung worker.
-    assert time.monotonic() - interrupted_at < 20
+    # The report does not wait for the hung check (60 s) or for a copy probe of the hung worker:
+    # process.wait(timeout=30) above would have raised.
     report = json.loads((tmp_path / "reports" / "report.json").read_text(encoding="utf-8"))
     assert report["run"]["interrupted"] is True
     assert report["verdict"] == "incomplete" and "interrupted" in report["verdict_reasons"][0]
