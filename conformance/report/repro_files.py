@@ -30,7 +30,7 @@ def script_name(result: dict[str, Any]) -> str:
 
 def scripts(results: list[dict[str, Any]]) -> dict[str, str]:
     """{file name: script} of the failing results whose reproducer is a standalone script (not
-    the case run through the kit, nor the import family's outline of its C calls)."""
+    the case run through the kit)."""
     files: dict[str, str] = {}
     for result in results:
         if result.get("outcome") not in FAILING:
