@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from conformance.version import __version__
 from conformance.matrix import STATUSES
-from conformance.options import ep_options, reason_of, seconds
+from conformance.options import WRAPPER_VARIABLE, ep_options, reason_of, seconds, wrapper_command
 
 EXAMPLES = """\
 examples:
@@ -76,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     probe.add_argument("--no-throughput", action="store_true", help="skip the GB/s figures (the probe takes a fraction of a second)")
     probe.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS",
                        help="time the probe of one EP device may take before its worker is killed (default: 60)")
+    probe.add_argument("--wrapper", metavar="COMMAND",
+                       help=f"run the probe's processes under this command (e.g. \"qemu-x86_64 -cpu Skylake-Client-v4\"; default: "
+                            f"${WRAPPER_VARIABLE}); under a qemu emulator no GB/s figures are measured")
 
     catalogue = command("catalogue", "generate the contract catalogue (Markdown) from the YAML",
                         "The catalogue is generated from specs/contracts/*.yaml, the single source of truth.",
@@ -214,6 +218,7 @@ def _probe(args) -> int:
 
     try:
         options = ep_options(args.ep_option)
+        wrapper = wrapper_command(args.wrapper if args.wrapper is not None else os.environ.get(WRAPPER_VARIABLE))
     except ValueError as exc:
         print(f"ort-conformance: {exc}", file=sys.stderr)
         return 2
@@ -221,12 +226,14 @@ def _probe(args) -> int:
         print("ort-conformance: --ep-library needs --ep naming the EP the library provides", file=sys.stderr)
         return 2
     try:
-        matrix = probe_eps(args.ep, library=args.ep_library, options=options, timeout=args.timeout, throughput=not args.no_throughput)
+        matrix = probe_eps(args.ep, library=args.ep_library, options=options, timeout=args.timeout, throughput=not args.no_throughput,
+                           wrapper=wrapper)
     except WorkerRefused as exc:
         print(f"ort-conformance: {exc}", file=sys.stderr)
         return 2
     except WorkerLost as exc:
-        print(f"ort-conformance: the EP could not be loaded: {exc}", file=sys.stderr)
+        under = f" (its processes run under the wrapper {' '.join(wrapper)!r})" if wrapper else ""
+        print(f"ort-conformance: the EP could not be loaded{under}: {exc}", file=sys.stderr)
         return 3
     if args.json:
         print(matrix.to_json())

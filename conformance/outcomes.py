@@ -83,6 +83,8 @@ class Result:
     nodeid: str = ""
     duration: float = 0.0
     details: dict[str, Any] = field(default_factory=dict)
+    # For a contract whose sources disagree: which rule judged this case, in words ('' otherwise).
+    contested: str = ""
 
     @property
     def is_finding(self) -> bool:
@@ -96,8 +98,10 @@ class Result:
         return self.subject in AGAINST_EP
 
     def case_properties(self) -> list[tuple[str, str]]:
-        """(name, value) of each of CASE_PROPERTIES, the outcome by its value."""
-        return [(name, self.outcome.value if name == "outcome" else getattr(self, name)) for name in CASE_PROPERTIES]
+        """(name, value) of each of CASE_PROPERTIES, the outcome by its value; and `contested`
+        where the contract's sources disagree."""
+        properties = [(name, self.outcome.value if name == "outcome" else getattr(self, name)) for name in CASE_PROPERTIES]
+        return properties + ([("contested", self.contested)] if self.contested else [])
 
     def to_dict(self) -> dict[str, Any]:
         # A shallow copy: params and details are JSON data that nothing changes in place

@@ -22,11 +22,16 @@ import payloads  # noqa: E402
 
 
 def stand_in_wheel(folder: Path) -> Path:
-    wheel = folder / "standin-1.0-py3-none-any.whl"
+    """A wheel laid out as a plugin EP package's (the import lane looks for one by its metadata)."""
+    wheel = folder / "onnxruntime_ep_nv_tensorrt_rtx_cu13-0.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("standin_pkg/__init__.py", "VALUE = 42\n")
         archive.writestr("standin_pkg/libstandin.so", os.urandom(40_000))  # incompressible: several parts
         archive.writestr("standin_pkg/dropped.txt", "left out\n")
+        archive.writestr("onnxruntime_ep_nv_tensorrt_rtx/__init__.py", "")
+        info = "onnxruntime_ep_nv_tensorrt_rtx_cu13-0.0.dist-info"
+        archive.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: onnxruntime-ep-nv-tensorrt-rtx-cu13\nVersion: 0.0\n")
+        archive.writestr(f"{info}/top_level.txt", "onnxruntime_ep_nv_tensorrt_rtx\n")
     return wheel
 
 
@@ -117,7 +122,7 @@ def test_the_import_lanes_loader_package_is_unpacked_aside_in_a_dry_run(tmp_path
     shutil.copyfile(tmp_path / "standin.deb", made / "standin.deb")
     done = on_device(tmp_path, made.parent, "run", "import", "--dry-run")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "standin.deb unpacked into /tmp/" in done.stdout and "NvTensorRTRTXExecutionProvider" in done.stdout
+    assert "standin.deb unpacked into /tmp/" in done.stdout and "--ep=nv-tensorrt-rtx" in done.stdout
 
 
 def test_the_lanes_payloads_name_pinned_wheels_and_fit_a_call():

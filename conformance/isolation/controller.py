@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -139,6 +140,16 @@ def read_line_telling(channel: LineChannel, deadline: float, waiting: Waiting, o
         on_wait(replace(waiting, waited=time.monotonic() - start))
 
 
+def _launch(launcher: Launcher) -> None:
+    """launcher.launch(), a process that cannot even be executed (its wrapper, or the
+    interpreter) being a worker lost at its start."""
+    try:
+        launcher.launch()
+    except OSError as exc:
+        raise WorkerLost("crash", f"the worker could not be started ({' '.join(launcher.wrapper + (sys.executable,))}): {exc.strerror or exc}",
+                         actual="not started") from None
+
+
 class _Launchers:
     """An attribute of Worker that is its launcher's (init, process, fork_server, ...), methods
     too."""
@@ -165,8 +176,8 @@ class Worker:
     hand_over = _Launchers()  # what every process gets after init
 
     def __init__(self, init: dict[str, Any], *, timeout: float, log: Path | None = None, env: dict[str, str] | None = None,
-                 warm_up: bool = False, on_wait: Callable[[Waiting], None] | None = None):
-        self._launcher = Launcher(dict(init, op="init"), log=log, env=env, warm_up=warm_up)
+                 warm_up: bool = False, on_wait: Callable[[Waiting], None] | None = None, wrapper: tuple[str, ...] = ()):
+        self._launcher = Launcher(dict(init, op="init"), log=log, env=env, warm_up=warm_up, wrapper=wrapper)
         self._ledger = Ledger()
         self.timeout, self.on_wait = timeout, on_wait  # on_wait: hears a slow reply to a request (see Waiting)
         self.facts: dict[str, Any] | None = None
@@ -179,7 +190,7 @@ class Worker:
         """Starts the process and sends it the init request, without waiting for the answer:
         the worker imports onnxruntime and loads the EP while the caller does other work. A
         process standing by (see stand_by) is taken instead of starting one."""
-        self._launcher.launch()
+        _launch(self._launcher)
         self._ledger.clear()
         self.facts = None
 

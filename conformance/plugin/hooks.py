@@ -12,6 +12,7 @@ plugin does nothing.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 from pathlib import Path
@@ -26,7 +27,7 @@ from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.errors import SpecError
 from conformance.isolation.controller import WorkerLost, WorkerRefused, handover
 from conformance.isolation.in_process import InProcessWorker
-from conformance.options import ep_options, seconds, unknown_options
+from conformance.options import WRAPPER_VARIABLE, emulator_of, ep_options, seconds, unknown_options, wrapper_command
 from conformance.outcomes import Result
 from conformance.plugin.items import CASES_KEY, RESULT_KEY, ContractFile, ContractItem
 from conformance.run.pool import AnyWorker, EpUnderTest, WorkerPool
@@ -79,6 +80,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "only), except contracts marked isolated or own_process (bad requests, the library's lifecycle), which "
                          "always run in a worker: they can take the process down. An EP that aborts in another check takes "
                          "pytest down with it: the results before are in the journal (ort-conformance rebuild)")
+    group.addoption("--conformance-wrapper", metavar="COMMAND",
+                    help="run every process the kit starts that loads an EP (workers, their spares, the fork server, own-process "
+                         "checks, the probe) under this command, e.g. \"qemu-x86_64 -cpu Skylake-Client-v4\", \"taskset -c 0\", "
+                         f"\"valgrind -q\" (default: ${WRAPPER_VARIABLE}, else the ini option conformance_wrapper); "
+                         "under a qemu emulator the report says the CPU was emulated and measures no GB/s figures")
+    parser.addini("conformance_wrapper", "the command every process that loads an EP runs under (see --conformance-wrapper)", default="")
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
@@ -103,7 +110,7 @@ class ConformanceRun:
         self.isolated = config.getoption("conformance_isolation") == "worker"
         self.strict = config.getoption("conformance_strict")
         self.library = config.getoption("ep_library")
-        self.options = _parse_options(config.getoption("ep_option"))
+        self.options, self.wrapper = _parse_options(config.getoption("ep_option")), _wrapper(config)  # wrapper: see --conformance-wrapper
         self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
         self.catalogue: Catalogue  # loaded by start(), once the workers are launched
@@ -116,12 +123,13 @@ class ConformanceRun:
         self.written: list[Path] = []
         self.verdict = ""
         self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
+        self.not_computed: list[str] = []  # what the report could not compute, and why (report.json's not_computed)
         self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
         self.folder = runfolder.RunFolder(self.report_dir, self.primary)  # its lock and the journal
-        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config))  # says when it waits
+        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config), self.wrapper)
         self.report_data: dict[str, Any] | None = None  # report.json's data, once written
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
-        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None,
+        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=_probe_sizes(config, self.wrapper),
                                    reruns=config.getoption("conformance_rerun"))
 
     def start(self, names: list[str]) -> None:
@@ -165,7 +173,7 @@ class ConformanceRun:
                 raise _invalid_specs(exc.errors) from None
             raise pytest.UsageError(str(exc)) from None
         except WorkerLost as exc:
-            raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
+            raise pytest.UsageError(f"EP '{name}' could not be loaded{_under(self.wrapper)}: {exc}") from None
         # Where checks are planned ahead, isolated contracts run last in the main worker (see
         # Scheduler.plan); elsewhere in a worker of their own, launched now (with
         # --conformance-isolation none, when first needed).
@@ -248,7 +256,8 @@ def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
 
     terminalreporter.section("conformance")
     colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(run.verdict, {"yellow": True})
-    terminalreporter.write_line(f"verdict: {run.verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
+    verdict = run.report_data.get("verdict_text", run.verdict) if run.report_data is not None else run.verdict
+    terminalreporter.write_line(f"verdict: {verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
     for line in summary.terminal(run.report_data) if run.report_data is not None else []:
         terminalreporter.write_line(line)
     for line, markup in _ep_lines(run.eps):
@@ -266,8 +275,13 @@ def _warn_of_unknown_options(run: ConformanceRun) -> None:
 
 
 def _ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
-    """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own."""
+    """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own,
+    and the plugin package each plugin EP came from."""
     for ep in eps:
+        if ep.facts.get("plugin_package"):
+            package = ep.facts["plugin_package"]
+            yield (f"{ep.label}: {ep.facts['provider']} from {package['name']} {package['version']}, library sha256 "
+                   f"{(ep.facts.get('library_sha256') or '?')[:16]}"), {}
         if ep.facts.get("unusable"):
             yield f"{ep.label}: nothing ran: {ep.facts['unusable']}", {"yellow": True}
         if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
@@ -280,6 +294,7 @@ def _open_folder(run: ConformanceRun) -> None:
     try:
         run.folder.open({"started": run.started, "specs": run.spec_paths, "strict": bool(run.strict),
                          "isolation": "worker" if run.isolated else "none", "command": " ".join(sys.argv),
+                         "wrapper": " ".join(run.wrapper), "emulated": emulator_of(run.wrapper) or "",
                          "python": sys.version.split()[0], "shard": shards.as_dict(run.config)})
     except runfolder.FolderRefused as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -300,18 +315,33 @@ def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: boo
     for ep in run.eps:
         run.folder.journal.capabilities(ep.label, ep.capabilities)
     record = _record(run, interrupted)
-    data = report.build(record)
-    junit = run.config.stash[JUNIT_KEY].contents() if JUNIT_KEY in run.config.stash else None
+    data = report.build_or_essentials(record)
+    data["not_computed"] = [*run.not_computed, *data.get("not_computed", [])]
+    junit = _junit(run, data)
     try:
         # junit.xml with the rest of the set, and repro/: failing cases' scripts
-        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {}) + repro.write(data, run.report_dir)
+        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {})
     except UnsafeFile as exc:
         sys.stderr.write(f"ERROR: the conformance report was not written: {exc}\n")
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return None
+    try:
+        run.written += repro.write(data, run.report_dir)
+    except Exception as exc:  # the report set is written: the scripts alone are missing, and said to be
+        sys.stderr.write(f"ERROR: {run.report_dir / repro.FOLDER}: the failing cases' scripts were not written: {type(exc).__name__}: {exc}\n")
     run.verdict = data["verdict"]
     run.folder.journal.finished(run.verdict, interrupted, record.finished)
     return data
+
+
+def _junit(run: ConformanceRun, data: dict[str, Any]) -> bytes | None:
+    """The report folder's junit.xml, or None (named in report.json's `not_computed`) where
+    writing it raised: the rest of the set is written without it."""
+    try:
+        return run.config.stash[JUNIT_KEY].contents() if JUNIT_KEY in run.config.stash else None
+    except Exception as exc:
+        data["not_computed"] = [*data.get("not_computed", []), f"junit.xml: {type(exc).__name__}: {exc}"]
+        return None
 
 
 def _machine() -> str:
@@ -344,15 +374,20 @@ def _selection(run: ConformanceRun) -> dict[str, Any]:
 
 def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
     """What the report reads of the run, once every check and the probe are done."""
-    from conformance.report import machine
+    from conformance.report import cpu_vendor, machine
 
-    run.selection = _selection(run)
+    try:
+        run.selection = _selection(run)
+    except Exception as exc:  # the report says the run's part of the catalogue is not known, and why
+        run.selection = None
+        run.not_computed.append(f"which part of the catalogue ran: {type(exc).__name__}: {exc}")
     return RunRecord(
         results=tuple(run.results), eps=tuple(EpRecord(ep.facts, ep.spec, tuple(ep.capabilities)) for ep in run.eps),
         contracts=tuple(run.catalogue.contracts), spec_digest=run.catalogue.digest, collected=run.collected,
         started=run.started, finished=time.time(), interrupted=interrupted, strict=bool(run.strict),
         isolation="worker" if run.isolated else "none", python=sys.version.split()[0], platform=machine(), command=" ".join(sys.argv),
-        selection=run.selection, shard=shards.as_dict(run.config),
+        selection=run.selection, wrapper=" ".join(run.wrapper), emulated=emulator_of(run.wrapper) or "", cpu=cpu_vendor(),
+        shard=shards.as_dict(run.config),
     )
 
 
@@ -416,6 +451,28 @@ def _unprobed(catalogue: Catalogue, name: str) -> EpUnderTest:
 
 def _isolated(item: pytest.Item) -> bool:
     return isinstance(item, ContractItem) and item.contract.isolated
+
+
+def _probe_sizes(config: pytest.Config, wrapper: tuple[str, ...]) -> list[int] | None:
+    """The copy probe's sizes: none timed under --collect-only, nor under an emulator, whose GB/s
+    figures would be the emulator's (options.emulator_of); the probe's own otherwise."""
+    return [] if config.option.collectonly or emulator_of(wrapper) else None
+
+
+def _under(wrapper: tuple[str, ...]) -> str:
+    return f" under the wrapper {' '.join(wrapper)!r}" if wrapper else ""
+
+
+def _wrapper(config: pytest.Config) -> tuple[str, ...]:
+    """--conformance-wrapper, else $ORT_CONFORMANCE_WRAPPER, else the ini option (options.wrapper_command)."""
+    given = config.getoption("conformance_wrapper")
+    for text in (given, os.environ.get(WRAPPER_VARIABLE), config.getini("conformance_wrapper")):
+        if text is not None:
+            try:
+                return wrapper_command(text)
+            except ValueError as exc:
+                raise pytest.UsageError(f"--conformance-wrapper: {exc}") from None
+    return ()
 
 
 def _parse_options(pairs: list[str]) -> dict[str, str]:
@@ -534,6 +591,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except UnsafeFile as exc:  # a symlink planted as a worker's log
         run.close()
         raise pytest.UsageError(f"--conformance-report {run.report_dir}: {exc}") from None
+    except WorkerLost as exc:  # a worker that could not even be started (its wrapper or interpreter cannot be executed)
+        run.close()
+        raise pytest.UsageError(str(exc)) from None
     except BaseException:
         run.close()
         raise

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from conformance.catalogue import selectors
 from conformance.outcomes import PYTEST_ERRORS, CaseReply, Outcome, Result
 from conformance.plugin import ids, terminal
 from conformance.run.pool import EpUnderTest
@@ -96,6 +97,7 @@ class ContractItem(pytest.Item):
             contract=self.contract.id, ep=self.ep.facts["provider"], device=self.device["label"], params=self.params,
             outcome=reply.outcome, message=reply.message, spec=str(self.contract.location), severity=self.contract.severity,
             subject=reply.details.get("subject", self.contract.subject), nodeid=self.nodeid, duration=reply.duration, details=reply.details,
+            contested=selectors.contested_rule(self.contract, self.ep.facts, self.device),
         )
 
     def quarantined(self) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from conformance.catalogue.contracts import PROVENANCE_BASES
 from conformance.target.eps import memory_label
 from conformance.outcomes import NOT_AGAINST_EP
 
@@ -45,6 +46,27 @@ def advertised_memory(device: dict[str, Any], kind: str) -> str:
     if memory is None and kind == "host_accessible":
         return "none"
     return memory_label(memory)
+
+
+def run_conditions(data: dict[str, Any]) -> list[str]:
+    """What a reader must know of where the EP ran, one line each: an emulated CPU (said
+    plainly, with what it means for the figures), else the wrapper its processes ran under;
+    then what the report could not compute (report.json's not_computed)."""
+    run = data.get("run") or {}
+    missing = [f"Not computed: {what}" for what in data.get("not_computed") or []]
+    if run.get("emulated"):
+        return [f"CPU emulated: {run['emulated']}.", *missing]
+    return ([f"The EP's processes ran under `{run['wrapper']}`."] if run.get("wrapper") else []) + missing
+
+
+def ep_origin(entry: dict[str, Any]) -> str:
+    """Which build of the EP ran: its plugin package and version, its library and the library's
+    sha256 ('' for an EP built into onnxruntime)."""
+    package = entry.get("plugin_package") or {}
+    parts = [f"package {package['name']} {package['version']}"] if package else []
+    if entry.get("library"):
+        parts.append(f"library `{entry['library']}` sha256 `{entry['library_sha256']}`")
+    return ", ".join(parts)
 
 
 def params_label(params: dict[str, Any]) -> str:
@@ -119,3 +141,23 @@ def partial_run(data: dict[str, Any]) -> str:
     or '' for a whole run (or a report from before report.json recorded its selection)."""
     selection = data.get("selection")
     return selection["text"] if selection and not selection.get("complete", True) else ""
+
+
+def verdict_text(verdict: str, level: str | None) -> str:
+    """The verdict naming the API level it certifies: 'conformant at onnxruntime 1.24's API'
+    (contracts that need a newer API were not_applicable on this build)."""
+    return f"{verdict} at onnxruntime {level}'s API" if level else verdict
+
+
+def verdict_of(data: dict[str, Any]) -> str:
+    """A report's verdict in words, with its API level (a report written before it had one: the verdict)."""
+    return data.get("verdict_text") or data["verdict"]
+
+
+def provenance_text(contract: dict[str, Any]) -> str:
+    """A report's contract entry's provenance in one line ('' where the entry has none)."""
+    provenance = contract.get("provenance") or {}
+    if not provenance:
+        return ""
+    return f"{PROVENANCE_BASES.get(provenance['basis'], provenance['basis'])}: {provenance['ref']}"
+

@@ -37,6 +37,8 @@ pre { background: var(--pre); border: 1px solid var(--line); padding: 8px; overf
 .verdict { font-size: 1.5em; font-weight: bold; padding: .4em .8em; border-radius: 6px; display: inline-block; color: #fff; }
 .verdict-conformant { background: var(--verdict-conformant); } .verdict-non_conformant { background: var(--verdict-non_conformant); }
 .verdict-incomplete { background: var(--verdict-incomplete); }
+.contested { font-size: .85em; font-weight: bold; color: var(--purple); border: 1px solid var(--purple); border-radius: 4px; padding: 0 .3em; }
+.provenance { font-size: .9em; margin: .3em 0; }
 .strict { font-weight: bold; color: var(--purple); }
 .cap-supported { background: var(--cap-supported); } .cap-broken { background: var(--cap-broken); }
 .cap-required_but_missing { background: var(--cap-required_but_missing); } .cap-not_required { background: var(--cap-not_required); }

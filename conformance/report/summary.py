@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from conformance.outcomes import BROKEN
-from conformance.report.common import case_anchor, contract_anchor, failure_anchor, params_label, reason_contract, tally
+from conformance.report.common import case_anchor, contract_anchor, failure_anchor, params_label, reason_contract, run_conditions, tally
 
 LIMIT = 20_000  # bytes of UTF-8; GitHub shows up to 1 MiB per step, but a summary is read at a glance
 REASONS_SHOWN = 12
@@ -55,7 +55,8 @@ def _size(lines: list[str]) -> int:
 def _head(data: dict[str, Any], html: str) -> list[str]:
     verdict, ep = data["verdict"], data.get("ep") or {}
     mark = f"{MARK[verdict]} " if verdict in MARK else ""
-    out = [f"## {mark}ort-ep-conformance: {cell(ep.get('name', '?'))} is **{verdict}**"]
+    level = f" at onnxruntime {data['api_level']}'s API" if data.get("api_level") else ""
+    out = [f"## {mark}ort-ep-conformance: {cell(ep.get('name', '?'))} is **{verdict}**{level}"]
     found = reasons(data)
     out += [""] if found else []
     for reason in found[:REASONS_SHOWN]:
@@ -69,6 +70,7 @@ def _head(data: dict[str, Any], html: str) -> list[str]:
         out.append(f"{RUNTIME_COUNTS.format(subject='`runtime`')}: {_counts(runtime_counts)}")
     ort = data.get("onnxruntime") or {}
     devices = ", ".join(f"`{cell(d['label'])}`" for d in data.get("devices", [])) or "none"
+    out += [f"\n**{cell(line)}**" for line in run_conditions(data)]
     out += ["", f"kit {cell(data.get('kit_version'))} · onnxruntime {cell(ort.get('version'))} ({cell(ort.get('package'))}) · devices {devices}"
             + (" · strict" if data.get("strict") else "")]
     return out

@@ -196,5 +196,5 @@ def record(contents: Contents, catalogue: Any) -> RunRecord:
         collected=max(contents.collected, len(contents.results)), started=run["started"], finished=ended,
         interrupted=finished["interrupted"] if finished else True, strict=bool(run.get("strict")),
         isolation=run.get("isolation", "worker"), python=run.get("python", ""), platform=run.get("platform", ""),
-        command=run.get("command", ""), shard=run.get("shard"),
+        command=run.get("command", ""), wrapper=run.get("wrapper", ""), emulated=run.get("emulated", ""), shard=run.get("shard"),
     )

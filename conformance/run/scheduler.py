@@ -94,8 +94,14 @@ class Scheduler:
         for device in ep.facts["devices"]:
             try:
                 ep.capabilities.append(self._collect(ep.worker, self.planned_probe(device))["capabilities"])
-            except (WorkerLost, WorkerRefused) as exc:
-                ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
+                continue
+            except WorkerLost as exc:
+                error = str(exc)
+            except WorkerRefused as exc:  # the probe raised, in the worker or (--conformance-isolation none) in this process
+                error = f"the copy matrix could not be computed: {exc}"
+            except Exception as exc:  # anything else is the matrix's failure too, never the run's
+                error = f"the copy matrix could not be computed: {type(exc).__name__}: {exc}"
+            ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": error, "pairs": []})
 
     def probe_all(self) -> bool:
         """The copy matrix of every EP device; False when Ctrl-C stopped it."""

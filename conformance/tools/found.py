@@ -20,7 +20,7 @@ from conformance.catalogue.claims import spec_claims
 from conformance.catalogue.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.options import reason_of
 from conformance.outcomes import BROKEN_OR_ERROR
-from conformance.report import advertised_memory, imports_lines, unlisted_note
+from conformance.report.common import advertised_memory, ep_origin, imports_lines, run_conditions, unlisted_note
 from conformance.report.markdown import cell, pairs_table, spec_claims as claims_table, throughput_table
 from conformance.report.schema import REPORT_SCHEMA_PREFIX, parse_json, report_problems
 from conformance.catalogue.spec import load_known_issues
@@ -99,6 +99,9 @@ def _section(lane: str, report: dict[str, Any], spec: EpSpec | None, known: tupl
     out = [f"## {lane}: {ep.get('name')}", ""]
     out.append(f"- onnxruntime {ort.get('version')} ({ort.get('package')}); EP version {ep.get('version') or 'not stated'}; "
                f"run {run['started']} on {run['platform']}")
+    origin = ep_origin(ep)
+    out += [f"- EP build: {origin}"] if origin else []
+    out += [f"- **{line}**" for line in run_conditions(report)]
     out.append(f"- verdict **{report['verdict']}**" + (": " + "; ".join(report["verdict_reasons"][:3]) if report["verdict_reasons"] else ""))
     out += ["", "### What the build advertises", ""]
     if not ep.get("ep_device"):
