@@ -1170,13 +1170,14 @@ typedef enum {
   IMPORT_FAULT_NO_RELEASE,     /* handles without a Release function */
   IMPORT_FAULT_IMPORTER_ERROR, /* CreateExternalResourceImporterForDevice: an error status, not "OK, no importer" */
   IMPORT_FAULT_DENIES_HOST,    /* HOST_ALLOCATION denied and refused (a lawful importer of opaque fds only) */
+  IMPORT_FAULT_ABORT_TENSOR,   /* CreateTensorFromMemory aborts the process */
   IMPORT_FAULT_COUNT_
 } refdev_import_fault;
 
 static const char* const k_import_fault_names[IMPORT_FAULT_COUNT_] = {
-    "none", "null-handle", "null-tensor", "no-release", "importer-error", "denies-host",
+    "none", "null-handle", "null-tensor", "no-release", "importer-error", "denies-host", "abort-tensor",
 };
-#define REFDEV_IMPORT_FAULT_LIST "none, null-handle, null-tensor, no-release, importer-error, denies-host"
+#define REFDEV_IMPORT_FAULT_LIST "none, null-handle, null-tensor, no-release, importer-error, denies-host, abort-tensor"
 
 static bool parse_import_fault(const char* s, refdev_import_fault* out) {
   *out = IMPORT_FAULT_NONE;
@@ -1577,8 +1578,13 @@ static OrtStatus* ORT_API_CALL importer_create_tensor(OrtExternalResourceImporte
                        "RefDev CreateTensorFromMemory: %zu bytes at offset %zu run past the end of the %zu imported bytes",
                        bytes, offset, h->base.descriptor.size_bytes);
   }
-  /* null-tensor: "succeeds" with no tensor */
+  /* null-tensor: "succeeds" with no tensor; abort-tensor: takes the process down */
   if (current_import_fault() == IMPORT_FAULT_NULL_TENSOR) return NULL;
+  if (current_import_fault() == IMPORT_FAULT_ABORT_TENSOR) {
+    fprintf(stderr, "refdev: import fault 'abort-tensor': CreateTensorFromMemory aborts\n");
+    fflush(stderr);
+    abort();
+  }
   refdev_view_deleter* d = (refdev_view_deleter*)calloc(1, sizeof *d);
   if (d == NULL) return make_status(ORT_FAIL, "RefDev CreateTensorFromMemory: out of memory");
   OrtStatus* st_info = NULL;
