@@ -37,6 +37,7 @@ from conformance.run.scheduler import Scheduler
 from conformance.plugin.selection import SelectionWatch, case_key, compare
 from conformance.plugin import shards
 from conformance.plugin.shards import shard_option
+from conformance.run.reruns import reruns_option
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
@@ -88,6 +89,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
+    group.addoption("--conformance-rerun", metavar="N", type=reruns_option, default=0,
+                    help="try a case that failed, crashed or timed out again, up to N times, each in a fresh worker (default 0; "
+                         "a crash or hang is always tried once more before its call is quarantined); a case whose tries' outcomes "
+                         "differ is flaky: it counts as a failure and never certifies")
     group.addoption("--conformance-shard", metavar="K/N", type=shard_option, default=None,
                     help="run shard K of N: a deterministic Kth of the cases (by node id; the same split on every machine), "
                          "e.g. one job of a CI matrix; a shard alone never certifies: `ort-conformance merge` of all N report "
@@ -125,7 +130,8 @@ class ConformanceRun:
         self.report_data: dict[str, Any] | None = None  # report.json's data, once written
         self.noting: tuple[list[int], dict[int, Any]] | None = None  # signals noted since the run was interrupted (signals.note_from_now)
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
-        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=_probe_sizes(config, self.wrapper))
+        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=_probe_sizes(config, self.wrapper),
+                                   reruns=config.getoption("conformance_rerun"))
 
     def start(self, names: list[str]) -> None:
         if self.watch.collect_only:

@@ -243,7 +243,8 @@ def json_text(data: dict[str, Any]) -> str:
 
 
 # How a broken or errored case's headline words what happened to it.
-_HAPPENED = {Outcome.FAIL: "failed", Outcome.CRASH: "crashed", Outcome.TIMEOUT: "timed out", Outcome.ERROR: "could not be checked"}
+_HAPPENED = {Outcome.FAIL: "failed", Outcome.CRASH: "crashed", Outcome.TIMEOUT: "timed out", Outcome.ERROR: "could not be checked",
+             Outcome.FLAKY: "was flaky (its tries gave different outcomes)"}
 
 
 def reason_line(result: Result) -> str:
@@ -284,6 +285,9 @@ def describe_failure(result: Result, contract) -> str:
         head, *tail = result.message.splitlines() or [""]
         lines += [] if result.details.get("violations") else [f"  {result.outcome.value}: {head}"]
         lines += ["  output:"] + [f"    {line}" for line in tail] if tail else []
+    for number, attempt in enumerate(result.details.get("tries") or [], start=1):
+        said = (attempt["message"].strip().splitlines() or [""])[0][:300]
+        lines.append(f"  try {number}: {attempt['outcome']}" + (f": {said}" if said else ""))
     for violation in result.details.get("violations", []):
         lines.append(f"  violation: {violation['message']}")
         if violation.get("expected"):
