@@ -224,42 +224,14 @@ class ConformanceRun:
         if not self.primary or self.watch.collect_only:
             return  # --collect-only ran nothing: it leaves the last run's report as it was
         try:
-            self._finish(session, exitstatus)
+            _end_session(self, session, exitstatus)
         except KeyboardInterrupt:  # where signals could not be held (not the main thread): one line, the way back
             sys.stderr.write(f"ERROR: interrupted again before the conformance report was written: `ort-conformance rebuild "
                              f"{self.report_dir}` writes it from the journal\n")
             session.exitstatus = pytest.ExitCode.INTERRUPTED
         finally:
             noting, self.noting = self.noting, None
-            if noting is not None:
-                signals.restore(noting[1])
-
-    def _finish(self, session: pytest.Session, exitstatus: int) -> None:
-        # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
-        self.collected = max(self.collected, session.testscollected)
-        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
-        # An interrupted run writes its report at once, not after a probe that may wait for a
-        # hung worker (up to twice --conformance-timeout); Ctrl-C during the probe stops the
-        # probe alone, never the report.
-        if not interrupted and not self.scheduler.probe_all():
-            interrupted = True
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.INTERRUPTED
-        # A second Ctrl-C (or a SIGTERM) from now is noted: the workers are let go and the report set written whole.
-        with signals.held():
-            self.scheduler.mark_not_probed()
-            # Nothing more is asked of the workers: they end while the report is written (a worker
-            # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
-            self.pool.ask_to_exit()
-            data = _write_report(self, session, interrupted)
-        self.report_data = data
-        if data is not None:
-            self.config.hook.pytest_conformance_report(report=data, folder=self.report_dir, config=self.config)
-        if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a strict run is a yes/no answer
-        # What the run made since collection (pytest's reports of every item, the results) lives
-        # until the process ends: out of the cyclic collector's reach too, as at collection.
-        gc.freeze()
+            signals.restore(noting[1] if noting is not None else {})
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.primary and self.written:
@@ -268,6 +240,36 @@ class ConformanceRun:
     def close(self) -> None:
         self.pool.close()
         self.folder.close()
+
+
+def _end_session(run: ConformanceRun, session: pytest.Session, exitstatus: int) -> None:
+    """The session's end for the run: the last probe unless interrupted, the workers let go,
+    the report set written, the strict run's answer."""
+    # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
+    run.collected = max(run.collected, session.testscollected)
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
+    # An interrupted run writes its report at once, not after a probe that may wait for a
+    # hung worker (up to twice --conformance-timeout); Ctrl-C during the probe stops the
+    # probe alone, never the report.
+    if not interrupted and not run.scheduler.probe_all():
+        interrupted = True
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+    # A second Ctrl-C (or a SIGTERM) from now is noted: the workers are let go and the report set written whole.
+    with signals.held():
+        run.scheduler.mark_not_probed()
+        # Nothing more is asked of the workers: they end while the report is written (a worker
+        # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
+        run.pool.ask_to_exit()
+        data = _write_report(run, session, interrupted)
+    run.report_data = data
+    if data is not None:
+        run.config.hook.pytest_conformance_report(report=data, folder=run.report_dir, config=run.config)
+    if run.strict and run.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a strict run is a yes/no answer
+    # What the run made since collection (pytest's reports of every item, the results) lives
+    # until the process ends: out of the cyclic collector's reach too, as at collection.
+    gc.freeze()
 
 
 def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
