@@ -16,6 +16,7 @@ from conformance.data import contracts_dir, shipped_spec_dirs
 from conformance.options import WRAPPER_VARIABLE, emulator_of, ep_options, seconds, wrapper_command
 from conformance.plugin import ids
 from conformance.plugin.shards import shard_option
+from conformance.run.reruns import reruns_option
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -29,7 +30,7 @@ def add_options(parser: pytest.Parser) -> None:
                          "Examples: pytest --ep=cpu; pytest --ep=cpu --junitxml=reports/junit.xml -n 2")
     group.addoption("--ep-library", metavar="PATH",
                     help="register this plugin EP library first; --ep names the EP it provides "
-                         "(e.g. pytest --ep-library ./libmy_ep.so --ep MyEp)")
+                         "(e.g. pytest --ep-library=./libmy_ep.so --ep MyEp)")
     group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
                     help="provider option for the EP (keys starting with 'session.' become session config entries); "
                          "repeatable (e.g. --ep-option device_id=1)")
@@ -51,6 +52,10 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
+    group.addoption("--conformance-rerun", metavar="N", type=reruns_option, default=0,
+                    help="try a case that failed, crashed or timed out again, up to N times, each in a fresh worker (default 0; "
+                         "a crash or hang is always tried once more before its call is quarantined); a case whose tries' outcomes "
+                         "differ is flaky: it counts as a failure and never certifies")
     group.addoption("--conformance-shard", metavar="K/N", type=shard_option, default=None,
                     help="run shard K of N: a deterministic Kth of the cases (by node id; the same split on every machine), "
                          "e.g. one job of a CI matrix; a shard alone never certifies: `ort-conformance merge` of all N report "
