@@ -22,7 +22,7 @@ examples:
   ort-conformance validate                      check the shipped specs
   ort-conformance validate myep.yaml            check a vendor's EP declaration with the catalogue
   ort-conformance probe --ep cpu                which copy directions work, found by trying
-  ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json
+  ort-conformance probe --ep-library=./libmy_ep.so --ep MyEp --json
   ort-conformance catalogue -o docs/contracts.md
   pytest --ep cpu                               a conformance run (report and junit.xml in reports/)
   ort-conformance bundle --vendor ACME -o acme.tar.gz   the submission bundle of that run
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                     "worker could not start.",
                     "  ort-conformance probe --ep cpu\n"
                     "  ort-conformance probe --ep cuda --no-throughput --fail-on broken,required_but_missing\n"
-                    "  ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json")
+                    "  ort-conformance probe --ep-library=./libmy_ep.so --ep MyEp --json")
     probe.add_argument("--ep", metavar="NAME", help="EP alias or provider name (default: every EP listed by get_ep_devices())")
     probe.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first (needs --ep)")
     probe.add_argument("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option; repeatable")
@@ -107,14 +107,17 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--library", metavar="PATH", help="also check that this EP library is the one the bundle was made with (sha256)")
 
     diff = command("diff", "compare two runs (report.json, report folders or bundles); exit 1 on regressions",
-                   "Lists regressions (a case that now fails, crashes, times out or errors, or a copy direction that\n"
-                   "broke), fixes, new findings against onnxruntime and contract changes. Exit 0, 1 on a\n"
-                   "regression, 2 when either side is not a report.",
+                   "Lists regressions (a case that now fails, crashes, times out or errors, a copy direction that\n"
+                   "broke, or a worse verdict), cases no longer checked, fixes, new findings against onnxruntime and\n"
+                   "contract changes; cases by their pytest ids. Exit 0, 1 on a regression (or, with\n"
+                   "--fail-on-findings, a new finding against onnxruntime), 2 when either side is not a report.",
                    "  ort-conformance diff old/report.json reports/\n"
                    "  ort-conformance diff old.tar.gz new.tar.gz --json")
     diff.add_argument("old", metavar="OLD", help="the earlier run: report.json, its folder, or a bundle")
     diff.add_argument("new", metavar="NEW", help="the later run, in any of the same forms")
     diff.add_argument("--json", action="store_true", help="print JSON instead of text")
+    diff.add_argument("--fail-on-findings", action="store_true",
+                      help="exit 1 on new findings against onnxruntime too (by default they are shown apart, not gating)")
 
     found = command("found", "regenerate \"What we found\" (Markdown) from conformance reports",
                     "One section per lane: what the EP spec claims, whether the run verified it, and each failure\n"
@@ -179,6 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        # A path the system refuses before any command's own checks can word it (one longer
+        # than the system allows): one line, never a traceback.
+        from conformance.run.runfolder import shown
+
+        where = f"{shown(Path(str(exc.filename)))}: " if exc.filename else ""
+        print(f"ort-conformance: {where}cannot be used: {exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 
 def _validate(args) -> int:
@@ -397,7 +408,7 @@ def _diff(args) -> int:
         print(f"ort-conformance: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.json else diff.render(result))
-    return 1 if result.regressed else 0
+    return 1 if result.failed(fail_on_findings=args.fail_on_findings) else 0
 
 
 def _found(args) -> int:
@@ -471,7 +482,7 @@ def _merge(args) -> int:
 
 def _rebuild(args) -> int:
     from conformance.run import journal, runfolder
-    from conformance import report, safe_io
+    from conformance import report
     from conformance.catalogue.spec import load_catalogue
     from conformance.errors import SpecErrors
 
@@ -494,15 +505,41 @@ def _rebuild(args) -> int:
         return 2
     data = report.build(journal.record(contents, catalogue))
     try:
-        written = report.write_all(data, folder)
-    except safe_io.UnsafeFile as exc:
-        print(f"ort-conformance: the report was not written: {exc}", file=sys.stderr)
-        return 3
+        return _write_rebuilt(folder, contents, data)
     finally:
         if lock:
             lock.close()
+
+
+def _write_rebuilt(folder: Path, contents, data: dict) -> int:
+    """The rebuilt report set (with its junit.xml, so that the folder can be bundled) and the
+    failing cases' scripts written, saying exactly what was written and what was not."""
+    from conformance.run import runfolder
+    from conformance import report, safe_io
+    from conformance.report import repro_files
+    from conformance.tools import rebuilt_junit
+
+    try:
+        written = report.write_all(data, folder, {"junit.xml": rebuilt_junit.render(data)})
+    except safe_io.UnsafeFile as exc:
+        print(f"ort-conformance: the report was not written: {exc}", file=sys.stderr)
+        return 3
+    runfolder.mark_finished(folder)
+    notes = ["the last line, cut short when the run was killed, was left out"] if contents.cut_short else []
+    if contents.duplicates:
+        cases = sorted(set(contents.duplicates))
+        notes.append(f"{len(contents.duplicates)} result lines written again were counted once: {', '.join(cases[:5])}"
+                     + (f" and {len(cases) - 5} more" if len(cases) > 5 else ""))
     print(f"{len(contents.results)} results of a run that {'finished' if contents.finished else 'did not finish (interrupted)'}, "
           f"verdict {data['verdict']}: " + ", ".join(str(p) for p in written))
+    for note in notes:
+        print(f"note: {note}")
+    try:
+        repro_files.write(data, folder)
+    except safe_io.UnsafeFile as exc:
+        print(f"ort-conformance: the reproducers (repro/) were not written: {exc}; the report was: "
+              f"{', '.join(p.name for p in written)}", file=sys.stderr)
+        return 3
     return 0
 
 

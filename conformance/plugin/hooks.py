@@ -37,6 +37,7 @@ from conformance.run.scheduler import Scheduler
 from conformance.plugin.selection import SelectionWatch, case_key, compare
 from conformance.plugin import shards
 from conformance.plugin.shards import shard_option
+from conformance.run.reruns import reruns_option
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
@@ -66,7 +67,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "Examples: pytest --ep=cpu; pytest --ep=cpu --junitxml=reports/junit.xml -n 2")
     group.addoption("--ep-library", metavar="PATH",
                     help="register this plugin EP library first; --ep names the EP it provides "
-                         "(e.g. pytest --ep-library ./libmy_ep.so --ep MyEp)")
+                         "(e.g. pytest --ep-library=./libmy_ep.so --ep MyEp)")
     group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
                     help="provider option for the EP (keys starting with 'session.' become session config entries); "
                          "repeatable (e.g. --ep-option device_id=1)")
@@ -88,6 +89,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
+    group.addoption("--conformance-rerun", metavar="N", type=reruns_option, default=0,
+                    help="try a case that failed, crashed or timed out again, up to N times, each in a fresh worker (default 0; "
+                         "a crash or hang is always tried once more before its call is quarantined); a case whose tries' outcomes "
+                         "differ is flaky: it counts as a failure and never certifies")
     group.addoption("--conformance-shard", metavar="K/N", type=shard_option, default=None,
                     help="run shard K of N: a deterministic Kth of the cases (by node id; the same split on every machine), "
                          "e.g. one job of a CI matrix; a shard alone never certifies: `ort-conformance merge` of all N report "
@@ -123,8 +128,10 @@ class ConformanceRun:
         self.folder = runfolder.RunFolder(self.report_dir, self.primary)  # its lock and the journal
         self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config), self.wrapper)
         self.report_data: dict[str, Any] | None = None  # report.json's data, once written
+        self.noting: tuple[list[int], dict[int, Any]] | None = None  # signals noted since the run was interrupted (signals.note_from_now)
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
-        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=_probe_sizes(config, self.wrapper))
+        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=_probe_sizes(config, self.wrapper),
+                                   reruns=config.getoption("conformance_rerun"))
 
     def start(self, names: list[str]) -> None:
         if self.watch.collect_only:
@@ -206,34 +213,25 @@ class ConformanceRun:
             terminal.as_junit_error(self.config, report)
         return outcome
 
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        # The run is ending: from now on a second Ctrl-C (or a SIGTERM) is noted, not raised,
+        # until the report set is written (pytest calls this before the session's end).
+        if self.primary and self.noting is None:
+            self.noting = signals.note_from_now()
+
     @pytest.hookimpl(trylast=True)  # after pytest's JUnit writers, whose file joins the report set
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if not self.primary or self.watch.collect_only:
             return  # --collect-only ran nothing: it leaves the last run's report as it was
-        # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
-        self.collected = max(self.collected, session.testscollected)
-        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
-        # An interrupted run writes its report at once, not after a probe that may wait for a
-        # hung worker (up to twice --conformance-timeout); Ctrl-C during the probe stops the
-        # probe alone, never the report.
-        if not interrupted and not self.scheduler.probe_all():
-            interrupted = True
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.INTERRUPTED
-        self.scheduler.mark_not_probed()
-        # Nothing more is asked of the workers: they end while the report is written (a worker
-        # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
-        self.pool.ask_to_exit()
-        with signals.held():  # a second Ctrl-C (or a SIGTERM) now is noted: the report set is written whole
-            data = _write_report(self, session, interrupted)
-        self.report_data = data
-        if data is not None:
-            self.config.hook.pytest_conformance_report(report=data, folder=self.report_dir, config=self.config)
-        if self.strict and self.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a strict run is a yes/no answer
-        # What the run made since collection (pytest's reports of every item, the results) lives
-        # until the process ends: out of the cyclic collector's reach too, as at collection.
-        gc.freeze()
+        try:
+            _end_session(self, session, exitstatus)
+        except KeyboardInterrupt:  # where signals could not be held (not the main thread): one line, the way back
+            sys.stderr.write(f"ERROR: interrupted again before the conformance report was written: `ort-conformance rebuild "
+                             f"{self.report_dir}` writes it from the journal\n")
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        finally:
+            noting, self.noting = self.noting, None
+            signals.restore(noting[1] if noting is not None else {})
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.primary and self.written:
@@ -244,13 +242,44 @@ class ConformanceRun:
         self.folder.close()
 
 
+def _end_session(run: ConformanceRun, session: pytest.Session, exitstatus: int) -> None:
+    """The session's end for the run: the last probe unless interrupted, the workers let go,
+    the report set written, the strict run's answer."""
+    # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
+    run.collected = max(run.collected, session.testscollected)
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
+    # An interrupted run writes its report at once, not after a probe that may wait for a
+    # hung worker (up to twice --conformance-timeout); Ctrl-C during the probe stops the
+    # probe alone, never the report.
+    if not interrupted and not run.scheduler.probe_all():
+        interrupted = True
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+    # A second Ctrl-C (or a SIGTERM) from now is noted: the workers are let go and the report set written whole.
+    with signals.held():
+        run.scheduler.mark_not_probed()
+        # Nothing more is asked of the workers: they end while the report is written (a worker
+        # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
+        run.pool.ask_to_exit()
+        data = _write_report(run, session, interrupted)
+    run.report_data = data
+    if data is not None:
+        run.config.hook.pytest_conformance_report(report=data, folder=run.report_dir, config=run.config)
+    if run.strict and run.verdict != "conformant" and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a strict run is a yes/no answer
+    # What the run made since collection (pytest's reports of every item, the results) lives
+    # until the process ends: out of the cyclic collector's reach too, as at collection.
+    gc.freeze()
+
+
 def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
     """The verdict, its reasons and the EP's counts (as summary.md gives them), and where the report is."""
     from conformance.report import summary
 
     terminalreporter.section("conformance")
     colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(run.verdict, {"yellow": True})
-    terminalreporter.write_line(f"verdict: {run.verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
+    verdict = run.report_data.get("verdict_text", run.verdict) if run.report_data is not None else run.verdict
+    terminalreporter.write_line(f"verdict: {verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
     for line in summary.terminal(run.report_data) if run.report_data is not None else []:
         terminalreporter.write_line(line)
     for line, markup in _ep_lines(run.eps):
@@ -312,18 +341,21 @@ def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: boo
     data["not_computed"] = [*run.not_computed, *data.get("not_computed", [])]
     junit = _junit(run, data)
     try:
-        # junit.xml with the rest of the set, and repro/: failing cases' scripts
-        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {})
+        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {})  # junit.xml with the rest of the set
     except UnsafeFile as exc:
-        sys.stderr.write(f"ERROR: the conformance report was not written: {exc}\n")
+        sys.stderr.write(f"ERROR: the conformance report was not written: {exc}; "
+                         f"`ort-conformance rebuild {run.report_dir}` writes it from the journal once that is mended\n")
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return None
     try:
-        run.written += repro.write(data, run.report_dir)
-    except Exception as exc:  # the report set is written: the scripts alone are missing, and said to be
-        sys.stderr.write(f"ERROR: {run.report_dir / repro.FOLDER}: the failing cases' scripts were not written: {type(exc).__name__}: {exc}\n")
+        run.written += repro.write(data, run.report_dir)  # repro/: failing cases' scripts
+    except Exception as exc:  # the report set is written: the scripts alone are missing, and said to be, with what was written
+        sys.stderr.write(f"ERROR: the reproducers (repro/) were not written: {run.report_dir / repro.FOLDER}: {type(exc).__name__}: {exc}; "
+                         f"the report was: {', '.join(path.name for path in run.written)}\n")
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     run.verdict = data["verdict"]
-    run.folder.journal.finished(run.verdict, interrupted, record.finished)
+    run.folder.journal.finished(run.verdict, interrupted, record.finished, runfolder.run_files(run.report_dir, run.started))
+    runfolder.mark_finished(run.report_dir)
     return data
 
 

@@ -7,7 +7,8 @@ from typing import Any
 from conformance.catalogue.claims import unverified_count
 from conformance.outcomes import AGAINST_EP, BROKEN
 import conformance.report.throughput as throughput
-from conformance.report.common import device_line, ep_origin, imports_lines, params_label, partial_run, run_conditions, tally, unlisted_note
+from conformance.report.common import (device_line, ep_origin, imports_lines, params_label, partial_run, provenance_text, run_conditions, tally,
+                                       unlisted_note, verdict_of)
 
 
 def cell(text: Any) -> str:
@@ -18,7 +19,7 @@ def cell(text: Any) -> str:
 def render(data: dict[str, Any]) -> str:
     ep, ort = data["ep"], data["onnxruntime"]
     out = [f"# Conformance report: {ep.get('name', '?')}", ""]
-    out.append(f"**Verdict: {data['verdict']}**" + ("" if not data["verdict_reasons"] else " — " + "; ".join(data["verdict_reasons"])))
+    out.append(f"**Verdict: {verdict_of(data)}**" + ("" if not data["verdict_reasons"] else " — " + "; ".join(data["verdict_reasons"])))
     if data.get("strict"):
         out += ["", "Strict run (certification mode): a required contract that could not run fails the run."]
     if partial_run(data):
@@ -71,16 +72,33 @@ def render(data: dict[str, Any]) -> str:
         out += throughput_table(matrix, "####")
         out += imports_lines(matrix.get("imports")) + ([""] if matrix.get("imports") else [])
 
+    out += contracts_table(data)
     out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
-        out.append(f"| {r['contract']} | {r['device']} | {cell(params_label(r['params']))} | {r['outcome']} | {r['severity']} | {r['subject']} "
+        contested = " (**contested**)" if r.get("contested") else ""
+        out.append(f"| {r['contract']}{contested} | {r['device']} | {cell(params_label(r['params']))} | {r['outcome']} | {r['severity']} | {r['subject']} "
                    f"| {cell(r['message'][:200])} | {r['spec']} |")
     out.append("")
     run = data["run"]
     out.append(f"Run: {run['started']}, {run['duration_s']} s, {run['collected']} checks collected, isolation {run['isolation']}, "
                f"Python {run['python']} on {run['platform']}.")
     return "\n".join(out) + "\n"
+
+
+def contracts_table(data: dict[str, Any]) -> list[str]:
+    """The contracts that ran: where each rule comes from, the API it needs, and, for a rule its
+    sources disagree on, the rule the kit holds and for whom."""
+    ran = dict.fromkeys(r["contract"] for r in data["results"])
+    contracts = data.get("contracts") or {}
+    out = ["## Contracts", "", f"Where each rule comes from, and the onnxruntime API it needs; this run certifies "
+           f"onnxruntime {data.get('api_level') or '?'}'s API.", "", "| contract | provenance | needs API | contested |", "| --- | --- | --- | --- |"]
+    for contract_id in ran:
+        entry = contracts.get(contract_id) or {}
+        contested = entry.get("contested")
+        held = f"**contested**: holds, for {cell(contested['for'])}: {cell(contested['holds'])}" if contested else ""
+        out.append(f"| {contract_id} | {cell(provenance_text(entry))} | {entry.get('since') or ''} | {held} |")
+    return out + [""]
 
 
 def spec_claims(ep: dict[str, Any], heading: str = "##", named: bool = False) -> list[str]:

@@ -55,7 +55,8 @@ def _size(lines: list[str]) -> int:
 def _head(data: dict[str, Any], html: str) -> list[str]:
     verdict, ep = data["verdict"], data.get("ep") or {}
     mark = f"{MARK[verdict]} " if verdict in MARK else ""
-    out = [f"## {mark}ort-ep-conformance: {cell(ep.get('name', '?'))} is **{verdict}**"]
+    level = f" at onnxruntime {data['api_level']}'s API" if data.get("api_level") else ""
+    out = [f"## {mark}ort-ep-conformance: {cell(ep.get('name', '?'))} is **{verdict}**{level}"]
     found = reasons(data)
     out += [""] if found else []
     for reason in found[:REASONS_SHOWN]:
