@@ -12,6 +12,7 @@ plugin does nothing.
 from __future__ import annotations
 
 import gc
+import os
 import sys
 import time
 from pathlib import Path
@@ -243,8 +244,21 @@ def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
         terminalreporter.write_line(line)
     for line, markup in _ep_lines(run.eps):
         terminalreporter.write_line(line, **markup)
-    for path in run.written:
-        terminalreporter.write_line(f"report: {path}")
+    for line in _written_lines(run.written, run.report_dir):
+        terminalreporter.write_line(line)
+
+
+def _written_lines(written: list[Path], folder: Path) -> list[str]:
+    """A `report:` line per file of the report set, and one line for the reproducers' folder
+    (a failing run writes hundreds of scripts there; the failures name each one)."""
+    from conformance.report.repro_files import FOLDER
+
+    repro = folder / FOLDER
+    scripts = [path for path in written if path.parent == repro]
+    lines = [f"report: {path}" for path in written if path.parent != repro]
+    if scripts:
+        lines.append(f"reproducers: {repro}{os.sep} ({len(scripts)} standalone script{'s' if len(scripts) != 1 else ''}, one per failing case)")
+    return lines
 
 
 def _warn_of_unknown_options(run: ConformanceRun) -> None:
@@ -665,13 +679,14 @@ class ContractItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ContractFailure):
-            return terminal.failure_repr(excinfo.value.result, self.contract, self.config.getoption("tbstyle", "auto"))
+            return terminal.failure_repr(excinfo.value.result, self.contract, self.config.getoption("tbstyle", "auto"), self.run.report_dir)
         if isinstance(excinfo.value, pytest.xfail.Exception):
             return str(excinfo.value)  # its reason says it all; a traceback of the plugin would not
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
-        return self.path, self.contract.location.line - 1, f"{self.contract.id} [{self.contract.severity}]: {self.contract.statement}"
+        # The headline of the case's failure in pytest's FAILURES section: the case with its parameters.
+        return self.path, self.contract.location.line - 1, f"{self.name} [{self.contract.severity}]"
 
 
 @pytest.hookimpl(hookwrapper=True)
