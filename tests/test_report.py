@@ -17,7 +17,7 @@ from conformance.tools import diff
 from conformance.checks import known_checks
 from conformance.catalogue.claims import spec_claims
 from conformance.catalogue.contracts import CLAIMS
-from conformance.report import NO_EP_DEVICE, html, markdown, throughput
+from conformance.report import NO_EP_DEVICE, evidence, groups, html, markdown, throughput
 from conformance.catalogue.spec import load_catalogue
 
 import headless
@@ -257,3 +257,40 @@ def test_a_record_of_an_interrupted_or_short_run_is_incomplete(fields, verdict):
     from conformance import report
 
     assert report.build(run_record(**fields))["verdict"] == verdict
+
+
+def test_a_claim_is_verified_only_where_this_run_backs_it():
+    claims = [dict(claim("copy_directions", True), value="cpu>default, default>cpu"), claim("memory", True), claim("session_memory", False),
+              claim("packages", True)]
+    pairs = [{"source": "cpu", "destination": "default", "status": "supported"}, {"source": "default", "destination": "cpu", "status": "broken"}]
+    results = [{"ep": "DevEP", "contract": "memory-info.declaration", "outcome": "pass"},
+               {"ep": "DevEP", "contract": "memory-info.session-inputs", "outcome": "pass"},
+               {"ep": "DevEP", "contract": "memory-info.session-outputs", "outcome": "pass"}]
+    shown = {c["claim"]: c for c in evidence.in_this_run(claims, "DevEP", results, [{"ep": "DevEP", "pairs": pairs}])}
+    assert not shown["copy_directions"]["verified"], "a broken pair of the copy matrix contradicts the spec's 'verified'"
+    assert shown["copy_directions"]["this_run"] == {"status": "contradicted", "evidence": "the copy matrix: default>cpu broken"}
+    assert shown["memory"]["verified"] and shown["session_memory"]["verified"], "passed here, whatever the spec said"
+    assert shown["packages"]["verified"] and shown["packages"]["this_run"]["status"] == "not_shown", "nothing here bears on it: the spec's word"
+    pairs[1]["status"] = "supported"
+    results[1]["outcome"] = "fail"
+    shown = {c["claim"]: c for c in evidence.in_this_run(claims, "DevEP", results, [{"ep": "DevEP", "pairs": pairs}])}
+    assert shown["copy_directions"]["verified"] and not shown["session_memory"]["verified"]
+    assert shown["session_memory"]["this_run"]["evidence"] == "memory-info.session-inputs broke"
+    # Without an EP device the matrix is the host's: it shows nothing of the EP's copies.
+    unlisted = {c["claim"]: c for c in evidence.in_this_run(claims, "DevEP", results, [{"ep": "DevEP", "pairs": pairs}], ep_device=False)}
+    assert unlisted["copy_directions"]["this_run"]["status"] == "not_shown"
+    text = markdown.render(report_data(claims=list(shown.values())))
+    assert ("| copy_directions | cpu>default, default>cpu | yes | shown by this run: the copy matrix: every claimed direction delivered the bytes "
+            "| lane x |") in text
+
+
+def test_the_cases_of_one_defect_share_one_message_pattern():
+    def case(direction, dtype, got):
+        return {"contract": "copy.x", "params": {"direction": direction, "dtype": dtype}, "outcome": "fail", "message": "m", "details": {"violations": [
+            {"message": f"copy_tensors {direction} of {dtype} did not deliver: 1 of 60 bytes differ; first: @30: expected 0x7f got {got}"}]}}
+
+    cases = [case("cpu>default", "float32", "0x7c"), case("default>cpu", "int64", "0x01")]
+    (group,) = groups.grouped(cases, {})
+    assert group.patterns == [("copy_tensors {direction} of {dtype} did not deliver: # of # bytes differ; first: @#: expected # got #", 2)]
+    assert group.params == ["direction", "dtype"] and [row.reproducer for row in group.rows] == ["", ""]
+    assert groups.pattern(dict(cases[0], params={})) == "copy_tensors cpu>default of float32 did not deliver: # of # bytes differ; first: @#: expected # got #"

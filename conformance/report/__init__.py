@@ -93,7 +93,7 @@ def _ep(facts: dict[str, Any], spec, results: list[dict[str, Any]], matrices: li
         "ep_device": facts["ep_device"],
         "options": facts["options"],
         "version": next((d["ep_metadata"].get("version") for d in facts["devices"] if d.get("ep_metadata")), None),
-        "claims": evidence.in_this_run(spec_claims(spec), facts["provider"], results, matrices),
+        "claims": evidence.in_this_run(spec_claims(spec), facts["provider"], results, matrices, facts.get("ep_device", True)),
         "unverified": list(spec.unverified) if spec else [],
     }
 

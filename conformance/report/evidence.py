@@ -30,11 +30,13 @@ PAIR_WORKS = ("supported", "not_required")
 PAIR_BROKEN = ("broken", "required_but_missing", "unsupported")
 
 
-def in_this_run(claims: list[dict[str, Any]], ep: str, results: list[dict[str, Any]], matrices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def in_this_run(claims: list[dict[str, Any]], ep: str, results: list[dict[str, Any]], matrices: list[dict[str, Any]],
+                ep_device: bool = True) -> list[dict[str, Any]]:
     """`claims` (catalogue.claims.spec_claims) with what this run showed of each, for EP `ep`
-    (its provider name)."""
+    (its provider name). Without an EP device (`ep_device` false) the copy matrix is of plain
+    CPU memory, the host's, and shows nothing of the EP's copies."""
     mine = [r for r in results if r.get("ep") == ep]
-    pairs = [p for m in matrices if m.get("ep") == ep and not m.get("error") for p in m.get("pairs", ())]
+    pairs = [p for m in matrices if m.get("ep") == ep and not m.get("error") for p in m.get("pairs", ())] if ep_device else []
     out = []
     for claim in claims:
         status, evidence = _copy_directions(claim["value"], pairs) if claim["claim"] == "copy_directions" else _contracts(
@@ -62,7 +64,7 @@ def _copy_directions(value: str, pairs: list[dict[str, Any]]) -> tuple[str, str]
     claimed = [part.strip() for part in value.split(",") if ">" in part]
     status = {f"{p['source']}>{p['destination']}": p["status"] for p in pairs}
     if not pairs:
-        return "not_shown", "this run has no copy matrix"
+        return "not_shown", "this run has no copy matrix of the EP's memory"
     if not claimed:
         # Claiming none says the EP needs none: a pair that a contract requires and the EP refused says otherwise.
         required = [d for d, s in status.items() if s == "required_but_missing"]
