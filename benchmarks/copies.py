@@ -9,7 +9,8 @@ for CUDA device-to-device copies with the device's own memcpy (PyTorch or CuPy).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from conformance.target import bandwidth
@@ -18,7 +19,9 @@ from conformance.engine.capabilities import memory_endpoints
 ROOT = Path(__file__).resolve().parents[1]
 REFDEV = ROOT / "refdev" / "build" / "libort_refdev_ep.so"
 SIZES = tuple(4 * bandwidth.KIB * 4**k for k in range(9))  # 4 KiB, 16 KiB, ... 256 MiB
-METHODS = ("copy_tensors", "update_inplace")
+METHODS = ("copy_tensors", "update_inplace", "update_inplace_numpy")  # update_inplace from an OrtValue, and from numpy
+# The device's own copy a pair of a CUDA device is compared with: pinned host memory for CPU ends.
+DEVICE_DIRECTIONS = {("cpu", "default"): "h2d", ("default", "cpu"): "d2h", ("default", "default"): "d2d"}
 
 
 @dataclass
@@ -70,20 +73,30 @@ def measure(target: Target, sizes: tuple[int, ...], device_memcpy) -> list[Row]:
         for source in endpoints:
             for destination in endpoints:
                 for method in METHODS:
-                    rows += _direction(ctx, source, destination, method, sizes,
-                                       device_memcpy if cuda and source.name == destination.name == "default" else None, synchronize)
+                    if method == "update_inplace_numpy" and source.name != "cpu":
+                        continue  # numpy data is host data: from a CPU source only
+                    direction = DEVICE_DIRECTIONS.get((source.name, destination.name)) if cuda else None
+                    rows += _direction(ctx, source, destination, method, sizes, device_memcpy if direction else None, synchronize, direction)
     return rows
 
 
-def _direction(ctx, source, destination, method: str, sizes, device_memcpy, synchronize) -> list[Row]:
+def _direction(ctx, source, destination, method: str, sizes, device_memcpy, synchronize, direction: str | None = None) -> list[Row]:
     rows = []
     for nbytes in sizes:
         measured = bandwidth.throughput(ctx, source.info, destination.info, method, nbytes, trials=5, budget=1.0, synchronize=synchronize)
         row = Row(ctx.target.provider, ctx.facts["label"], method, source.name, destination.name, nbytes,
                   measured.get("gbps"), measured.get("error", ""))
-        if device_memcpy is not None and device_memcpy.gbps is not None:
-            row.device_memcpy = device_memcpy.gbps(nbytes)
+        if device_memcpy is not None and device_memcpy.directional is not None and direction:
+            row.device_memcpy = device_memcpy.directional(direction, nbytes)
         rows.append(row)
         if row.error:
             break  # refused at one size: refused at all
     return rows
+
+
+def write_json(path: str, rows: list[Row], host: dict[int, float], device_tool: str, skipped: list[str]) -> None:
+    """The figures as data, for a run whose console is not kept (the GPU lane brings this back)."""
+    figures = {"host_memcpy_gbps": {str(n): g for n, g in host.items()}, "device_memcpy": device_tool, "skipped": skipped,
+               "rows": [dict(asdict(row), ratio_to_host=(row.gbps / host[row.nbytes] if row.gbps else None),
+                             ratio_to_device=(row.gbps / row.device_memcpy if row.gbps and row.device_memcpy else None)) for row in rows]}
+    Path(path).write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")

@@ -26,6 +26,8 @@ CHECKS_PER_SECOND = 1000
 COLLECTION_SECONDS_PER_1000 = 1.0
 ISOLATION_SHARE = 0.20
 HOST_COPY_RATIO_AT_256MIB = 0.9
+# The GPU lane's target: an EP's device-to-device copy within 0.8x of the device's own memcpy.
+DEVICE_COPY_RATIO_AT_256MIB = 0.8
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ep", metavar="NAME", help="time the copies of this EP only (default: cpu, refdev, webgpu, cuda where present)")
     parser.add_argument("--ep-library", metavar="PATH", help="plugin EP library providing --ep")
     parser.add_argument("--skip-run", action="store_true", help="copies only, no conformance runs")
+    parser.add_argument("--json", metavar="PATH", help="also write the copy figures as JSON (rows, host and device limits)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error(f"--repeat expects 1 or more runs, got {args.repeat}")
@@ -45,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = []
     if not args.skip_run:
         verdicts += _conformance_section(args.repeat)
-    verdicts += _copy_section(tuple(n for n in copies.SIZES if n <= largest), args.ep, args.ep_library)
+    verdicts += _copy_section(tuple(n for n in copies.SIZES if n <= largest), args.ep, args.ep_library, args.json)
     _print_table("targets (CPU lane)", ["target", "figure", "met"], verdicts)
     return 0
 
@@ -80,7 +83,7 @@ def _conformance_section(repeat: int) -> list[list[str]]:
     ]
 
 
-def _copy_section(sizes: tuple[int, ...], ep: str | None, library: str | None) -> list[list[str]]:
+def _copy_section(sizes: tuple[int, ...], ep: str | None, library: str | None, json_path: str | None = None) -> list[list[str]]:
     host = copies.host_limits(sizes)
     device = DeviceMemcpy()
     rows, skipped = [], []
@@ -109,7 +112,9 @@ def _copy_section(sizes: tuple[int, ...], ep: str | None, library: str | None) -
     for line in skipped:
         print(f"skipped: {line}")
     print()
-    return [host_copy_verdict(rows, host, max(sizes))]
+    if json_path:
+        copies.write_json(json_path, rows, host, device.tool or f"not measured: {device.reason}", skipped)
+    return [host_copy_verdict(rows, host, max(sizes)), *device_copy_verdicts(rows, max(sizes))]
 
 
 def host_copy_verdict(rows: list, host: dict[int, float], largest: int) -> list[str]:
@@ -123,6 +128,24 @@ def host_copy_verdict(rows: list, host: dict[int, float], largest: int) -> list[
     if worst is None:
         return [target, "no host copy measured", _met(False)]
     return [target, f"worst {worst:.2f} of {len(host_copies)}", _met(worst >= HOST_COPY_RATIO_AT_256MIB)]
+
+
+def device_copy_verdicts(rows: list, largest: int) -> list[list[str]]:
+    """The GPU target's rows, one per method, where a device-to-device figure has the device's
+    own memcpy beside it (a CUDA device with PyTorch or CuPy); none elsewhere."""
+    verdicts = []
+    for method, label in (("copy_tensors", "copy_tensors"), ("update_inplace", "update_inplace(OrtValue)")):
+        measured = [r for r in rows if r.method == method and r.source == r.destination == "default" and r.device_memcpy and not r.error]
+        if not measured:
+            continue
+        target = f"{label} device>device >= {DEVICE_COPY_RATIO_AT_256MIB:g} x device memcpy at {bandwidth.size_label(copies.SIZES[-1])}"
+        at_largest = [r for r in measured if r.nbytes == copies.SIZES[-1]]
+        if largest < copies.SIZES[-1] or not at_largest:
+            verdicts.append([target, f"not measured: --max-size {bandwidth.size_label(largest)}", "-"])
+            continue
+        worst = min(r.gbps / r.device_memcpy for r in at_largest)
+        verdicts.append([target, f"{worst:.2f}", _met(worst >= DEVICE_COPY_RATIO_AT_256MIB)])
+    return verdicts
 
 
 def _run_row(label: str, run) -> list:

@@ -10,7 +10,6 @@ the kit, and onnxruntime only as the module it is given.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -23,15 +22,29 @@ class Api:
 
 
 def _update_inplace_takes_ortvalue(ort) -> bool:
-    # update_inplace takes an OrtValue where its code tests for one. Not its docstring, which
-    # names OrtValue in every version, nor its source, whose reading tokenizes the whole module
-    # (2 ms of every worker's start).
-    update = getattr(getattr(ort, "OrtValue", None), "update_inplace", None)
-    return "OrtValue" in getattr(getattr(update, "__code__", None), "co_names", ())
+    """Called, not read: a one-byte CPU value updated from another OrtValue holds its byte. Its
+    docstring names OrtValue in every version, and its code may be a wrapper that hides what
+    the function it wraps takes; only a call tells."""
+    import numpy  # here: a leaf module imports what it calls with only where it calls it
+
+    try:
+        destination = ort.OrtValue.ortvalue_from_numpy(numpy.zeros(1, numpy.uint8))
+        destination.update_inplace(ort.OrtValue.ortvalue_from_numpy(numpy.full(1, 7, numpy.uint8)))
+        return int(destination.numpy()[0]) == 7
+    except Exception:  # an older build refuses an OrtValue (TypeError, or its own error types)
+        return False
 
 
 def _allocates_from_memory_info(ort) -> bool:
-    return "memory_info" in inspect.signature(ort.OrtValue.ortvalue_from_shape_and_type).parameters
+    """Called, not read: allocating a one-byte CPU value with `memory_info=None` (the CPU path
+    of a build that takes the keyword; a build without it, wrapped or not, refuses the keyword)."""
+    import numpy
+
+    try:
+        value = ort.OrtValue.ortvalue_from_shape_and_type([1], numpy.uint8, memory_info=None)
+    except Exception:
+        return False
+    return value is not None
 
 
 APIS: tuple[Api, ...] = (

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from conformance.version import __version__
 from conformance.matrix import STATUSES
-from conformance.options import ep_options, reason_of, seconds
+from conformance.options import WRAPPER_VARIABLE, ep_options, reason_of, seconds, wrapper_command
 
 EXAMPLES = """\
 examples:
@@ -28,6 +29,10 @@ examples:
   ort-conformance verify acme.tar.gz            check a bundle: complete and consistent
   ort-conformance diff old/report.json new.tar.gz   what a new build broke (exit 1 on regressions)
   ort-conformance found reports/*/report.json -o docs/found.md   "What we found" from lane reports
+  ort-conformance fleet reports/*/report.json acme.tar.gz -o fleet/   many runs in one capability table
+  ort-conformance answers reports/fleet/fleet.json -o docs/answers.md   seed 000's questions answered from it
+  pytest --ep cpu --conformance-shard=1/2 --conformance-report s1   one shard of a run (a CI matrix job)
+  ort-conformance merge s1 s2 -o reports         the shards' reports merged: the run's verdict
 """
 
 
@@ -72,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     probe.add_argument("--no-throughput", action="store_true", help="skip the GB/s figures (the probe takes a fraction of a second)")
     probe.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS",
                        help="time the probe of one EP device may take before its worker is killed (default: 60)")
+    probe.add_argument("--wrapper", metavar="COMMAND",
+                       help=f"run the probe's processes under this command (e.g. \"qemu-x86_64 -cpu Skylake-Client-v4\"; default: "
+                            f"${WRAPPER_VARIABLE}); under a qemu emulator no GB/s figures are measured")
 
     catalogue = command("catalogue", "generate the contract catalogue (Markdown) from the YAML",
                         "The catalogue is generated from specs/contracts/*.yaml, the single source of truth.",
@@ -115,6 +123,41 @@ def main(argv: list[str] | None = None) -> int:
     found.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per lane (reports/<lane>/report.json)")
     found.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
+    fleet = command("fleet", "gather runs (report.json files or verified bundles) into one capability table",
+                    "One row per EP device of each run: the memory kinds it advertises, each copy direction's status,\n"
+                    "the importer and its handle types, where session inputs and outputs live, the verdict and its date.\n"
+                    "Writes DIR/fleet.json (conformance/schemas/fleet.schema.json; read it with conformance.fleet.load)\n"
+                    "and DIR/fleet.html (one filterable table, each cell linking to the run's report). A bundle that\n"
+                    "does not verify is refused. Exit 0; 2 when an input is not a report or a verified bundle, or DIR\n"
+                    "cannot be written.",
+                    "  ort-conformance fleet reports/*/report.json -o reports/fleet --answers docs/answers.md\n"
+                    "  ort-conformance fleet acme-cuda.tar.gz other-vendor.tar.gz reports/cpu -o fleet")
+    fleet.add_argument("runs", nargs="+", metavar="REPORT_OR_BUNDLE", help="report.json files, folders holding one, or bundles")
+    fleet.add_argument("-o", "--output", required=True, metavar="DIR", help="the folder to write fleet.json and fleet.html into")
+    fleet.add_argument("--answers", metavar="FILE", help="also write the answers page (as `ort-conformance answers DIR/fleet.json -o FILE`)")
+
+    answers = command("answers", "answer seed 000's questions for every EP of a fleet table (Markdown)",
+                      "Per EP device: is its DEFAULT memory other than CPU, which copy_tensors directions work between\n"
+                      "CPU, DEFAULT and HOST_ACCESSIBLE, does it give an importer (handle types, imported tensors' memory),\n"
+                      "where session inputs and outputs live; each answer linking to its run, and the seed's claims about\n"
+                      "OpenVINO weighed against the OpenVINO rows. Exit 0; 2 when FLEET is not a fleet table or FILE\n"
+                      "cannot be written.",
+                      "  ort-conformance answers reports/fleet/fleet.json -o docs/answers.md")
+    answers.add_argument("fleet", metavar="FLEET", help="fleet.json (or the folder holding it) written by `ort-conformance fleet`")
+    answers.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+
+    merge = command("merge", "merge the report folders of the N shards of one run into the run's report set",
+                    "Each DIR is a shard's report folder (pytest --conformance-shard=K/N --conformance-report DIR), e.g.\n"
+                    "one job of a CI matrix each. Refused, saying why, unless they are every shard of one run: one N and\n"
+                    "each index once, the same catalogue digest, kit, onnxruntime and EP build (library sha256), each\n"
+                    "finished, no case twice and every case of the catalogue once. Writes report.json/md/html, summary.md,\n"
+                    "junit.xml and the journal with the verdict a single full run gives. Exit 0; 2 when refused or\n"
+                    "OUT cannot be written.",
+                    "  ort-conformance merge shard-1 shard-2 shard-3 -o reports\n"
+                    "  ort-conformance merge artifacts/shard-* -o merged && ort-conformance bundle --report-dir merged -o acme.tar.gz")
+    merge.add_argument("shards", nargs="+", metavar="DIR", help="the shards' report folders")
+    merge.add_argument("-o", "--output", required=True, metavar="OUT", help="the folder to write the merged report set into")
+
     rebuild = command("rebuild", "write a run's report set again from its results journal",
                       "Every result a pytest run decides is appended to DIR/journal.jsonl as it comes. A run that\n"
                       "was killed (SIGKILL, the OOM killer, an EP that aborted the pytest process) or could not write\n"
@@ -132,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff, "found": _found,
-                "rebuild": _rebuild}[args.command](args)
+                "fleet": _fleet, "answers": _answers, "merge": _merge, "rebuild": _rebuild}[args.command](args)
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
@@ -140,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _validate(args) -> int:
     from conformance.checks import known_checks
-    from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs, spec_files
+    from conformance.catalogue.spec import load_catalogue, spec_files
+    from conformance.data import shipped_spec_dirs
+    from conformance.errors import SpecErrors
 
     missing = [p for p in args.paths if not Path(p).exists()]
     if missing:
@@ -173,6 +218,7 @@ def _probe(args) -> int:
 
     try:
         options = ep_options(args.ep_option)
+        wrapper = wrapper_command(args.wrapper if args.wrapper is not None else os.environ.get(WRAPPER_VARIABLE))
     except ValueError as exc:
         print(f"ort-conformance: {exc}", file=sys.stderr)
         return 2
@@ -180,12 +226,14 @@ def _probe(args) -> int:
         print("ort-conformance: --ep-library needs --ep naming the EP the library provides", file=sys.stderr)
         return 2
     try:
-        matrix = probe_eps(args.ep, library=args.ep_library, options=options, timeout=args.timeout, throughput=not args.no_throughput)
+        matrix = probe_eps(args.ep, library=args.ep_library, options=options, timeout=args.timeout, throughput=not args.no_throughput,
+                           wrapper=wrapper)
     except WorkerRefused as exc:
         print(f"ort-conformance: {exc}", file=sys.stderr)
         return 2
     except WorkerLost as exc:
-        print(f"ort-conformance: the EP could not be loaded: {exc}", file=sys.stderr)
+        under = f" (its processes run under the wrapper {' '.join(wrapper)!r})" if wrapper else ""
+        print(f"ort-conformance: the EP could not be loaded{under}: {exc}", file=sys.stderr)
         return 3
     if args.json:
         print(matrix.to_json())
@@ -240,7 +288,8 @@ def _figures(figures: dict) -> str:
 def _catalogue(args) -> int:
     from conformance.catalogue.markdown import render
     from conformance.checks import known_checks
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     try:
         text = render(load_catalogue(known_checks=known_checks()))
@@ -322,7 +371,8 @@ def _shipped_required_contracts(files: dict[str, bytes]) -> set[str]:
     with this kit version: a bundle may add contracts, never drop shipped ones."""
     from conformance.checks import known_checks
     from conformance.report.schema import parse_json
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     try:
         report = parse_json(files["report.json"])
@@ -353,7 +403,8 @@ def _diff(args) -> int:
 def _found(args) -> int:
     from conformance.checks import known_checks
     from conformance.tools.found import ReportError, load_reports, render
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     try:
         text = render(load_reports(args.reports), load_catalogue(known_checks=known_checks()))
@@ -366,10 +417,63 @@ def _found(args) -> int:
     return status
 
 
+def _refused(error: Exception | str) -> int:
+    """Bad input: its one line on stderr, exit 2."""
+    print(f"ort-conformance: {error}", file=sys.stderr)
+    return 2
+
+
+def _fleet(args) -> int:
+    from conformance.tools import fleet
+
+    output = Path(args.output)
+    try:
+        runs = [fleet.load_run(Path(path), _shipped_required_contracts) for path in args.runs]
+        data, pages = fleet.build(runs, output)
+        fleet.write(data, pages, output)
+    except fleet.FleetError as exc:
+        return _refused(exc)
+    eps = sorted({row["ep"] for row in data["rows"]})
+    print(f"{output / fleet.JSON_NAME}, {output / fleet.HTML_NAME}: {len(data['rows'])} EP devices of {len(runs)} runs ({', '.join(eps)})")
+    return _answers(argparse.Namespace(fleet=str(output / fleet.JSON_NAME), output=args.answers)) if args.answers else 0
+
+
+def _answers(args) -> int:
+    from conformance.tools import answers
+    from conformance.tools.fleet_reader import FleetError, load
+
+    try:
+        table = load(args.fleet)
+    except FleetError as exc:
+        return _refused(exc)
+    text = answers.render({"rows": table.rows}, Path(table.path), Path(args.output) if args.output else None)
+    status = _emit(text, args.output)
+    if args.output and status == 0:
+        print(f"wrote {args.output}: {len(table.rows)} EP devices of {table.path}")
+    return status
+
+
+def _merge(args) -> int:
+    from conformance.tools import merge
+
+    try:
+        shards = [merge.load(Path(folder)) for folder in args.shards]
+        reasons = merge.refusals(shards)
+        if reasons:
+            return _refused("not the shards of one run: " + "; ".join(reasons))
+        data, files, results = merge.merge(shards, merge.catalogue_of(shards), "ort-conformance merge " + " ".join(args.shards))
+        merge.write(data, files, Path(args.output), shards)
+    except merge.MergeError as exc:
+        return _refused(exc)
+    print(f"{args.output}: {len(results)} results of {len(shards)} shards, verdict {data['verdict']}")
+    return 0
+
+
 def _rebuild(args) -> int:
     from conformance.run import journal, runfolder
     from conformance import report, safe_io
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     folder = Path(args.report_dir)
     try:

@@ -51,5 +51,10 @@ def known_issues_file() -> Path:
     return _PACKAGE / "catalogue" / "known_issues.yaml"
 
 
+def upstream_invariants_file() -> Path:
+    """onnxruntime's own EP conformance invariants, mapped onto the catalogue's contracts."""
+    return _PACKAGE / "catalogue" / "upstream_invariants.yaml"
+
+
 def schemas_dir() -> Path:
     return _PACKAGE / "schemas"

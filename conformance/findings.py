@@ -1,12 +1,15 @@
-"""What a check can end in, besides a pass: the outcomes a check yields or raises, and the helpers
-that put an exception into one line. A leaf module: it imports nothing of the kit, so the
-registry (`conformance.checks`), the check context, EP discovery, the worker and the report can
-all use it without importing one another."""
+"""What a check can end in, besides a pass: the outcomes a check yields or raises, the helpers
+that put an exception into one line, and the reproducer that runs a case through the kit. A leaf
+module: it imports only the leaf of the kit's errors, so the registry (`conformance.checks`), the
+check context, EP discovery, the worker and the report can all use it without importing one
+another."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from conformance.errors import KitError, KitException
 
 
 @dataclass
@@ -22,11 +25,11 @@ class Violation:
     subject: str = ""
 
 
-class NotApplicable(Exception):
+class NotApplicable(KitError):
     """The EP does not claim what the contract is about (e.g. an element type it does not take)."""
 
 
-class NotRun(Exception):
+class NotRun(KitError):
     """The contract applies but cannot run here (hardware absent, API too old, nothing to run)."""
 
 
@@ -41,7 +44,7 @@ class ClaimedButUnrunnable(NotRun):
         self.violation = violation
 
 
-class SilentRetry(Exception):
+class SilentRetry(KitError):
     """A session run that onnxruntime retried on another EP after the EP under test failed it
     (Python's InferenceSession falls back to the CPU EP on an EP failure): the result came from
     elsewhere, so the run is the check's failure (`violation`), naming the EP's error."""
@@ -51,7 +54,7 @@ class SilentRetry(Exception):
         self.violation = violation
 
 
-class CallQuarantined(BaseException):
+class CallQuarantined(KitException):
     """A check reached an onnxruntime call that crashed or hung earlier on this EP device; the
     runner records the check as not_run. A BaseException, so that a check catching the EP's
     errors (Exception) cannot take it for the EP refusing the call."""
@@ -70,3 +73,16 @@ def message_line(exc: BaseException) -> str:
 def first_line(exc: BaseException) -> str:
     """An exception in one line: its type and the first line of its message."""
     return f"{type(exc).__name__}: {message_line(exc)}" if str(exc).strip() else type(exc).__name__
+
+
+def kit_snippet(init: dict[str, Any], contract: str, device: int, params: dict[str, Any]) -> str:
+    """A violation's reproducer where its check said nothing more precise: Python that runs one
+    case of `contract` through the kit, with the EP set up as `init` (a worker's init request:
+    ep, specs, library, options), and prints its result. Light on purpose (no onnxruntime, numpy
+    or onnx): the parent builds it too, for a worker lost before its check said how to
+    reproduce what it was doing."""
+    arguments = [repr(init["ep"])]
+    arguments += [f"{key}={init[key]!r}" for key in ("specs", "library", "options") if init.get(key)]
+    return ("# the case, run by the kit (pip install -e <this repository>)\n"
+            "from conformance.engine.runner import Runner\n"
+            f"print(Runner({', '.join(arguments)}).run({contract!r}, {device}, {params!r}))")

@@ -63,3 +63,35 @@ def seconds(text: str) -> float:
     if value > MAX_SECONDS:
         raise argparse.ArgumentTypeError(f"expects a number of seconds up to {MAX_SECONDS:.0f} (a day), got {text!r}")
     return value
+
+
+# The command every process the kit starts that loads an EP runs under (`--conformance-wrapper`,
+# `ort-conformance probe --wrapper`), from this variable where no option gives one.
+WRAPPER_VARIABLE = "ORT_CONFORMANCE_WRAPPER"
+
+
+def wrapper_command(text: str | None) -> tuple[str, ...]:
+    """A wrapper's words (`qemu-x86_64 -cpu Skylake-Client-v4`, `taskset -c 0`, `valgrind -q`),
+    split as a shell splits them; () for none. Its program must exist and be executable here:
+    a wrapper that does not is refused with ValueError before any process starts."""
+    import shlex
+    import shutil
+
+    if not text or not text.strip():
+        return ()
+    try:
+        words = tuple(shlex.split(text))
+    except ValueError as exc:
+        raise ValueError(f"wrapper {text!r} cannot be split into words: {exc}") from None
+    if shutil.which(words[0]) is None:
+        raise ValueError(f"wrapper {text!r}: {words[0]} is not an executable program here (not found, or not executable)")
+    return words
+
+
+def emulator_of(wrapper: tuple[str, ...]) -> str | None:
+    """The wrapper as said of an emulated CPU (`qemu-x86_64 -cpu Skylake-Client-v4`) when its
+    program is a qemu user-mode emulator, else None: the EP then saw the CPU the emulator
+    models, not the machine's, and its copies ran at the emulator's speed."""
+    import os
+
+    return " ".join(wrapper) if wrapper and os.path.basename(wrapper[0]).startswith("qemu-") else None

@@ -50,6 +50,21 @@ PYTEST_ERRORS = (Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR)
 CASE_PROPERTIES = ("contract", "ep", "device", "outcome", "severity", "subject", "spec")
 
 
+@dataclass(frozen=True)
+class CaseReply:
+    """What one case came to where it ran, before the parent makes it a `Result`: a worker's
+    answer (its wire dict, `from_wire`) or what the loss of its worker made of it."""
+
+    outcome: Outcome
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+    duration: float = 0.0  # the check's own seconds, as its worker timed it
+
+    @classmethod
+    def from_wire(cls, reply: dict[str, Any]) -> "CaseReply":
+        return cls(Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"])
+
+
 @dataclass
 class Result:
     contract: str
@@ -100,7 +115,19 @@ def counts(results: Iterable[Result]) -> dict[str, int]:
     return summary
 
 
-def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = False, subset: str = "") -> tuple[Verdict, list[str]]:
+def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = False, subset: str = "",
+            shard: str = "") -> tuple[Verdict, list[str]]:
+    """The verdict and the reasons for it (see `_decided`). `shard` names the shard of a run
+    these results are ("shard 1 of 4", --conformance-shard): a shard alone never certifies, so
+    it is `incomplete` at best; a broken required contract makes it `non_conformant`, as it
+    would the whole run. `ort-conformance merge` of every shard decides the run."""
+    decided, reasons = _decided(results, interrupted=interrupted, strict=strict, subset=subset)
+    if shard and decided is not Verdict.NON_CONFORMANT:
+        return Verdict.INCOMPLETE, [f"{shard}: a shard alone never certifies; `ort-conformance merge` of every shard gives the run's verdict", *reasons]
+    return decided, reasons
+
+
+def _decided(results: list[Result], *, interrupted: bool, strict: bool, subset: str) -> tuple[Verdict, list[str]]:
     """The verdict and the reasons for it.
 
     Only required results against the EP (subject ep, or both) decide: a runtime-subject failure

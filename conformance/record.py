@@ -29,7 +29,11 @@ class RunRecord:
     """`results` in the order they were decided; `collected`: the checks pytest collected
     (fewer results make an incomplete run); `started`/`finished`: seconds since the epoch;
     `isolation`: 'worker' or 'none'; `contracts`: the catalogue's, in its order; `selection`:
-    which part of the catalogue ran (conformance.plugin.selection.Selection.to_dict), None when not known."""
+    which part of the catalogue ran (conformance.plugin.selection.Selection.to_dict), None when not known;
+    `wrapper`: the command the EP's processes ran under ('' for none); `emulated`: that command
+    where it is a CPU emulator (options.emulator_of), else ''; `cpu`: the machine's CPU vendor
+    as /proc/cpuinfo names it ('' where not known);
+    `shard`: which shard of a run this is ({"index", "count", "text"}, --conformance-shard), None for a whole run."""
 
     results: tuple[Result, ...]
     eps: tuple[EpRecord, ...]
@@ -45,3 +49,7 @@ class RunRecord:
     platform: str = ""
     command: str = ""
     selection: dict[str, Any] | None = None
+    wrapper: str = ""
+    emulated: str = ""
+    cpu: str = ""
+    shard: dict[str, Any] | None = None

@@ -752,6 +752,25 @@ static OrtStatus* value_info_tensor(const OrtValueInfo* vi, ONNXTensorElementDat
   return NULL;
 }
 
+/* Narrow mode: ORT_REFDEV_OPS names the ops the EP takes, comma-separated (e.g. "Relu"), as an
+ * NPU takes only some operators; unset or empty, it takes every op it implements. Read on each
+ * GetCapability, so that a session made after the variable changes sees the new set. */
+#define REFDEV_OPS_ENV "ORT_REFDEV_OPS"
+
+static bool op_enabled(const char* op) {
+  const char* list = getenv(REFDEV_OPS_ENV);
+  if (list == NULL || list[0] == '\0') return true;
+  size_t len = strlen(op);
+  for (const char* p = list; *p != '\0';) {
+    const char* end = strchr(p, ',');
+    size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+    if (n == len && strncmp(p, op, len) == 0) return true;
+    if (end == NULL) break;
+    p = end + 1;
+  }
+  return false;
+}
+
 /* Decides whether a node is one the EP runs. */
 static OrtStatus* node_supported(const OrtNode* node, bool* ok) {
   *ok = false;
@@ -768,6 +787,7 @@ static OrtStatus* node_supported(const OrtNode* node, bool* ok) {
   } else {
     return NULL;
   }
+  if (!op_enabled(op)) return NULL;
   size_t nin = 0, nout = 0;
   RETURN_IF_STATUS(g_ort->Node_GetNumInputs(node, &nin));
   RETURN_IF_STATUS(g_ort->Node_GetNumOutputs(node, &nout));
@@ -1055,28 +1075,102 @@ static OrtStatus* ORT_API_CALL ep_get_preferred_data_layout(OrtEp* this_ptr, Ort
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Imports (C API >= 24): VK_MEMORY_OPAQUE_FD through Vulkan                                    */
+/* Imports (C API >= 24): VK_MEMORY_OPAQUE_FD through Vulkan, HOST_ALLOCATION                   */
 /* ------------------------------------------------------------------------------------------ */
 /*
- * An opaque fd is private to the driver that exported it (lavapipe's is a memfd whose data
- * starts after a header of its own), so it is imported through Vulkan itself: a VkDevice of the
- * first physical device that has VK_KHR_external_memory_fd, vkAllocateMemory with
- * VkImportMemoryFdInfoKHR, vkMapMemory. The loader is dlopen'ed on first use, so the library
- * still needs only libc; built without Vulkan's headers (or against C API < 24) it has no
- * importer. The mapping holds the producer's bytes as they are, so it is registered "plain":
- * copies and kernels do not apply the RefDev scrambling to it, whichever memory type the
- * tensors report (ORT_REFDEV_IMPORT_MEMORY=default|host_accessible). Tensors are views of the
- * mapping; the mapping lives until the handle and every tensor made from it are released.
- * The fd stays the caller's: the driver is given a dup (lavapipe closes the fd it is handed,
- * even when the import fails), and refdev closes nothing of the caller's.
+ * Two handle types:
+ * - VK_MEMORY_OPAQUE_FD (3). An opaque fd is private to the driver that exported it (lavapipe's
+ *   is a memfd whose data starts after a header of its own), so it is imported through Vulkan
+ *   itself: a VkDevice of the first physical device that has VK_KHR_external_memory_fd,
+ *   vkAllocateMemory with VkImportMemoryFdInfoKHR, vkMapMemory. The loader is dlopen'ed on first
+ *   use, so the library still needs only libc. Built without Vulkan's headers, the importer
+ *   takes HOST_ALLOCATION only.
+ * - HOST_ALLOCATION (4, onnxruntime >= 1.30; the value is written out because the 1.27 headers
+ *   refdev is built with do not name it): a page-aligned host address. No graphics API: the
+ *   importer checks that the whole range is mapped (msync answers ENOMEM where it is not, as a
+ *   host-memory registration of unmapped pages fails) and views it.
+ * The mapping holds the producer's bytes as they are, so it is registered "plain": copies and
+ * kernels do not apply the RefDev scrambling to it, whichever memory type the tensors report
+ * (ORT_REFDEV_IMPORT_MEMORY=default|host_accessible). Tensors are views of the mapping; the
+ * mapping lives until the handle and every tensor made from it are released.
+ *
+ * Who owns the fd after a successful import is not stated by onnxruntime's documents, so the
+ * importer does either (ORT_REFDEV_IMPORT_FD): `dup` (the default) hands the driver a dup and
+ * leaves the caller's fd alone; `take` closes the caller's fd once the import has succeeded, as an
+ * importer that gives the fd itself to vkAllocateMemory does. Either way the driver gets a dup
+ * (lavapipe closes the fd it is handed even when the import fails).
+ *
+ * ORT_REFDEV_IMPORT_FAULT (read on every call) breaks what onnxruntime's interop layer leaves to
+ * the EP, to see what onnxruntime does with it (README.md, "Import faults").
  */
-#if ORT_API_VERSION >= 24 && defined(__has_include)
-#if __has_include(<vulkan/vulkan_core.h>)
+#if ORT_API_VERSION >= 24
 #define REFDEV_IMPORTS 1
+#if defined(__has_include)
+#if __has_include(<vulkan/vulkan_core.h>)
+#define REFDEV_VULKAN 1
+#endif
 #endif
 #endif
 
 #ifdef REFDEV_IMPORTS
+#include <sys/mman.h>
+
+#define REFDEV_HANDLE_OPAQUE_FD 3      /* ORT_EXTERNAL_MEMORY_HANDLE_TYPE_(VK_)MEMORY_OPAQUE_FD */
+#define REFDEV_HANDLE_HOST_ALLOCATION 4 /* ORT_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION (1.30) */
+
+typedef enum {
+  IMPORT_FAULT_NONE = 0,
+  IMPORT_FAULT_NULL_HANDLE,    /* ImportMemory: OK, and no handle */
+  IMPORT_FAULT_NULL_TENSOR,    /* CreateTensorFromMemory: OK, and no tensor */
+  IMPORT_FAULT_NO_RELEASE,     /* handles without a Release function */
+  IMPORT_FAULT_IMPORTER_ERROR, /* CreateExternalResourceImporterForDevice: an error status, not "OK, no importer" */
+  IMPORT_FAULT_DENIES_HOST,    /* HOST_ALLOCATION denied and refused (a lawful importer of opaque fds only) */
+  IMPORT_FAULT_COUNT_
+} refdev_import_fault;
+
+static const char* const k_import_fault_names[IMPORT_FAULT_COUNT_] = {
+    "none", "null-handle", "null-tensor", "no-release", "importer-error", "denies-host",
+};
+#define REFDEV_IMPORT_FAULT_LIST "none, null-handle, null-tensor, no-release, importer-error, denies-host"
+
+static bool parse_import_fault(const char* s, refdev_import_fault* out) {
+  *out = IMPORT_FAULT_NONE;
+  if (s == NULL || s[0] == '\0') return true;
+  for (int i = 0; i < IMPORT_FAULT_COUNT_; ++i) {
+    if (strcmp(s, k_import_fault_names[i]) == 0) {
+      *out = (refdev_import_fault)i;
+      return true;
+    }
+  }
+  return false;
+}
+
+static refdev_import_fault current_import_fault(void) {
+  refdev_import_fault f;
+  return parse_import_fault(getenv("ORT_REFDEV_IMPORT_FAULT"), &f) ? f : IMPORT_FAULT_NONE;
+}
+
+/* ORT_REFDEV_IMPORT_FD=take: the importer closes the caller's fd after a successful import. */
+__attribute__((unused)) static bool import_takes_fd(void) {
+  const char* v = getenv("ORT_REFDEV_IMPORT_FD");
+  return v != NULL && strcmp(v, "take") == 0;
+}
+
+/* The import settings, checked once at registration: an unknown value fails it. */
+static OrtStatus* import_settings_check(void) {
+  refdev_import_fault fault;
+  const char* v = getenv("ORT_REFDEV_IMPORT_FAULT");
+  if (!parse_import_fault(v, &fault)) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev: unknown ORT_REFDEV_IMPORT_FAULT '%s'; valid modes: " REFDEV_IMPORT_FAULT_LIST, v);
+  }
+  const char* fd = getenv("ORT_REFDEV_IMPORT_FD");
+  if (fd != NULL && fd[0] != '\0' && strcmp(fd, "dup") != 0 && strcmp(fd, "take") != 0) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev: ORT_REFDEV_IMPORT_FD must be dup or take, got '%s'", fd);
+  }
+  return NULL;
+}
+
+#ifdef REFDEV_VULKAN
 #define VK_NO_PROTOTYPES
 #include <dlfcn.h>
 #include <vulkan/vulkan_core.h>
@@ -1173,12 +1267,13 @@ out:
   pthread_mutex_unlock(&g_vk_lock);
   return g_vk.device != NULL ? &g_vk : NULL;
 }
+#endif /* REFDEV_VULKAN */
 
 /* One imported allocation, mapped; shared by its handle and every tensor made from it. */
 typedef struct refdev_mapping {
   pthread_mutex_t lock;
   int refs;
-  VkDeviceMemory memory;
+  uint64_t memory; /* the VkDeviceMemory of an opaque fd; 0 for HOST_ALLOCATION (the caller's memory) */
   unsigned char* address;
   size_t size;
 } refdev_mapping;
@@ -1189,8 +1284,12 @@ static void mapping_unref(refdev_mapping* m) {
   pthread_mutex_unlock(&m->lock);
   if (left > 0) return;
   reg_remove(m->address);
-  g_vk.unmap(g_vk.device, m->memory);
-  g_vk.free_memory(g_vk.device, m->memory, NULL);
+#ifdef REFDEV_VULKAN
+  if (m->memory != 0) {
+    g_vk.unmap(g_vk.device, (VkDeviceMemory)m->memory);
+    g_vk.free_memory(g_vk.device, (VkDeviceMemory)m->memory, NULL);
+  }
+#endif
   pthread_mutex_destroy(&m->lock);
   free(m);
 }
@@ -1236,6 +1335,7 @@ static const OrtMemoryInfo* ORT_API_CALL view_info(const OrtAllocator* this_) {
 
 static void ORT_API_CALL handle_release(OrtExternalMemoryHandle* handle) {
   refdev_import_handle* h = (refdev_import_handle*)handle;
+  if (getenv("ORT_REFDEV_TRACE_RELEASE") != NULL) fprintf(stderr, "refdev: handle release\n");
   mapping_unref(h->mapping);
   free(h);
 }
@@ -1243,34 +1343,40 @@ static void ORT_API_CALL handle_release(OrtExternalMemoryHandle* handle) {
 static bool ORT_API_CALL importer_can_import_memory(const OrtExternalResourceImporterImpl* this_ptr,
                                                     OrtExternalMemoryHandleType handle_type) {
   (void)this_ptr;
-  /* import-denies: says no to the one type ImportMemory then takes */
+  /* import-denies: says no to every type ImportMemory then takes */
   if (current_fault() == FAULT_IMPORT_DENIES) return false;
-  return handle_type == ORT_EXTERNAL_MEMORY_HANDLE_TYPE_VK_MEMORY_OPAQUE_FD && vulkan() != NULL;
+  if ((int)handle_type == REFDEV_HANDLE_HOST_ALLOCATION) return current_import_fault() != IMPORT_FAULT_DENIES_HOST;
+#ifdef REFDEV_VULKAN
+  return (int)handle_type == REFDEV_HANDLE_OPAQUE_FD && vulkan() != NULL;
+#else
+  return false;
+#endif
 }
 
-static OrtStatus* ORT_API_CALL importer_import_memory(OrtExternalResourceImporterImpl* this_ptr,
-                                                      const OrtExternalMemoryDescriptor* desc,
-                                                      OrtExternalMemoryHandle** out_handle) {
-  refdev_importer* imp = (refdev_importer*)this_ptr;
-  bool bounds = current_fault() != FAULT_IMPORT_NO_BOUNDS;
-  *out_handle = NULL;
-  if (desc == NULL) return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: NULL descriptor");
-  if (desc->version < 24 || desc->version > ORT_API_VERSION) {
-    return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: descriptor version %u is not one of 24..%d",
-                       desc->version, ORT_API_VERSION);
+/* A HOST_ALLOCATION import: the caller's page-aligned memory, `size_bytes` of it mapped. */
+static OrtStatus* import_host_allocation(const OrtExternalMemoryDescriptor* desc, bool bounds, unsigned char** address) {
+  uintptr_t base = (uintptr_t)desc->native_handle;
+  long page = sysconf(_SC_PAGESIZE);
+  if (base == 0) return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: HOST_ALLOCATION at a NULL address");
+  if (page > 0 && base % (uintptr_t)page != 0) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: HOST_ALLOCATION address %p is not page-aligned", desc->native_handle);
   }
-  if (desc->handle_type != ORT_EXTERNAL_MEMORY_HANDLE_TYPE_VK_MEMORY_OPAQUE_FD) {
-    return make_status(ORT_NOT_IMPLEMENTED, "RefDev ImportMemory: handle type %d is not supported (only VK_MEMORY_OPAQUE_FD)",
-                       (int)desc->handle_type);
+  /* import-no-bounds: takes the range unchecked */
+  if (bounds && msync(desc->native_handle, desc->size_bytes, MS_ASYNC) != 0) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: the %zu bytes at %p are not all mapped: %s", desc->size_bytes,
+                       desc->native_handle, strerror(errno));
   }
+  *address = (unsigned char*)base;
+  return NULL;
+}
+
+#ifdef REFDEV_VULKAN
+/* An opaque fd imported through Vulkan and mapped; the caller's fd is closed after success
+ * where the importer takes it (ORT_REFDEV_IMPORT_FD=take). */
+static OrtStatus* import_opaque_fd(const OrtExternalMemoryDescriptor* desc, bool bounds, unsigned char** address, uint64_t* memory_out) {
   refdev_vulkan* vk = vulkan();
   if (vk == NULL) return make_status(ORT_NOT_IMPLEMENTED, "RefDev ImportMemory: %s", g_vk.error);
   int fd = (int)(intptr_t)desc->native_handle;
-  if (desc->size_bytes == 0) return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: size_bytes is 0");
-  if (bounds && desc->offset_bytes >= desc->size_bytes) {
-    return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: offset_bytes %zu is past the end of %zu bytes",
-                       desc->offset_bytes, desc->size_bytes);
-  }
   int dup_fd = dup(fd);
   if (dup_fd < 0) return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: fd %d cannot be duplicated: %s", fd, strerror(errno));
   /* import-no-bounds: maps what the fd holds, whatever size the descriptor claims */
@@ -1288,31 +1394,83 @@ static OrtStatus* ORT_API_CALL importer_import_memory(OrtExternalResourceImporte
     return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: vkAllocateMemory of %zu bytes from fd %d failed (VkResult %d)",
                        desc->size_bytes, fd, (int)r);
   }
-  void* address = NULL;
-  r = vk->map(vk->device, memory, 0, VK_WHOLE_SIZE, 0, &address);
+  void* mapped = NULL;
+  r = vk->map(vk->device, memory, 0, VK_WHOLE_SIZE, 0, &mapped);
   if (r != VK_SUCCESS) {
     vk->free_memory(vk->device, memory, NULL);
     return make_status(ORT_FAIL, "RefDev ImportMemory: vkMapMemory failed (VkResult %d)", (int)r);
   }
+  if (import_takes_fd()) close(fd); /* the import succeeded: the caller's fd is the importer's now */
+  *address = (unsigned char*)mapped;
+  *memory_out = (uint64_t)memory;
+  return NULL;
+}
+#endif
+
+static OrtStatus* ORT_API_CALL importer_import_memory(OrtExternalResourceImporterImpl* this_ptr,
+                                                      const OrtExternalMemoryDescriptor* desc,
+                                                      OrtExternalMemoryHandle** out_handle) {
+  refdev_importer* imp = (refdev_importer*)this_ptr;
+  bool bounds = current_fault() != FAULT_IMPORT_NO_BOUNDS;
+  refdev_import_fault import_fault = current_import_fault();
+  *out_handle = NULL;
+  if (desc == NULL) return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: NULL descriptor");
+  if (desc->version < 24 || desc->version > ORT_API_VERSION) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: descriptor version %u is not one of 24..%d",
+                       desc->version, ORT_API_VERSION);
+  }
+  int type = (int)desc->handle_type;
+  bool host = type == REFDEV_HANDLE_HOST_ALLOCATION && import_fault != IMPORT_FAULT_DENIES_HOST;
+#ifdef REFDEV_VULKAN
+  bool opaque_fd = type == REFDEV_HANDLE_OPAQUE_FD;
+#else
+  bool opaque_fd = false;
+#endif
+  if (!host && !opaque_fd) {
+    return make_status(ORT_NOT_IMPLEMENTED, "RefDev ImportMemory: handle type %d is not supported", type);
+  }
+  if (desc->size_bytes == 0) return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: size_bytes is 0");
+  if (bounds && desc->offset_bytes >= desc->size_bytes) {
+    return make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: offset_bytes %zu is past the end of %zu bytes",
+                       desc->offset_bytes, desc->size_bytes);
+  }
+  /* null-handle: "succeeds" with nothing to show for it */
+  if (import_fault == IMPORT_FAULT_NULL_HANDLE) return NULL;
+  unsigned char* address = NULL;
+  uint64_t memory = 0;
+  OrtStatus* st = NULL;
+  if (host) {
+    st = import_host_allocation(desc, bounds, &address);
+  } else {
+#ifdef REFDEV_VULKAN
+    st = import_opaque_fd(desc, bounds, &address, &memory);
+#endif
+  }
+  if (st != NULL) return st;
   refdev_mapping* m = (refdev_mapping*)calloc(1, sizeof *m);
   refdev_import_handle* h = (refdev_import_handle*)calloc(1, sizeof *h);
   if (m == NULL || h == NULL) {
     free(m);
     free(h);
-    vk->unmap(vk->device, memory);
-    vk->free_memory(vk->device, memory, NULL);
+#ifdef REFDEV_VULKAN
+    if (memory != 0) {
+      g_vk.unmap(g_vk.device, (VkDeviceMemory)memory);
+      g_vk.free_memory(g_vk.device, (VkDeviceMemory)memory, NULL);
+    }
+#endif
     return make_status(ORT_FAIL, "RefDev ImportMemory: out of memory");
   }
   pthread_mutex_init(&m->lock, NULL);
   m->refs = 1;
   m->memory = memory;
-  m->address = (unsigned char*)address;
+  m->address = address;
   m->size = bounds ? desc->size_bytes : SIZE_MAX / 2;
   reg_add_as(address, desc->size_bytes, imp->factory->import_host ? MEM_HOST : MEM_DEVICE, true);
   h->base.version = ORT_API_VERSION;
   h->base.ep_device = imp->ep_device;
   h->base.descriptor = *desc;
-  h->base.Release = handle_release;
+  /* no-release: a handle onnxruntime cannot release through its own Release */
+  h->base.Release = import_fault == IMPORT_FAULT_NO_RELEASE ? NULL : handle_release;
   h->mapping = m;
   *out_handle = &h->base;
   return NULL;
@@ -1321,6 +1479,7 @@ static OrtStatus* ORT_API_CALL importer_import_memory(OrtExternalResourceImporte
 static void ORT_API_CALL importer_release_memory(OrtExternalResourceImporterImpl* this_ptr,
                                                  OrtExternalMemoryHandle* handle) {
   (void)this_ptr;
+  if (getenv("ORT_REFDEV_TRACE_RELEASE") != NULL) fprintf(stderr, "refdev: ReleaseMemory\n");
   if (handle != NULL) handle_release(handle);
 }
 
@@ -1373,6 +1532,8 @@ static OrtStatus* ORT_API_CALL importer_create_tensor(OrtExternalResourceImporte
                        "RefDev CreateTensorFromMemory: %zu bytes at offset %zu run past the end of the %zu imported bytes",
                        bytes, offset, h->base.descriptor.size_bytes);
   }
+  /* null-tensor: "succeeds" with no tensor */
+  if (current_import_fault() == IMPORT_FAULT_NULL_TENSOR) return NULL;
   refdev_view_deleter* d = (refdev_view_deleter*)calloc(1, sizeof *d);
   if (d == NULL) return make_status(ORT_FAIL, "RefDev CreateTensorFromMemory: out of memory");
   OrtStatus* st_info = NULL;
@@ -1442,12 +1603,21 @@ static OrtStatus* ORT_API_CALL importer_wait_semaphore(OrtExternalResourceImport
   (void)value;
   return make_status(ORT_NOT_IMPLEMENTED, "RefDev imports no semaphores");
 }
-static void ORT_API_CALL importer_release(OrtExternalResourceImporterImpl* this_ptr) { free(this_ptr); }
+/* The importer is wiped before it is freed, so that a call through it after its release (a
+ * use after free by its caller) meets NULL function pointers instead of working by chance. */
+static void ORT_API_CALL importer_release(OrtExternalResourceImporterImpl* this_ptr) {
+  memset(this_ptr, 0, sizeof(refdev_importer));
+  free(this_ptr);
+}
 
 static OrtStatus* ORT_API_CALL factory_create_importer(OrtEpFactory* this_ptr, const OrtEpDevice* ep_device,
                                                        OrtExternalResourceImporterImpl** out_importer) {
   refdev_factory* f = (refdev_factory*)this_ptr;
   *out_importer = NULL;
+  /* importer-error: "unsupported" said with an error status, where the guide says OK and no importer */
+  if (current_import_fault() == IMPORT_FAULT_IMPORTER_ERROR) {
+    return make_status(ORT_FAIL, "RefDev: External resource importer is not supported (fault importer-error)");
+  }
   refdev_importer* imp = (refdev_importer*)calloc(1, sizeof *imp);
   if (imp == NULL) return make_status(ORT_FAIL, "RefDev: out of memory");
   imp->base.ort_version_supported = ORT_API_VERSION;
@@ -1615,6 +1785,13 @@ REFDEV_EXPORT OrtStatus* CreateEpFactories(const char* registered_name, const Or
   f->base.CreateSyncStreamForDevice = factory_create_sync_stream;
 #ifdef REFDEV_IMPORTS
   f->base.CreateExternalResourceImporterForDevice = factory_create_importer;
+  {
+    OrtStatus* st_import = import_settings_check();
+    if (st_import != NULL) {
+      factory_free(f);
+      return st_import;
+    }
+  }
 #endif
   f->logger = default_logger;
   snprintf(f->registered_name, sizeof f->registered_name, "%s", registered_name ? registered_name : "");

@@ -78,6 +78,17 @@ def conformance_run(folder: Path, *args: str, env: dict[str, str | None] | None 
 
 
 @pytest.fixture(scope="session")
+def browser() -> str:
+    """Headless Chromium (tests/headless.py), or a skip saying why none can be had here."""
+    import headless
+
+    executable, why = headless.chromium()
+    if executable is None:
+        pytest.skip(f"no headless browser here: {why}")
+    return executable
+
+
+@pytest.fixture(scope="session")
 def cpu_reports(tmp_path_factory) -> Path:
     """The reports of one conformance run of the CPU EP, for the tests that only read them."""
     return conformance_run(tmp_path_factory.mktemp("cpu"), "--ep=cpu").reports

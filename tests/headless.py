@@ -52,9 +52,10 @@ def screenshot(executable: str, page: Path, png: Path, profile: Path, size: tupl
     assert png.exists(), completed.stderr[-2000:]
 
 
-def dump_dom(executable: str, page: Path, profile: Path, size: tuple[int, int] | None = None, extra: tuple[str, ...] = ()) -> str:
+def dump_dom(executable: str, page: Path, profile: Path, size: tuple[int, int] | None = None, extra: tuple[str, ...] = (), query: str = "") -> str:
+    """The DOM after the page's scripts ran; `query` ('q=words') is put on the page's URL."""
     window = (f"--window-size={size[0]},{size[1]}",) if size else ()
-    completed = _run(executable, profile, *extra, *window, "--dump-dom", page.resolve().as_uri())
+    completed = _run(executable, profile, *extra, *window, "--dump-dom", page.resolve().as_uri() + (f"?{query}" if query else ""))
     assert completed.returncode == 0 and completed.stdout, completed.stderr[-2000:]
     return completed.stdout
 

@@ -23,27 +23,16 @@ def _modules() -> dict[str, Path]:
     return modules
 
 
-def _executed_nodes(tree: ast.AST):
-    """Every node of `tree` but those under `if TYPE_CHECKING:`, which never run: they name a
-    type for the type checker (a scheduler naming the plugin's item class) and load nothing."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
-            for other in node.orelse:
-                yield from _executed_nodes(other)
-            continue
-        yield node
-        yield from _executed_nodes(node)
-
-
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the kit's modules it imports anywhere in its body, inside functions too (they run
-    all the same). `from a import b` names the module `a.b` where that is a module, else `a`;
-    relative imports are resolved."""
+    """Module -> the kit's modules it imports anywhere in its body: inside functions too (they run
+    all the same), and under `if TYPE_CHECKING:` too (a type named from a floor above is a
+    dependency on it, whether or not it loads). `from a import b` names the module `a.b` where
+    that is a module, else `a`; relative imports are resolved."""
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         edges: set[str] = set()
-        for node in _executed_nodes(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 edges.update(alias.name for alias in node.names if alias.name in modules)
             elif isinstance(node, ast.ImportFrom):
@@ -98,8 +87,18 @@ def test_the_cycle_finder_sees_a_cycle_through_an_import_inside_a_function(tmp_p
     (package / "b.py").write_text("def late():\n    from . import a\n")
     modules = {"pkg": package / "__init__.py", "pkg.a": package / "a.py", "pkg.b": package / "b.py"}
     assert find_cycle(import_graph(modules)) == ["pkg.a", "pkg.b", "pkg.a"]
+
+
+def test_the_cycle_finder_counts_an_import_made_for_the_type_checker_alone(tmp_path):
+    """A scheduler naming the plugin's item class under `if TYPE_CHECKING:` loads nothing, but
+    depends on the plugin all the same: it is a circle."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg import b\n")
     (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n")
-    assert find_cycle(import_graph(modules)) is None
+    modules = {"pkg": package / "__init__.py", "pkg.a": package / "a.py", "pkg.b": package / "b.py"}
+    assert find_cycle(import_graph(modules)) == ["pkg.a", "pkg.b", "pkg.a"]
 
 
 def _classes() -> list[tuple[str, str, int]]:
@@ -120,7 +119,7 @@ def test_no_class_of_the_kit_is_longer_than_a_reader_can_hold():
 # one above (docs/architecture.md). The root's leaves are the floor every other may use; the
 # package itself, cli.py and the worker's public path are the entries, above everything.
 FLOORS = ["leaves", "catalogue", "target", "checks", "engine", "isolation", "rules", "run", "report", "plugin", "tools", "entries"]
-ENTRIES = {"conformance", "conformance.cli", "conformance.worker"}
+ENTRIES = {"conformance", "conformance.cli", "conformance.worker", "conformance.fleet"}
 
 
 def floor_of(module: str) -> str:

@@ -28,10 +28,12 @@ from conformance import cli, safe_io
 
 from conformance.target import models, tensors
 
-from conformance.catalogue import spec
+from conformance.catalogue import yaml_marks
 from conformance.checks import known_checks
 from conformance.options import seconds
-from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+from conformance.catalogue.spec import load_catalogue
+from conformance.data import shipped_spec_dirs
+from conformance.errors import SpecErrors
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,8 +80,9 @@ def test_a_symlink_loop_named_like_a_spec_is_one_error(tmp_path):
 def test_a_spec_file_over_the_size_cap_is_refused_unread(tmp_path, monkeypatch):
     path = tmp_path / "big.yaml"
     with open(path, "wb") as out:
-        out.truncate(spec.MAX_SPEC_BYTES + 1)  # sparse: a read of it would be a megabyte of NULs
-    assert one_error(path).endswith(f"big.yaml:1:1: too large for a spec file: {spec.MAX_SPEC_BYTES + 1} bytes, over the limit of {spec.MAX_SPEC_BYTES}")
+        out.truncate(yaml_marks.MAX_SPEC_BYTES + 1)  # sparse: a read of it would be a megabyte of NULs
+    limit = yaml_marks.MAX_SPEC_BYTES
+    assert one_error(path).endswith(f"big.yaml:1:1: too large for a spec file: {limit + 1} bytes, over the limit of {limit}")
 
 
 def test_an_alias_bomb_is_refused_quickly_and_in_little_memory(tmp_path):
@@ -93,7 +96,7 @@ def test_an_alias_bomb_is_refused_quickly_and_in_little_memory(tmp_path):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert error == f"{path}:6:8: the aliases expand this document past {spec.MAX_NODES} values (an alias bomb?)"
+    assert error == f"{path}:6:8: the aliases expand this document past {yaml_marks.MAX_NODES} values (an alias bomb?)"
     assert time.monotonic() - started < 2 and peak < 20 << 20
 
 
@@ -112,7 +115,7 @@ def test_a_recursive_alias_is_refused(tmp_path):
 def test_nesting_past_the_depth_limit_is_one_error_where_it_goes_too_deep(tmp_path, text, where):
     (tmp_path / "deep.yaml").write_text(text)
     error = one_error(tmp_path / "deep.yaml")
-    assert error.startswith(f"{tmp_path / 'deep.yaml'}:{where}: nested more than {spec.MAX_DEPTH} levels deep"), error
+    assert error.startswith(f"{tmp_path / 'deep.yaml'}:{where}: nested more than {yaml_marks.MAX_DEPTH} levels deep"), error
 
 
 @pytest.mark.parametrize("content, message", [

@@ -507,7 +507,8 @@ def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_th
 
 def test_a_lost_checks_result_carries_the_call_in_flight_as_its_wire_dict():
     w = fake_worker(ANNOUNCE_THEN.format(then="os.abort()"))
-    outcome, message, details, _ = outcome_of(lambda: w._exchange({"op": "run"}, 10, "the check"))
+    reply = outcome_of(lambda: w._exchange({"op": "run"}, 10, "the check"))
+    outcome, message, details = reply.outcome, reply.message, reply.details
     assert outcome.value == "crash" and message == "the process running the check was killed by SIGABRT during copy_tensors cpu>default"
     assert details["call"] == {"kind": "copy_tensors", "direction": "cpu>default", "note": ""}
     assert str(Call.from_wire(details["call"])) == "copy_tensors cpu>default"
@@ -521,7 +522,8 @@ def test_a_lost_checks_message_names_its_step_before_the_last_output_of_its_proc
     with open(log, "wb") as stderr:
         w = fake_worker(code, stderr=stderr)
     w.log = log
-    outcome, message, details, _ = outcome_of(lambda: w._exchange({"op": "run"}, 10, "the check"))
+    reply = outcome_of(lambda: w._exchange({"op": "run"}, 10, "the check"))
+    message, details = reply.message, reply.details
     assert message == "the process running the check was killed by SIGABRT while copying; its last output: EP: device lost"
     (violation,) = details["violations"]
     assert violation["message"] == "the process running the check was killed by SIGABRT while copying"

@@ -257,7 +257,7 @@ def test_a_failing_ep_contract_shows_statement_spec_line_and_reproducer(pytester
 # --- (c), (i) the outcome -> JUnit mapping ---------------------------------------------------
 
 FAKE_OUTCOMES = """\
-from conformance.outcomes import Outcome
+from conformance.outcomes import CaseReply, Outcome
 from conformance.run.scheduler import Scheduler
 
 OUTCOMES = {
@@ -270,9 +270,9 @@ OUTCOMES = {
 }
 
 
-def run_case(self, item):
-    outcome, message, details = OUTCOMES.get(item.contract.id, (Outcome.PASS, "", {}))
-    return outcome, message, details, 0.0
+def run_case(self, planned):
+    outcome, message, details = OUTCOMES.get(planned.request["contract"], (Outcome.PASS, "", {}))
+    return CaseReply(outcome, message, details)
 
 
 Scheduler.run_case = run_case

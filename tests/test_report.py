@@ -248,7 +248,8 @@ def test_the_report_is_built_from_a_run_record():
     assert data["ep"]["name"] == "DevEP" and data["capabilities"] == list(record.eps[0].capabilities)
     assert data["spec_digest"] == record.spec_digest and data["strict"] is False
     assert data["run"] == {"started": "1970-01-01T00:00:00Z", "duration_s": 2.5, "collected": 1, "interrupted": False, "strict": False,
-                           "lost": [], "isolation": "worker", "python": "3.11", "platform": "Linux-x", "command": "pytest --ep=dev"}
+                           "lost": [], "isolation": "worker", "python": "3.11", "platform": "Linux-x", "command": "pytest --ep=dev",
+                           "wrapper": None, "emulated": None, "cpu": None}
     assert markdown.render(data).startswith("# Conformance report: DevEP")
 
 

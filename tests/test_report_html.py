@@ -35,14 +35,6 @@ def faulty_report(refdev_library, tmp_path_factory) -> Path:
                            env={"ORT_REFDEV_FAULT": "corrupt"}).reports
 
 
-@pytest.fixture(scope="module")
-def browser() -> str:
-    executable, why = headless.chromium()
-    if executable is None:
-        pytest.skip(f"no headless browser here: {why}")
-    return executable
-
-
 def load(browser: str, report: Path, name: str, tmp_path: Path, size: tuple[int, int] = (1280, 1600), extra: tuple[str, ...] = ()):
     """The DOM Chromium built from the page, and the pixels of its screenshot (kept as an artifact)."""
     page = report / "report.html"

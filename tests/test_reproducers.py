@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import conformance_run
+from conftest import ROOT, conformance_run
 
 from conformance.report import repro_files as repro
 
@@ -85,7 +85,7 @@ def test_the_scripts_of_a_fault_run_fail_on_the_broken_build_and_pass_on_the_goo
         text = script.read_text(encoding="utf-8")
         imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(text)) if isinstance(node, (ast.Import, ast.ImportFrom))
                     for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])}
-        assert imported <= {"ctypes", "os", "signal", "time", "gc", "numpy", "onnxruntime"}, f"{script.name} imports {imported}"
+        assert imported <= {"ctypes", "os", "signal", "sys", "time", "gc", "numpy", "onnxruntime"}, f"{script.name} imports {imported}"
         assert "register_execution_provider_library" in text and str(refdev_library.resolve()) in text, script.name
         broken = run_script(script, elsewhere, fault)
         if fault in SIGNALS:
@@ -168,3 +168,60 @@ def test_a_cpu_script_asks_for_no_memory_info_and_fails_when_the_update_is_wrong
     if step != "session_run":  # (a session does not call update_inplace)
         broken = run("1")
         assert broken.returncode == 1 and "AssertionError: " in broken.stderr and "expected 0x" in broken.stderr, broken.stderr
+
+
+def _plain(script: Path, cwd: Path, **env: str | None) -> subprocess.CompletedProcess:
+    """The script run as a user runs it, the refdev variables of this process replaced by `env`."""
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("ORT_REFDEV_")}
+    environ.update({k: v for k, v in env.items() if v is not None})
+    return subprocess.run([sys.executable, "-I", str(script)], cwd=cwd, env=environ, capture_output=True, text=True, timeout=120)
+
+
+def test_the_scripts_of_a_host_accessible_run_exit_non_zero_without_its_set_up_and_say_what_differs(refdev_library, tmp_path):
+    """The refdev-host lane's set-up (ORT_REFDEV_HOST_ACCESSIBLE=1, lanes/refdev-host/refdev.yaml),
+    broken by `corrupt`: every script it writes exits 2 without ORT_REFDEV_HOST_ACCESSIBLE,
+    naming the variable; a script whose set-up line is removed (a spec naming no variable)
+    still stops, at the HOST_ACCESSIBLE memory it no longer finds advertised, instead of
+    testing plain CPU memory; with the set-up, the broken build fails it and the script says
+    the fault variable its run had."""
+    (tmp_path / "run").mkdir()
+    run = conformance_run(tmp_path / "run", "--ep-library", str(refdev_library), "--ep", "refdev", str(ROOT / "lanes/refdev-host/refdev.yaml"),
+                          "-k", "host-accessible or host_accessible", env={"ORT_REFDEV_HOST_ACCESSIBLE": "1", "ORT_REFDEV_FAULT": "corrupt"})
+    scripts = sorted((run.reports / repro.FOLDER).glob("*.py"))
+    host_cases = [s for s in scripts if "host_accessible" in s.name or "host-accessible" in s.name]
+    assert len(host_cases) >= 10, [s.name for s in scripts]
+    for script in scripts:
+        text = script.read_text(encoding="utf-8")
+        assert "# How the run set the EP up:" in text and "ORT_REFDEV_HOST_ACCESSIBLE=1" in text and "ORT_REFDEV_FAULT=corrupt" in text, script.name
+        without = _plain(script, tmp_path, ORT_REFDEV_FAULT="corrupt")
+        assert without.returncode == 2 and "precondition not met: environment variable ORT_REFDEV_HOST_ACCESSIBLE" in without.stderr, \
+            f"{script.name}: exit {without.returncode}\n{without.stdout[-800:]}\n{without.stderr[-800:]}"
+    for script in host_cases[:6]:
+        unrecorded = tmp_path / ("unrecorded-" + script.name)
+        unrecorded.write_text("".join(line for line in script.read_text(encoding="utf-8").splitlines(keepends=True)
+                                      if not line.startswith("environment_as_in_the_run(")), encoding="utf-8")
+        stopped = _plain(unrecorded, tmp_path)
+        assert stopped.returncode == 2 and "HOST_ACCESSIBLE memory: expected advertised" in stopped.stderr, f"{script.name}: {stopped.stderr[-800:]}"
+    copy = next(s for s in host_cases if s.name.startswith("copy.host-accessible-directions"))
+    broken = _plain(copy, tmp_path, ORT_REFDEV_HOST_ACCESSIBLE="1", ORT_REFDEV_FAULT="corrupt")
+    assert broken.returncode == 1 and "AssertionError: " in broken.stderr, broken.stderr[-800:]
+    good = _plain(copy, tmp_path, ORT_REFDEV_HOST_ACCESSIBLE="1")
+    assert good.returncode == 0 and "the run had ORT_REFDEV_FAULT=corrupt" in good.stdout, good.stdout[-800:] + good.stderr[-800:]
+
+
+def test_a_session_script_requires_the_nodes_its_run_saw_on_the_ep(refdev_library, tmp_path):
+    """A script of a session of Add and Relu, run where the EP takes Relu alone (ORT_REFDEV_OPS,
+    its set-up line removed so that the nodes are what stops it), exits 2 naming the nodes."""
+    (tmp_path / "run").mkdir()
+    run = conformance_run(tmp_path / "run", "--ep-library", str(refdev_library), "--ep", "refdev", "-k", "session.nodes-on-ep",
+                          env={"ORT_REFDEV_FAULT": "wrong-compute"})
+    script = next(s for s in sorted((run.reports / repro.FOLDER).glob("*.py")) if "add_relu" in s.name)
+    text = script.read_text(encoding="utf-8")
+    assert "nodes_as_in_the_run(s, 'RefDevExecutionProvider', ['Add', 'Relu'])" in text
+    stripped = tmp_path / "stripped.py"
+    stripped.write_text("".join(line for line in text.splitlines(keepends=True) if not line.startswith("environment_as_in_the_run(")), encoding="utf-8")
+    narrow = _plain(stripped, tmp_path, ORT_REFDEV_OPS="Relu")
+    assert narrow.returncode == 2 and "precondition not met: the nodes RefDevExecutionProvider took: expected ['Add', 'Relu'], got ['Relu']" in narrow.stderr, \
+        narrow.stderr[-800:]
+    assert _plain(stripped, tmp_path, ORT_REFDEV_FAULT="wrong-compute").returncode == 1
+    assert _plain(stripped, tmp_path).returncode == 0

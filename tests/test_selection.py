@@ -95,8 +95,8 @@ def test_a_strict_run_stopped_by_maxfail_is_a_subset_too(tmp_path):
     """-x after a failure: the checks it did not reach have no result; the failure itself makes
     the strict run non_conformant, and the report still says only part of it ran."""
     (tmp_path / "conftest.py").write_text(
-        "from conformance.run.scheduler import Scheduler\nfrom conformance.outcomes import Outcome\n"
-        "Scheduler.run_case = lambda self, item: (Outcome.FAIL, 'bytes differ', {}, 0.0)\n")
+        "from conformance.run.scheduler import Scheduler\nfrom conformance.outcomes import CaseReply, Outcome\n"
+        "Scheduler.run_case = lambda self, planned: CaseReply(Outcome.FAIL, 'bytes differ')\n")
     run = conformance_run(tmp_path, "--ep=cpu", "--conformance-isolation=none", "--conformance-strict", "-x")
     selection = run.report["selection"]
     assert run.report["verdict"] == "non_conformant" and run.exit_code != 0
@@ -148,13 +148,13 @@ def test_collect_only_names_the_items_a_run_has(tmp_path):
 
 FAKED = """\
 from conformance.run.scheduler import Scheduler
-from conformance.outcomes import Outcome
+from conformance.outcomes import CaseReply, Outcome
 
 
-def run_case(self, item):
-    if item.contract.id == "session.nodes-on-ep":
+def run_case(self, planned):
+    if planned.request["contract"] == "session.nodes-on-ep":
         {action}
-    return Outcome.PASS, "", {{}}, 0.0
+    return CaseReply(Outcome.PASS, "")
 
 
 Scheduler.run_case = run_case

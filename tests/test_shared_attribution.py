@@ -99,13 +99,13 @@ def test_the_runner_gives_a_result_the_subject_its_violations_share():
 
 CONFTEST = """\
 from conformance.run.scheduler import Scheduler
-from conformance.outcomes import Outcome
+from conformance.outcomes import CaseReply, Outcome
 
 
-def run_case(self, item):
-    if item.contract.id == "copy.bad-requests" and item.params["request"] == "size-mismatch":
-        return Outcome.FAIL, "copy_tensors accepted a bad request (size-mismatch)", {"subject": "both"}, 0.0
-    return Outcome.PASS, "", {}, 0.0
+def run_case(self, planned):
+    if planned.request["contract"] == "copy.bad-requests" and planned.request["params"]["request"] == "size-mismatch":
+        return CaseReply(Outcome.FAIL, "copy_tensors accepted a bad request (size-mismatch)", {"subject": "both"})
+    return CaseReply(Outcome.PASS, "")
 
 
 Scheduler.run_case = run_case

@@ -13,11 +13,15 @@ import yaml
 
 from conformance import data
 
-from conformance.catalogue import spec
+from conformance import errors
+from conformance.catalogue import cross_checks, spec, yaml_marks
+from conformance.catalogue import schema as spec_schema
 
 from conformance.target import tensors
 from conformance.checks import known_checks
-from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+from conformance.catalogue.spec import load_catalogue
+from conformance.data import shipped_spec_dirs
+from conformance.errors import SpecErrors
 
 EP_FILE = """\
 ep:
@@ -53,13 +57,13 @@ def write(folder: Path, name: str, text: str) -> str:
     return name
 
 
-def errors_of(paths, *, checks=None) -> list[spec.SpecError]:
+def errors_of(paths, *, checks=None) -> list[errors.SpecError]:
     with pytest.raises(SpecErrors) as info:
         load_catalogue(paths, known_checks=known_checks() if checks is None else checks)
     return info.value.errors
 
 
-def only_error(paths, **kwargs) -> spec.SpecError:
+def only_error(paths, **kwargs) -> errors.SpecError:
     errors = errors_of(paths, **kwargs)
     assert len(errors) == 1, [str(e) for e in errors]
     return errors[0]
@@ -216,7 +220,7 @@ def test_a_misspelt_param_is_suggested_and_not_also_reported_missing():
 
     contract = load_catalogue().contract("update-inplace.from-numpy")
     contract = dataclasses.replace(contract, params={"dtype": ("float32",), "shap": ("3",)})
-    (error,) = spec.unknown_checks([contract], {contract.check: signature_of(contract.check, vendor_check)})
+    (error,) = cross_checks.unknown_checks([contract], {contract.check: signature_of(contract.check, vendor_check)})
     assert error.message == ("check 'update-inplace.from-numpy' takes no parameter 'shap' (did you mean 'shape'?); "
                              "it takes: dtype, shape, memory")
 
@@ -245,7 +249,7 @@ def test_every_registered_check_records_its_params_and_the_shipped_contracts_fit
     checks = known_checks()
     assert checks["update-inplace.from-numpy"].params == ("dtype", "shape", "memory")
     assert checks["update-inplace.from-numpy"].required == {"dtype", "shape"}
-    assert spec.unknown_checks(load_catalogue().contracts, checks) == []
+    assert cross_checks.unknown_checks(load_catalogue().contracts, checks) == []
     # What a check needs of onnxruntime, each shipped contract naming it requires (so that it is
     # not_run before the check, from the facts, where the build lacks it).
     assert [(c.id, api) for c in load_catalogue().contracts for api in checks[c.check].apis if api not in c.requires_api] == []
@@ -385,13 +389,13 @@ def test_shipped_catalogue_loads_with_the_registered_checks():
 
 def test_every_shipped_schema_is_a_valid_draft_2020_12_schema():
     schemas = sorted(data.schemas_dir().glob("*.json"))
-    assert {p.name for p in schemas} >= {spec.CONTRACTS_SCHEMA, spec.EP_SCHEMA, spec.KNOWN_ISSUES_SCHEMA}
+    assert {p.name for p in schemas} >= {spec_schema.CONTRACTS_SCHEMA, spec_schema.EP_SCHEMA, spec_schema.KNOWN_ISSUES_SCHEMA}
     for path in schemas:
         jsonschema.Draft202012Validator.check_schema(json.loads(path.read_text(encoding="utf-8")))
 
 
 def test_schema_dtype_enum_equals_the_tensor_dtypes():
-    schema = spec.load_schema(spec.CONTRACTS_SCHEMA)
+    schema = spec_schema.load_schema(spec_schema.CONTRACTS_SCHEMA)
     assert sorted(schema["$defs"]["dtype"]["enum"]) == sorted(tensors.DTYPES)
 
 
@@ -416,20 +420,20 @@ def test_every_shipped_contract_and_ep_spec_has_a_real_location():
 
 
 def test_shipped_yaml_points_editors_at_the_schemas():
-    for folder, schema in ((data.contracts_dir(), spec.CONTRACTS_SCHEMA), (data.eps_dir(), spec.EP_SCHEMA)):
+    for folder, schema in ((data.contracts_dir(), spec_schema.CONTRACTS_SCHEMA), (data.eps_dir(), spec_schema.EP_SCHEMA)):
         for path in sorted(folder.glob("*.yaml")):
             first = path.read_text(encoding="utf-8").splitlines()[0]
             assert first.startswith("# yaml-language-server: $schema=") and first.endswith(schema), path.name
 
 
 def test_spec_error_str_is_path_line_column_key_message():
-    error = spec.SpecError("x.yaml", 3, 7, "ep.name", "bad")
+    error = errors.SpecError("x.yaml", 3, 7, "ep.name", "bad")
     assert str(error) == "x.yaml:3:7: ep.name: bad"
-    assert str(spec.SpecError("x.yaml", 1, 1, "", "bad")) == "x.yaml:1:1: bad"
+    assert str(errors.SpecError("x.yaml", 1, 1, "", "bad")) == "x.yaml:1:1: bad"
 
 
 def test_parse_yaml_records_key_and_value_positions():
-    doc, errors = spec.parse_yaml(textwrap.dedent("""\
+    doc, errors = yaml_marks.parse_yaml(textwrap.dedent("""\
         a:
           b: [1, 2]
         """), "t.yaml")
@@ -492,18 +496,18 @@ def test_an_error_deep_in_a_2000_contract_file_is_at_its_line_and_column(in_tmp)
 def test_the_validators_inline_the_local_definitions_and_keep_every_constraint(in_tmp, contract_text):
     # jsonschema resolves a $ref each time it meets one: the validators are built from the
     # schemas with their local references inlined, which must accept and refuse the same.
-    written = spec.load_schema(spec.CONTRACTS_SCHEMA)
-    inlined = spec.inline_local_refs(written)
+    written = spec_schema.load_schema(spec_schema.CONTRACTS_SCHEMA)
+    inlined = spec_schema.inline_local_refs(written)
     assert '"$ref"' in json.dumps(written) and '"$ref"' not in json.dumps(inlined)
     recursive = {"$defs": {"node": {"type": "array", "items": {"$ref": "#/$defs/node"}}}, "properties": {"x": {"$ref": "#/$defs/node"}}}
     # A cycle stays a reference, once inlined.
-    assert spec.inline_local_refs(recursive)["properties"]["x"] == {"type": "array", "items": {"$ref": "#/$defs/node"}}
+    assert spec_schema.inline_local_refs(recursive)["properties"]["x"] == {"type": "array", "items": {"$ref": "#/$defs/node"}}
     as_written = jsonschema.Draft202012Validator(written)
     documents = [yaml.safe_load(_many(3, bad=1)), yaml.safe_load(contract_text),
                  yaml.safe_load(contract_text.replace("dtype: [", "dtype: [float31, "))]
     for document in documents:
         expected = sorted((tuple(e.absolute_path), e.message) for e in as_written.iter_errors(document))
-        got = sorted((tuple(e.absolute_path), e.message) for e in spec.validators()[spec.CONTRACTS_SCHEMA].iter_errors(document))
+        got = sorted((tuple(e.absolute_path), e.message) for e in spec_schema.validators()[spec_schema.CONTRACTS_SCHEMA].iter_errors(document))
         assert got == expected
     assert any(as_written.iter_errors(documents[0])) and any(as_written.iter_errors(documents[2]))
 
@@ -546,11 +550,11 @@ def test_one_walk_builds_the_values_marks_and_duplicate_errors_the_constructor_a
     import yaml
 
     text = {"mixed": MIXED_YAML, "many": _many(50, bad=7)}.get(name) or SHIPPED_FILES[name].read_text(encoding="utf-8")
-    document, errors = spec.parse_yaml(text, "f.yaml")
-    node, data = spec._compose(yaml.SafeLoader, text)  # the two walks it replaces: PyYAML's constructor ...
-    expected = spec.Document("f.yaml", data, {}, {})
-    expected_errors: list[spec.SpecError] = []
-    spec._record_marks(node, (), expected, expected_errors)  # ... and the marks
+    document, errors = yaml_marks.parse_yaml(text, "f.yaml")
+    node, data = yaml_marks._compose(yaml.SafeLoader, text)  # the two walks it replaces: PyYAML's constructor ...
+    expected = yaml_marks.Document("f.yaml", data, {}, {})
+    expected_errors: list[errors.SpecError] = []
+    yaml_marks._record_marks(node, (), expected, expected_errors)  # ... and the marks
     assert document is not None
     assert document.data == expected.data and errors == expected_errors
     assert document.value_marks == expected.value_marks and document.key_marks == expected.key_marks

@@ -21,7 +21,7 @@ from pytest_runs import BASE, TIMEOUT, by_name, kind, properties, pytest_in
 FAKE = """\
 import time
 
-from conformance.outcomes import Outcome
+from conformance.outcomes import CaseReply, Outcome
 from conformance.run.scheduler import Scheduler
 
 OUTCOMES = {
@@ -33,12 +33,12 @@ OUTCOMES = {
 }
 
 
-def run_case(self, item):
-    outcome, message, details = OUTCOMES.get(item.contract.id, (Outcome.PASS, "", {}))
-    if item.contract.id == "memory-info.tensor-size":
+def run_case(self, planned):
+    outcome, message, details = OUTCOMES.get(planned.request["contract"], (Outcome.PASS, "", {}))
+    if planned.request["contract"] == "memory-info.tensor-size":
         time.sleep(0.6)  # waited for: behind other requests, say; the check itself took 0.123 s
-        return outcome, message, details, 0.123
-    return outcome, message, details, 0.0
+        return CaseReply(outcome, message, details, 0.123)
+    return CaseReply(outcome, message, details)
 
 
 Scheduler.run_case = run_case

@@ -17,14 +17,14 @@ CONFTEST = """\
 import dataclasses
 from conformance.run.scheduler import Scheduler
 from conformance.catalogue.contracts import Catalogue, Waiver
-from conformance.outcomes import Outcome
+from conformance.outcomes import CaseReply, Outcome
 
 OUTCOMES = {outcomes}
 
 
-def run_case(self, item):
-    outcome, message = OUTCOMES.get(item.contract.id, ("pass", ""))
-    return Outcome(outcome), message, {{}}, 0.0
+def run_case(self, planned):
+    outcome, message = OUTCOMES.get(planned.request["contract"], ("pass", ""))
+    return CaseReply(Outcome(outcome), message)
 
 
 original = Catalogue.ep_spec
@@ -160,7 +160,8 @@ ep:
 
 def test_waiver_selectors_and_ep_version_expiry_load_from_a_spec(tmp_path):
     from conformance.checks import known_checks
-    from conformance.catalogue.spec import load_catalogue, shipped_spec_dirs
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.data import shipped_spec_dirs
 
     (tmp_path / "ep.yaml").write_text(EP_WITH_WAIVERS)
     catalogue = load_catalogue([*map(str, shipped_spec_dirs()), str(tmp_path / "ep.yaml")], known_checks=known_checks())
@@ -171,7 +172,9 @@ def test_waiver_selectors_and_ep_version_expiry_load_from_a_spec(tmp_path):
 @pytest.mark.parametrize("bad", ['onnxruntime: "1.30"', 'until: {driver: "2.0"}', 'until: "soon"'])
 def test_a_malformed_waiver_field_is_a_spec_error(tmp_path, bad):
     from conformance.checks import known_checks
-    from conformance.catalogue.spec import SpecErrors, load_catalogue, shipped_spec_dirs
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.data import shipped_spec_dirs
+    from conformance.errors import SpecErrors
 
     key = bad.split(":")[0]
     text = "\n".join(line for line in EP_WITH_WAIVERS.splitlines() if not line.strip().startswith(f"{key}:"))

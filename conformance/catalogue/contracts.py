@@ -158,6 +158,10 @@ class EpSpec:
     # A vendor's spec given on the command line replaces a shipped spec of the same EP: where
     # that one was written (None for a shipped spec, or a vendor's spec of a new EP).
     overrides: Location | None = None
+    # Environment variables the EP reads (`environment` in its spec): those that set it up, which a
+    # reproducer requires as its run had them, and those that break it on purpose (fault modes).
+    environment_setup: tuple[str, ...] = ()
+    environment_faults: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:

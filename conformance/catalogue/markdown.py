@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from conformance.catalogue import upstream
 from conformance.catalogue.contracts import Catalogue
 
 HEADER = """# Contract catalogue
@@ -46,4 +47,5 @@ def render(catalogue: Catalogue) -> str:
                 note = f" — {source.note}" if source.note else ""
                 out.append(f"- source ({source.kind}): {source.ref}{note}")
             out.append("")
+    out += upstream.render(upstream.load())
     return "\n".join(out).rstrip() + "\n"

@@ -22,7 +22,7 @@ def _session_memory(ctx, recipe: str, dtype: str, which: str):
     onnxruntime places a value no node of the EP touches is its own choice (not_applicable)."""
     if not ctx.models.recipes[recipe].ops:
         raise NotApplicable(f"model '{recipe}' has no node: the EP places none of its values, onnxruntime does")
-    info = ctx.session(recipe, tensors.DTYPES[dtype], SESSION_SHAPE)
+    info = ctx.session_on_ep(recipe, tensors.DTYPES[dtype], SESSION_SHAPE)
     ctx.require_nodes_on_ep(info)
     values = info.session.get_inputs() if which == "input" else info.session.get_outputs()
     ctx.attempt(f"reading the session's {which} memory infos", _snippet(ctx, info, which))

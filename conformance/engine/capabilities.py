@@ -157,8 +157,20 @@ def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
         "memories": {e.name: e.facts for e in endpoints},
         "pairs": pairs,
         "host_memcpy": _time_copies(ctx, {e.name: e.info for e in endpoints}, pairs, sizes),
-        "imports": import_capabilities(ctx),  # the interop API's answer (conformance/target/interop/probe.py)
+        "imports": imports_or_why_not(ctx),
     }
+
+
+def imports_or_why_not(ctx) -> dict[str, Any]:
+    """The interop API's answer (conformance/target/interop/probe.py), or, where asking it raised,
+    a `not_run` answer naming what could not be computed and why: the copy matrix computed
+    before it is kept, whatever the import question does. (A call quarantined after a crash
+    is not an exception here: it stops the probe as everywhere else.)"""
+    try:
+        return import_capabilities(ctx)
+    except Exception as exc:
+        return {"status": "not_run", "reason": f"the import capabilities could not be computed: {message_line(exc)}",
+                "handle_types": [], "tensor_memory": None, "copies": []}
 
 
 def not_required_detail(source: str, destination: str) -> str:

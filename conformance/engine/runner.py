@@ -16,12 +16,13 @@ from typing import Any, Callable
 from conformance.target import eps
 from conformance.checks import CHECKS, load_all
 from conformance.checks.context import CheckContext
-from conformance.findings import CallQuarantined, NotApplicable, NotRun, SilentRetry, Violation, first_line
+from conformance.findings import CallQuarantined, NotApplicable, NotRun, SilentRetry, Violation, first_line, kit_snippet
 from conformance.catalogue.contracts import Catalogue
 from conformance.target.models import ModelCache, recipes_from
 from conformance.outcomes import Outcome
-from conformance.kit_snippet import kit_snippet
-from conformance.catalogue.spec import SpecErrors, load_catalogue, unknown_checks
+from conformance.catalogue.cross_checks import unknown_checks
+from conformance.catalogue.spec import load_catalogue
+from conformance.errors import SpecErrors
 
 
 def is_onnxruntime_error(exc: BaseException) -> bool:

@@ -55,22 +55,28 @@ class Handler:
     """Answers one request at a time; holds the Runner once `init` has created it. `notify`
     sends a line ahead of the answer: what a check is about to do, in case it never answers."""
 
-    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None, incoming: Iterator[str] = iter(())):  # noqa: B008  (empty: nothing to share)
+    def __init__(self, notify: Callable[[dict[str, Any]], None] = lambda note: None, incoming: Iterator[str] = iter(()),  # noqa: B008  (empty: nothing to share)
+                 handed: Callable[[], tuple[Any, dict[str, Any]]] | None = None):
         self.runner: Any = None  # the Runner, once init has made it
         self.notify = notify
         self.incoming = incoming  # the request lines still to come: a handover is read from them
+        # What an init with "handover" is given: the catalogue and recipes read from `incoming`
+        # (a worker process), or `handed` itself where the handler runs in the parent's process.
+        self.handed = handed or self._handover
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         from conformance.findings import CallQuarantined
         from conformance.target.eps import EpUnavailable
-        from conformance.catalogue.spec import SpecErrors
+        from conformance.errors import SpecErrors
 
         try:
             return self._handle(request)
         except CallQuarantined as stop:  # a probe reached a call that crashed or hung earlier
             return {"ok": False, "error": f"stopped before {stop}", "kind": "CallQuarantined"}
-        except (EpUnavailable, SpecErrors) as exc:
-            return {"ok": False, "error": str(exc), "kind": type(exc).__name__}
+        except SpecErrors as exc:  # each error as data: the parent shows them, it does not parse them
+            return {"ok": False, "error": str(exc), "kind": "SpecErrors", "errors": [error.to_wire() for error in exc.errors]}
+        except EpUnavailable as exc:
+            return {"ok": False, "error": str(exc), "kind": "EpUnavailable"}
         except Exception as exc:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": "internal", "traceback": traceback.format_exc()}
 
@@ -81,7 +87,7 @@ class Handler:
 
             self.runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
                                  options=request.get("options"), models_dir=request.get("models_dir"),
-                                 handed=self._handover if request.get("handover") else None)
+                                 handed=self.handed if request.get("handover") else None)
             return {"ok": True, "facts": self.runner.facts}
         if op == "run":
             return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"],

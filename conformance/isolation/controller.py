@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from conformance.calls import Call
 from conformance.isolation.launcher import Launcher
 from conformance.isolation.ledger import Ledger
+from conformance.errors import KitError, SpecError
 
 if TYPE_CHECKING:
     from conformance.catalogue.contracts import Catalogue
@@ -52,7 +54,7 @@ def handover(catalogue: Catalogue, recipes: dict[str, Any]) -> dict[str, Any]:
 START_SECONDS = 10.0
 
 
-class WorkerLost(Exception):
+class WorkerLost(KitError):
     """The worker crashed or timed out, as facts: `outcome` ('crash' or 'timeout'), `message`
     (what happened to the process), `actual` (the same, short), `tail` (its last output), `call`
     (the onnxruntime call the lost request had in flight, None when it had none); once the
@@ -83,17 +85,20 @@ class WorkerLost(Exception):
         return self
 
 
-class WorkerRefused(Exception):
+class WorkerRefused(KitError):
     """The worker answered with an error (e.g. the EP is unavailable); `kind` names it
-    (EpUnavailable, SpecErrors, internal) where the worker says."""
+    (EpUnavailable, SpecErrors, internal) where the worker says; `errors`: the spec errors it
+    found, as data (their wire dicts in the reply), never to be parsed back from the message."""
 
-    def __init__(self, message: str, kind: str = ""):
+    def __init__(self, message: str, kind: str = "", errors: tuple[SpecError, ...] = ()):
         super().__init__(message)
         self.kind = kind
+        self.errors = errors
 
     @classmethod
     def from_reply(cls, reply: dict[str, Any]) -> "WorkerRefused":
-        return cls(reply.get("error", "unknown error"), reply.get("kind", ""))
+        errors = tuple(SpecError.from_wire(error) for error in reply.get("errors", ()))
+        return cls(reply.get("error", "unknown error"), reply.get("kind", ""), errors)
 
 
 # How long a request's reply may take before the caller hears that it is waited for (on_wait),
@@ -135,6 +140,16 @@ def read_line_telling(channel: LineChannel, deadline: float, waiting: Waiting, o
         on_wait(replace(waiting, waited=time.monotonic() - start))
 
 
+def _launch(launcher: Launcher) -> None:
+    """launcher.launch(), a process that cannot even be executed (its wrapper, or the
+    interpreter) being a worker lost at its start."""
+    try:
+        launcher.launch()
+    except OSError as exc:
+        raise WorkerLost("crash", f"the worker could not be started ({' '.join(launcher.wrapper + (sys.executable,))}): {exc.strerror or exc}",
+                         actual="not started") from None
+
+
 class _Launchers:
     """An attribute of Worker that is its launcher's (init, process, fork_server, ...), methods
     too."""
@@ -150,19 +165,19 @@ class _Launchers:
 
 
 class Worker:
+    isolates = True  # its requests run in a process of their own (in_process.InProcessWorker: they do not)
     init = _Launchers()
     log = _Launchers()
     fork_server = _Launchers()  # forks this worker's processes once set and serving; else spawned
     hosts = _Launchers()  # a fork server the next spawned process starts
     process = _Launchers()
     restarts = _Launchers()
-    # A spare for requests likely to crash the worker; what every process gets after init.
-    stand_by = _Launchers()
-    hand_over = _Launchers()
+    stand_by = _Launchers()  # a spare for requests likely to crash the worker
+    hand_over = _Launchers()  # what every process gets after init
 
     def __init__(self, init: dict[str, Any], *, timeout: float, log: Path | None = None, env: dict[str, str] | None = None,
-                 warm_up: bool = False, on_wait: Callable[[Waiting], None] | None = None):
-        self._launcher = Launcher(dict(init, op="init"), log=log, env=env, warm_up=warm_up)
+                 warm_up: bool = False, on_wait: Callable[[Waiting], None] | None = None, wrapper: tuple[str, ...] = ()):
+        self._launcher = Launcher(dict(init, op="init"), log=log, env=env, warm_up=warm_up, wrapper=wrapper)
         self._ledger = Ledger()
         self.timeout, self.on_wait = timeout, on_wait  # on_wait: hears a slow reply to a request (see Waiting)
         self.facts: dict[str, Any] | None = None
@@ -175,7 +190,7 @@ class Worker:
         """Starts the process and sends it the init request, without waiting for the answer:
         the worker imports onnxruntime and loads the EP while the caller does other work. A
         process standing by (see stand_by) is taken instead of starting one."""
-        self._launcher.launch()
+        _launch(self._launcher)
         self._ledger.clear()
         self.facts = None
 

@@ -35,10 +35,12 @@ def signal_name(returncode: int) -> str:
 class Launcher:
     """The running process of a worker (and its channel), a spare standing by, and how to start
     the next. `init` is sent to every process first; `hosts`: a fork server the next spawned
-    process starts; `fork_server`: forks the processes once set and serving."""
+    process starts; `fork_server`: forks the processes once set and serving; `wrapper`: the command
+    every spawned process runs under (`qemu-x86_64 -cpu ...`: see spawn_command)."""
 
-    def __init__(self, init: dict[str, Any], *, log: Path | None, env: dict[str, str] | None, warm_up: bool):
-        self.init, self.log, self.env = init, log, env
+    def __init__(self, init: dict[str, Any], *, log: Path | None, env: dict[str, str] | None, warm_up: bool,
+                 wrapper: tuple[str, ...] = ()):
+        self.init, self.log, self.env, self.wrapper = init, log, env, wrapper
         # The first process may warm up after answering init (worker.serve): its caller has
         # other work before the first request. A replacement has requests waiting at once.
         self.warm_up = warm_up
@@ -113,11 +115,11 @@ class Launcher:
 
     def _spawned(self, log) -> subprocess.Popen:
         fds: tuple[int, ...]
-        command, fds, hosting = [sys.executable, "-m", "conformance.engine.serve"], (), {}
+        command, fds, hosting = spawn_command(self.wrapper, "-m", "conformance.engine.serve"), (), {}
         server, self.hosts = self.hosts, None
         if server:  # see forkserver.py: one OpenBLAS thread, so that the host can fork the server
             command, fds, hosting = command + server.host_args, (server.host_fd,), {"OPENBLAS_NUM_THREADS": "1"}
-        env = {**os.environ, **hosting, **(self.env or {}), PARENT: str(os.getpid())}  # see orphans.die_with_parent
+        env = {**os.environ, **hosting, **(self.env or {}), **parent_variable(self.wrapper)}
         try:
             return subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env, pass_fds=fds)
         finally:
@@ -174,6 +176,23 @@ class Launcher:
         except subprocess.TimeoutExpired:
             return False
         return True
+
+
+def spawn_command(wrapper: tuple[str, ...], *args: str) -> list[str]:
+    """This interpreter with `args`, under `wrapper` when there is one. A process the fork server
+    forks is forked from a process started so, and stays under the wrapper: an emulator or a
+    tool that follows forks (valgrind) runs its children too. (Under qemu-user the server does
+    not start: the emulator's own thread makes its host a process of two threads, which the
+    server refuses to fork, see engine.fork_server; every worker is then spawned this way.)"""
+    return [*wrapper, sys.executable, *args]
+
+
+def parent_variable(wrapper: tuple[str, ...]) -> dict[str, str]:
+    """The spawning process's pid for the worker (see orphans.die_with_parent), which ends at once
+    when its parent is another process. Not under a wrapper: a wrapper that does not exec the
+    interpreter (strace, a shell script) is its parent, and the worker, still killed when that
+    parent ends, would take itself for an orphan."""
+    return {} if wrapper else {PARENT: str(os.getpid())}
 
 
 def _log_tail(log_path: Path | None, start: int, lines: int) -> str:

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pytest
 
@@ -24,26 +24,28 @@ from conformance.plugin import ids, signals, terminal
 
 from conformance.run import runfolder
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
-from conformance.isolation.controller import Worker, WorkerLost, WorkerRefused, handover
-from conformance.options import ep_options, seconds, unknown_options
-from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
-from conformance.run.pool import EpUnderTest, WorkerPool
+from conformance.errors import SpecError
+from conformance.isolation.controller import WorkerLost, WorkerRefused, handover
+from conformance.isolation.in_process import InProcessWorker
+from conformance.options import WRAPPER_VARIABLE, emulator_of, ep_options, seconds, unknown_options, wrapper_command
+from conformance.outcomes import Result
+from conformance.plugin.items import CASES_KEY, RESULT_KEY, ContractFile, ContractItem
+from conformance.run.pool import AnyWorker, EpUnderTest, WorkerPool
 from conformance.safe_io import UnsafeFile
 from conformance.record import EpRecord, RunRecord
-from conformance.run.scheduler import Planned, Scheduler
+from conformance.run.scheduler import Scheduler
 from conformance.plugin.selection import SelectionWatch, case_key, compare
+from conformance.plugin import shards
+from conformance.plugin.shards import shard_option
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
 # installed in, with --ep or not, and a run with --ep launches its workers before it needs them.
 if TYPE_CHECKING:
-    from conformance.rules.applicability import Skip
     from conformance.catalogue.contracts import Catalogue, Contract
     from conformance.plugin.junit_writer import JunitFiles
-    from conformance.run.quarantine import Quarantine
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
-RESULT_KEY = pytest.StashKey[Result]()
 SIGNALS_KEY = pytest.StashKey[dict]()  # the handlers signals.install replaced
 JUNIT_KEY: pytest.StashKey[JunitFiles] = pytest.StashKey()  # the report folder's junit.xml, by the process that writes the report
 
@@ -77,9 +79,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "only), except contracts marked isolated or own_process (bad requests, the library's lifecycle), which "
                          "always run in a worker: they can take the process down. An EP that aborts in another check takes "
                          "pytest down with it: the results before are in the journal (ort-conformance rebuild)")
+    group.addoption("--conformance-wrapper", metavar="COMMAND",
+                    help="run every process the kit starts that loads an EP (workers, their spares, the fork server, own-process "
+                         "checks, the probe) under this command, e.g. \"qemu-x86_64 -cpu Skylake-Client-v4\", \"taskset -c 0\", "
+                         f"\"valgrind -q\" (default: ${WRAPPER_VARIABLE}, else the ini option conformance_wrapper); "
+                         "under a qemu emulator the report says the CPU was emulated and measures no GB/s figures")
+    parser.addini("conformance_wrapper", "the command every process that loads an EP runs under (see --conformance-wrapper)", default="")
     group.addoption("--conformance-strict", action="store_true", default=False,
                     help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
+    group.addoption("--conformance-shard", metavar="K/N", type=shard_option, default=None,
+                    help="run shard K of N: a deterministic Kth of the cases (by node id; the same split on every machine), "
+                         "e.g. one job of a CI matrix; a shard alone never certifies: `ort-conformance merge` of all N report "
+                         "folders gives the run's report and verdict")
 
 
 class ConformanceRun:
@@ -93,7 +105,7 @@ class ConformanceRun:
         self.isolated = config.getoption("conformance_isolation") == "worker"
         self.strict = config.getoption("conformance_strict")
         self.library = config.getoption("ep_library")
-        self.options = _parse_options(config.getoption("ep_option"))
+        self.options, self.wrapper = _parse_options(config.getoption("ep_option")), _wrapper(config)  # wrapper: see --conformance-wrapper
         self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
         self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
         self.catalogue: Catalogue  # loaded by start(), once the workers are launched
@@ -106,22 +118,19 @@ class ConformanceRun:
         self.written: list[Path] = []
         self.verdict = ""
         self.selection: dict[str, Any] | None = None  # which part of the catalogue ran (set by _record)
+        self.not_computed: list[str] = []  # what the report could not compute, and why (report.json's not_computed)
         self.watch = SelectionWatch.register(config)  # what pytest deselects, how the session stops, --collect-only
         self.folder = runfolder.RunFolder(self.report_dir, self.primary)  # its lock and the journal
-        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config))  # says when it waits
+        self.pool = WorkerPool(self.report_dir, config.getoption("conformance_timeout"), terminal.wait_notices(config), self.wrapper)
         self.report_data: dict[str, Any] | None = None  # report.json's data, once written
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
-        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=[] if config.option.collectonly else None)
+        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=_probe_sizes(config, self.wrapper))
 
     def start(self, names: list[str]) -> None:
         if self.watch.collect_only:
             return _start_listing(self, names)
         _open_folder(self)
-        # Workers import onnxruntime and load their EP while this process loads the catalogue;
-        # the first forks the fork server off itself before it imports onnxruntime.
-        if self.isolated:
-            self.pool.serve_forks()
-        launched = {name: self.pool.launch(self.pool.new(self.worker_init(name), name, warm_up=True)) for name in names} if self.isolated else {}
+        launched = _launch(self, names)
         # With workers, the check ids are cross-checked by them (they import the checks anyway):
         # this process then never imports numpy or onnx, and its start-up does not slow theirs.
         self.catalogue = _load(self.spec_paths, check_ids=not self.isolated)
@@ -136,8 +145,9 @@ class ConformanceRun:
             from conformance.report import html, machine, markdown  # noqa: F401
 
             machine()
+        launched = launched or {name: _in_process(self, name) for name in names}  # --conformance-isolation none
         for name in names:
-            ep = self._ready(name, launched[name]) if self.isolated else _in_process(self, name)
+            ep = self._ready(name, launched[name])
             _refuse_twice(self.eps, ep)
             ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
             self.eps.append(ep)
@@ -149,20 +159,21 @@ class ConformanceRun:
         return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
                 "models_dir": str(self.report_dir / "models"), "handover": True}
 
-    def _ready(self, name: str, worker: Worker) -> EpUnderTest:
+    def _ready(self, name: str, worker: AnyWorker) -> EpUnderTest:
         try:
             facts = worker.ready()
         except WorkerRefused as exc:
-            if exc.kind == "SpecErrors":
-                raise _invalid_specs(str(exc).splitlines()) from None
+            if exc.errors:
+                raise _invalid_specs(exc.errors) from None
             raise pytest.UsageError(str(exc)) from None
         except WorkerLost as exc:
-            raise pytest.UsageError(f"EP '{name}' could not be loaded: {exc}") from None
+            raise pytest.UsageError(f"EP '{name}' could not be loaded{_under(self.wrapper)}: {exc}") from None
         # Where checks are planned ahead, isolated contracts run last in the main worker (see
-        # Scheduler.plan); elsewhere in a worker of their own, launched now.
-        wanted = not self.scheduler.lookahead and any(c.isolated for c in self.catalogue.contracts)
+        # Scheduler.plan); elsewhere in a worker of their own, launched now (with
+        # --conformance-isolation none, when first needed).
+        wanted = worker.isolates and not self.scheduler.lookahead and any(c.isolated for c in self.catalogue.contracts)
         isolated = self.pool.launch_isolated(self.worker_init(name), name) if wanted else None
-        return EpUnderTest(name, facts, worker, None, init=self.worker_init(name), isolated_worker=isolated)
+        return EpUnderTest(name, facts, worker, init=self.worker_init(name), isolated_worker=isolated)
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         if self.scheduler.lookahead:
@@ -180,7 +191,7 @@ class ConformanceRun:
         # of a CPU run's wall time). Memory freed by reference counting is still freed.
         gc.freeze()
         if self.scheduler.lookahead and not self.watch.collect_only:
-            self.scheduler.plan(item for item in session.items if isinstance(item, ContractItem) and item.decision() is None)
+            self.scheduler.plan(item.planned() for item in session.items if isinstance(item, ContractItem) and item.decision() is None)
             self.scheduler.start_plans()
 
     @pytest.hookimpl(wrapper=True)
@@ -244,21 +255,9 @@ def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
         terminalreporter.write_line(line)
     for line, markup in _ep_lines(run.eps):
         terminalreporter.write_line(line, **markup)
-    for line in _written_lines(run.written, run.report_dir):
+    for line in terminal.written_lines(run.written, run.report_dir):
         terminalreporter.write_line(line)
 
-
-def _written_lines(written: list[Path], folder: Path) -> list[str]:
-    """A `report:` line per file of the report set, and one line for the reproducers' folder
-    (a failing run writes hundreds of scripts there; the failures name each one)."""
-    from conformance.report.repro_files import FOLDER
-
-    repro = folder / FOLDER
-    scripts = [path for path in written if path.parent == repro]
-    lines = [f"report: {path}" for path in written if path.parent != repro]
-    if scripts:
-        lines.append(f"reproducers: {repro}{os.sep} ({len(scripts)} standalone script{'s' if len(scripts) != 1 else ''}, one per failing case)")
-    return lines
 
 
 def _warn_of_unknown_options(run: ConformanceRun) -> None:
@@ -270,8 +269,13 @@ def _warn_of_unknown_options(run: ConformanceRun) -> None:
 
 
 def _ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
-    """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own."""
+    """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own,
+    and the plugin package each plugin EP came from."""
     for ep in eps:
+        if ep.facts.get("plugin_package"):
+            package = ep.facts["plugin_package"]
+            yield (f"{ep.label}: {ep.facts['provider']} from {package['name']} {package['version']}, library sha256 "
+                   f"{(ep.facts.get('library_sha256') or '?')[:16]}"), {}
         if ep.facts.get("unusable"):
             yield f"{ep.label}: nothing ran: {ep.facts['unusable']}", {"yellow": True}
         if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
@@ -284,7 +288,8 @@ def _open_folder(run: ConformanceRun) -> None:
     try:
         run.folder.open({"started": run.started, "specs": run.spec_paths, "strict": bool(run.strict),
                          "isolation": "worker" if run.isolated else "none", "command": " ".join(sys.argv),
-                         "python": sys.version.split()[0]})
+                         "wrapper": " ".join(run.wrapper), "emulated": emulator_of(run.wrapper) or "",
+                         "python": sys.version.split()[0], "shard": shards.as_dict(run.config)})
     except runfolder.FolderRefused as exc:
         raise pytest.UsageError(str(exc)) from None
     if run.primary:
@@ -304,18 +309,33 @@ def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: boo
     for ep in run.eps:
         run.folder.journal.capabilities(ep.label, ep.capabilities)
     record = _record(run, interrupted)
-    data = report.build(record)
-    junit = run.config.stash[JUNIT_KEY].contents() if JUNIT_KEY in run.config.stash else None
+    data = report.build_or_essentials(record)
+    data["not_computed"] = [*run.not_computed, *data.get("not_computed", [])]
+    junit = _junit(run, data)
     try:
         # junit.xml with the rest of the set, and repro/: failing cases' scripts
-        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {}) + repro.write(data, run.report_dir)
+        run.written = report.write_all(data, run.report_dir, {"junit.xml": junit} if junit else {})
     except UnsafeFile as exc:
         sys.stderr.write(f"ERROR: the conformance report was not written: {exc}\n")
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
         return None
+    try:
+        run.written += repro.write(data, run.report_dir)
+    except Exception as exc:  # the report set is written: the scripts alone are missing, and said to be
+        sys.stderr.write(f"ERROR: {run.report_dir / repro.FOLDER}: the failing cases' scripts were not written: {type(exc).__name__}: {exc}\n")
     run.verdict = data["verdict"]
     run.folder.journal.finished(run.verdict, interrupted, record.finished)
     return data
+
+
+def _junit(run: ConformanceRun, data: dict[str, Any]) -> bytes | None:
+    """The report folder's junit.xml, or None (named in report.json's `not_computed`) where
+    writing it raised: the rest of the set is written without it."""
+    try:
+        return run.config.stash[JUNIT_KEY].contents() if JUNIT_KEY in run.config.stash else None
+    except Exception as exc:
+        data["not_computed"] = [*data.get("not_computed", []), f"junit.xml: {type(exc).__name__}: {exc}"]
+        return None
 
 
 def _machine() -> str:
@@ -343,20 +363,25 @@ def _selection(run: ConformanceRun) -> dict[str, Any]:
     given = [arg for arg in run.config.invocation_params.args if _names_specs(arg)]
     given = given if len(given) == len(run.spec_selections) else run.spec_selections
     chosen = [as_given for as_given, arg in zip(given, run.spec_selections, strict=True) if "::" in arg or _inside(arg, contracts_dir())]
-    return compare(expected, ran, run.watch.how(chosen)).to_dict()
+    return compare(expected, ran, shards.named(run.config) + run.watch.how(chosen)).to_dict()
 
 
 def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
     """What the report reads of the run, once every check and the probe are done."""
-    from conformance.report import machine
+    from conformance.report import cpu_vendor, machine
 
-    run.selection = _selection(run)
+    try:
+        run.selection = _selection(run)
+    except Exception as exc:  # the report says the run's part of the catalogue is not known, and why
+        run.selection = None
+        run.not_computed.append(f"which part of the catalogue ran: {type(exc).__name__}: {exc}")
     return RunRecord(
         results=tuple(run.results), eps=tuple(EpRecord(ep.facts, ep.spec, tuple(ep.capabilities)) for ep in run.eps),
         contracts=tuple(run.catalogue.contracts), spec_digest=run.catalogue.digest, collected=run.collected,
         started=run.started, finished=time.time(), interrupted=interrupted, strict=bool(run.strict),
         isolation="worker" if run.isolated else "none", python=sys.version.split()[0], platform=machine(), command=" ".join(sys.argv),
-        selection=run.selection,
+        selection=run.selection, wrapper=" ".join(run.wrapper), emulated=emulator_of(run.wrapper) or "", cpu=cpu_vendor(),
+        shard=shards.as_dict(run.config),
     )
 
 
@@ -366,17 +391,22 @@ def _refuse_twice(eps: list[EpUnderTest], ep: EpUnderTest) -> None:
         raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts['provider']}): give it once")
 
 
-def _in_process(run: ConformanceRun, name: str) -> EpUnderTest:
-    """EP `name` run in this process (--conformance-isolation none)."""
-    from conformance.target.eps import EpUnavailable
-    from conformance.engine.runner import Runner
+def _launch(run: ConformanceRun, names: list[str]) -> dict[str, AnyWorker]:
+    """Each EP's worker process, launched (none with --conformance-isolation none): they import
+    onnxruntime and load their EP while this process loads the catalogue; the first forks the
+    fork server off itself before it imports onnxruntime."""
+    if not run.isolated:
+        return {}
+    run.pool.serve_forks()
+    return {name: run.pool.launch(run.pool.new(run.worker_init(name), name, warm_up=True)) for name in names}
 
-    try:
-        runner = Runner(name, specs=run.spec_paths, library=run.library, options=run.options, models_dir=run.worker_init(name)["models_dir"],
-                        handed=lambda: (run.catalogue, read_recipes()))
-    except EpUnavailable as exc:
-        raise pytest.UsageError(str(exc)) from None
-    return EpUnderTest(name, runner.facts, None, runner, init=run.worker_init(name))
+
+def _in_process(run: ConformanceRun, name: str) -> InProcessWorker:
+    """The worker of EP `name` in this process (--conformance-isolation none): the worker
+    process's own request handler, handed the catalogue this process has read."""
+    from conformance.engine.serve import Handler
+
+    return InProcessWorker(run.worker_init(name), Handler(handed=lambda: (run.catalogue, read_recipes())).handle)
 
 
 def _start_listing(run: ConformanceRun, names: list[str]) -> None:
@@ -410,11 +440,33 @@ def _unprobed(catalogue: Catalogue, name: str) -> EpUnderTest:
     target = EpTarget(name, spec.provider if spec else name, spec, [], {})
     facts = {"requested": name, "provider": target.provider, "label": target.label, "declared": spec is not None,
              "devices": [{"index": 0, "label": target.label}]}
-    return EpUnderTest(name, facts, None, None)
+    return EpUnderTest(name, facts, None)
 
 
 def _isolated(item: pytest.Item) -> bool:
     return isinstance(item, ContractItem) and item.contract.isolated
+
+
+def _probe_sizes(config: pytest.Config, wrapper: tuple[str, ...]) -> list[int] | None:
+    """The copy probe's sizes: none timed under --collect-only, nor under an emulator, whose GB/s
+    figures would be the emulator's (options.emulator_of); the probe's own otherwise."""
+    return [] if config.option.collectonly or emulator_of(wrapper) else None
+
+
+def _under(wrapper: tuple[str, ...]) -> str:
+    return f" under the wrapper {' '.join(wrapper)!r}" if wrapper else ""
+
+
+def _wrapper(config: pytest.Config) -> tuple[str, ...]:
+    """--conformance-wrapper, else $ORT_CONFORMANCE_WRAPPER, else the ini option (options.wrapper_command)."""
+    given = config.getoption("conformance_wrapper")
+    for text in (given, os.environ.get(WRAPPER_VARIABLE), config.getini("conformance_wrapper")):
+        if text is not None:
+            try:
+                return wrapper_command(text)
+            except ValueError as exc:
+                raise pytest.UsageError(f"--conformance-wrapper: {exc}") from None
+    return ()
 
 
 def _parse_options(pairs: list[str]) -> dict[str, str]:
@@ -484,17 +536,18 @@ def _load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
     """The catalogue, validated; `check_ids`: also that every contract names a known check
     (which imports the checks, and with them numpy and onnx)."""
     from conformance.checks import CHECKS, load_all
-    from conformance.catalogue.spec import SpecErrors, load_catalogue
+    from conformance.catalogue.spec import load_catalogue
+    from conformance.errors import SpecErrors
 
     if check_ids:
         load_all()
     try:
         return load_catalogue(paths, known_checks=CHECKS if check_ids else ())
     except SpecErrors as exc:
-        raise _invalid_specs([str(e) for e in exc.errors]) from None
+        raise _invalid_specs(exc.errors) from None
 
 
-def _invalid_specs(errors: list[str]) -> pytest.UsageError:
+def _invalid_specs(errors: Sequence[SpecError]) -> pytest.UsageError:
     return pytest.UsageError(f"invalid spec files ({len(errors)} error{'s' if len(errors) != 1 else ''}):\n" + "\n".join(f"  {e}" for e in errors))
 
 
@@ -517,7 +570,9 @@ def pytest_configure(config: pytest.Config) -> None:
     _refuse_other_args(config)
     run = ConformanceRun(config)
     config.stash[RUN_KEY] = run
+    config.stash[CASES_KEY] = run  # what the items read of it (items.CaseSource)
     config.pluginmanager.register(run, "conformance-run")
+    shards.register(config)  # --conformance-shard: deselects the other shards' cases at collection
     if run.primary:
         # SIGTERM (CI's cancel) and SIGHUP end the run as Ctrl-C does: with a report of what ran.
         config.stash[SIGNALS_KEY] = signals.install()
@@ -530,6 +585,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except UnsafeFile as exc:  # a symlink planted as a worker's log
         run.close()
         raise pytest.UsageError(f"--conformance-report {run.report_dir}: {exc}") from None
+    except WorkerLost as exc:  # a worker that could not even be started (its wrapper or interpreter cannot be executed)
+        run.close()
+        raise pytest.UsageError(str(exc)) from None
     except BaseException:
         run.close()
         raise
@@ -571,122 +629,6 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config):
     if config.stash.get(RUN_KEY, None) is not None and collection_path.is_file() and collection_path.suffix == ".py":
         return True
     return None
-
-
-class ContractFile(pytest.File):
-    def collect(self):
-        run: ConformanceRun = self.config.stash[RUN_KEY]
-        for contract in run.contract_files.get(self.path.resolve(), ()):
-            for ep in run.eps:
-                for device in ep.facts["devices"]:
-                    for params in contract.cases():
-                        label = "-".join([device["label"], *map(str, params.values())])
-                        # The id given as text, parsed by pytest as it parses its cache's (pytest 9 would
-                        # otherwise keep `[label]` in the name, and --lf would find no item it knows).
-                        yield ContractItem.from_parent(self, name=f"{contract.id}[{label}]", nodeid=ids.case_id(self.nodeid, contract.id, label),
-                                                       contract=contract, ep=ep, device=device, params=params)
-
-
-class ContractFailure(Exception):
-    def __init__(self, result: Result, contract: Contract):
-        super().__init__(result.message)
-        self.result = result
-        self.contract = contract
-
-
-class ContractItem(pytest.Item):
-    def __init__(self, *, contract: Contract, ep: EpUnderTest, device: dict[str, Any], params: dict[str, Any], **kwargs):
-        super().__init__(**kwargs)
-        self.contract = contract
-        self.ep = ep
-        self.device = device
-        self.params = params
-        self.run: ConformanceRun = self.config.stash[RUN_KEY]
-        for marker in ["conformance", *ids.markers(contract)]:
-            self.add_marker(marker)  # -m required, -m family_copy, -m "subject_ep and not isolated"
-        self._decision: tuple[Skip | None] | None = None
-
-    def decision(self) -> Skip | None:
-        """Whether the contract applies here (a pure function of the facts, so decided once)."""
-        if self._decision is None:
-            from conformance.rules import applicability
-
-            self._decision = (applicability.decide(self.contract, self.ep.facts, self.device, self.ep.spec),)
-        return self._decision[0]
-
-    def planned(self) -> Planned:
-        request = {"op": "run", "contract": self.contract.id, "device": self.device["index"], "params": self.params}
-        return Planned(self.nodeid, request, f"{self.contract.id} on {self.device['label']}", self)
-
-    def _result(self, outcome: Outcome, message: str, details: dict | None = None, duration: float = 0.0) -> Result:
-        return Result(
-            contract=self.contract.id, ep=self.ep.facts["provider"], device=self.device["label"], params=self.params,
-            outcome=outcome, message=message, spec=str(self.contract.location), severity=self.contract.severity,
-            subject=(details or {}).get("subject", self.contract.subject), nodeid=self.nodeid, duration=duration, details=details or {},
-        )
-
-    def quarantined(self) -> str:
-        """Why this check is not run at all after an earlier loss on its EP device ('' if it runs)."""
-        return self._quarantine().reason(self.contract.check, self.params.get("direction"))
-
-    def _quarantine(self) -> Quarantine:
-        return self.ep.quarantine(self.device["index"])
-
-    def setup(self) -> None:
-        # What is decided before anything runs (not applicable, quarantined) is skipped here, as
-        # pytest's skip marks are; the check itself runs in the call (runtest), so that a crash
-        # or a timeout is an error of the call and --durations shows the check's own time.
-        skip = self.decision()
-        if skip:
-            result = self._finish(self._result(skip.outcome, skip.reason))
-        elif self.quarantined():
-            result = self._finish(self._result(Outcome.NOT_RUN, f"not run: {self.quarantined()}"))
-        else:
-            return
-        if not result.details.get("strict"):
-            pytest.skip(f"[{result.outcome.value}] {result.message}")
-
-    def _run(self) -> Result:
-        result = self._result(*self.run.scheduler.run_case(self))
-        if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
-            self._quarantine().record(result, self.contract.check, self.params.get("direction"), self.name)
-        return self._finish(result)
-
-    def _finish(self, result: Result) -> Result:
-        """`result` after the EP spec's waivers and the strict rules, kept for the reports."""
-        from conformance.rules import strict as strict_rules
-        from conformance.rules import waivers as waiver_rules
-
-        result = waiver_rules.apply(result, self.ep.spec, self.ep.facts)
-        if self.run.strict:
-            result = strict_rules.mark(result, self.contract, self.ep.spec)
-        self.stash[RESULT_KEY] = result
-        self.user_properties.extend(result.case_properties())
-        return result
-
-    def runtest(self) -> None:
-        result = self.stash.get(RESULT_KEY, None) or self._run()
-        if result.details.get("strict"):
-            pytest.fail(f"[{result.outcome.value}] strict run: {result.details['strict']}", pytrace=False)
-        if result.is_finding and not result.against_ep:
-            prefix = "" if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] "
-            whose = "the onnxruntime package" if result.subject == "package" else "onnxruntime"
-            pytest.xfail(f"finding against {whose}, not the EP: {prefix}{result.message}")
-        if result.outcome is Outcome.FAIL or result.outcome in PYTEST_ERRORS:
-            raise ContractFailure(result, self.contract)  # an error's report is marked one (see pytest_report_teststatus)
-        if result.outcome is not Outcome.PASS:
-            pytest.skip(f"[{result.outcome.value}] {result.message}")
-
-    def repr_failure(self, excinfo, style=None):
-        if isinstance(excinfo.value, ContractFailure):
-            return terminal.failure_repr(excinfo.value.result, self.contract, self.config.getoption("tbstyle", "auto"), self.run.report_dir)
-        if isinstance(excinfo.value, pytest.xfail.Exception):
-            return str(excinfo.value)  # its reason says it all; a traceback of the plugin would not
-        return super().repr_failure(excinfo, style=style)
-
-    def reportinfo(self):
-        # The headline of the case's failure in pytest's FAILURES section: the case with its parameters.
-        return self.path, self.contract.location.line - 1, f"{self.name} [{self.contract.severity}]"
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -11,6 +11,7 @@ choice between `<failure>` and `<error>` goes by the phase alone.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -112,3 +113,16 @@ def duration(result: Result, measured: float) -> float:
     time pytest waited behind other requests; a crash or timeout has none of its own, and keeps
     the time waited for it (`measured`)."""
     return measured if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT) or not result.duration else result.duration
+
+
+def written_lines(written: list[Path], folder: Path) -> list[str]:
+    """A `report:` line per file of the report set, and one line for the reproducers' folder
+    (a failing run writes hundreds of scripts there; the failures name each one)."""
+    from conformance.report.repro_files import FOLDER
+
+    repro = folder / FOLDER
+    scripts = [path for path in written if path.parent == repro]
+    lines = [f"report: {path}" for path in written if path.parent != repro]
+    if scripts:
+        lines.append(f"reproducers: {repro}{os.sep} ({len(scripts)} standalone script{'s' if len(scripts) != 1 else ''}, one per failing case)")
+    return lines

@@ -34,7 +34,8 @@ def build(record: RunRecord) -> dict[str, Any]:
     interrupted = record.interrupted
     selection = record.selection
     subset = selection["text"] if selection and not selection["complete"] else ""
-    decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict, subset=subset)
+    decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict, subset=subset,
+                               shard=record.shard["text"] if record.shard else "")
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
     first = record.eps[0].facts if record.eps else {}
     as_dicts = [r.to_dict() for r in results]
@@ -58,6 +59,7 @@ def build(record: RunRecord) -> dict[str, Any]:
         "waivers": waiver_rules.summary(results),
         "strict": strict,
         "selection": selection,
+        "shard": record.shard,
         "run": {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.started)),
             "duration_s": round(record.finished - record.started, 3),
@@ -69,8 +71,33 @@ def build(record: RunRecord) -> dict[str, Any]:
             "python": record.python,
             "platform": record.platform,
             "command": record.command,
+            "wrapper": record.wrapper or None,
+            "emulated": emulation_note(record.emulated, record.cpu) if record.emulated else None,
+            "cpu": record.cpu or None,
         },
     }
+
+
+def build_or_essentials(record: RunRecord) -> dict[str, Any]:
+    """report.json's data (`build`), or, where building it raised, its essentials: the results,
+    their counts and the verdict, with `not_computed` naming what failed and why. The report set
+    is written either way: a defect of the report never costs a run its results."""
+    try:
+        return build(record)
+    except Exception as exc:
+        failure = f"the report's data (contracts, claims, EP facts): {type(exc).__name__}: {exc}"
+    results = list(record.results)
+    try:
+        decided, reasons = verdict(results, interrupted=record.interrupted or len(results) < record.collected, strict=record.strict)
+        judged, summary = decided.value, counts(results)
+    except Exception as exc:
+        judged, reasons, summary = "incomplete", [f"the verdict could not be computed: {type(exc).__name__}: {exc}"], {}
+    return {"schema": SCHEMA, "kit_version": __version__, "spec_digest": record.spec_digest, "onnxruntime": {}, "ep": {}, "eps": [],
+            "devices": [], "verdict": judged, "verdict_reasons": reasons, "summary": summary, "findings": [],
+            "results": [r.to_dict() for r in results], "capabilities": [], "contracts": {}, "not_computed": [failure],
+            "run": {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.started)), "duration_s": round(record.finished - record.started, 3),
+                    "collected": record.collected, "interrupted": record.interrupted, "strict": record.strict, "lost": [],
+                    "isolation": record.isolation, "python": record.python, "platform": record.platform, "command": record.command}}
 
 
 def machine() -> str:
@@ -78,6 +105,27 @@ def machine() -> str:
     `uname -p`), so the plugin makes it while it waits for its workers' facts rather than
     after the last check."""
     return platform.platform()
+
+
+def cpu_vendor(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The machine's CPU vendor as the kernel names it (GenuineIntel, AuthenticAMD); '' where
+    not known. Read in pytest's process, which no wrapper emulates."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() == "vendor_id":
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
+def emulation_note(emulator: str, cpu: str) -> str:
+    """What report.json's run.emulated says: the EP ran on an emulated CPU, and what follows."""
+    machine_cpu = f" (this machine's CPU is {cpu})" if cpu else ""
+    return (f"the EP's processes ran under {emulator}, so onnxruntime and the EP saw the CPU the emulator "
+            f"models, not the machine's{machine_cpu}; no throughput was measured, as it would be the emulator's")
 
 
 def _ep(facts: dict[str, Any], spec, results: list[dict[str, Any]], matrices: list[dict[str, Any]]) -> dict[str, Any]:
@@ -90,6 +138,7 @@ def _ep(facts: dict[str, Any], spec, results: list[dict[str, Any]], matrices: li
         "library": facts["library"],
         "library_sha256": facts["library_sha256"],
         "plugin_module": facts["plugin_module"],
+        "plugin_package": facts.get("plugin_package"),
         "ep_device": facts["ep_device"],
         "options": facts["options"],
         "version": next((d["ep_metadata"].get("version") for d in facts["devices"] if d.get("ep_metadata")), None),
@@ -152,14 +201,21 @@ def write_all(data: dict[str, Any], directory: Path, others: Mapping[str, bytes]
     report.html), rendered, then written as one set with `others` (the run's junit.xml): all
     replaced, or (a full disk, a symlink planted at one of the names) none of them, with one
     safe_io.UnsafeFile naming the folder and why. The summary also goes on GitHub Actions' job
-    page when $GITHUB_STEP_SUMMARY is set."""
+    page when $GITHUB_STEP_SUMMARY is set. A renderer that raises leaves its file saying so,
+    and report.json's `not_computed` names it."""
     from conformance.report import html, markdown, summary
 
-    text = summary.render(data)
-    files: dict[str, bytes | str] = {"report.json": json_text(data), "report.md": markdown.render(data), "report.html": html.render(data), "summary.md": text}
-    files.update(others or {})
+    rendered: dict[str, str] = {}
+    for name, render in (("report.md", markdown.render), ("report.html", html.render), ("summary.md", summary.render)):
+        try:
+            rendered[name] = render(data)
+        except Exception as exc:
+            failure = f"{name}: {type(exc).__name__}: {exc}"
+            data["not_computed"] = [*data.get("not_computed", []), failure]
+            rendered[name] = f"{name} could not be rendered ({failure}); report.json holds the run's results.\n"
+    files: dict[str, bytes | str] = {"report.json": json_text(data), **rendered, **(others or {})}
     written = safe_io.write_set(directory, files)
-    summary.append_step_summary(text)
+    summary.append_step_summary(rendered["summary.md"])
     return written
 
 

@@ -47,6 +47,27 @@ def advertised_memory(device: dict[str, Any], kind: str) -> str:
     return memory_label(memory)
 
 
+def run_conditions(data: dict[str, Any]) -> list[str]:
+    """What a reader must know of where the EP ran, one line each: an emulated CPU (said
+    plainly, with what it means for the figures), else the wrapper its processes ran under;
+    then what the report could not compute (report.json's not_computed)."""
+    run = data.get("run") or {}
+    missing = [f"Not computed: {what}" for what in data.get("not_computed") or []]
+    if run.get("emulated"):
+        return [f"CPU emulated: {run['emulated']}.", *missing]
+    return ([f"The EP's processes ran under `{run['wrapper']}`."] if run.get("wrapper") else []) + missing
+
+
+def ep_origin(entry: dict[str, Any]) -> str:
+    """Which build of the EP ran: its plugin package and version, its library and the library's
+    sha256 ('' for an EP built into onnxruntime)."""
+    package = entry.get("plugin_package") or {}
+    parts = [f"package {package['name']} {package['version']}"] if package else []
+    if entry.get("library"):
+        parts.append(f"library `{entry['library']}` sha256 `{entry['library_sha256']}`")
+    return ", ".join(parts)
+
+
 def params_label(params: dict[str, Any]) -> str:
     return "-".join(map(str, params.values())) or "-"
 

@@ -29,8 +29,9 @@ from conformance.report.evidence import claim_evidence
 import conformance.report.groups as groups
 import conformance.report.throughput as throughput
 import conformance.report.page as page
-from conformance.report.common import (BROKEN_VALUES, anchor, case_anchor, contract_anchor, device_line, failure_anchor, failures_of_the_ep, findings_apart,
-                                       imports_lines, params_label, partial_run, reason_contract, shared_with_the_ep, tally, unlisted_note)
+from conformance.report.common import (BROKEN_VALUES, anchor, case_anchor, contract_anchor, device_line, ep_origin, failure_anchor, failures_of_the_ep,
+                                       findings_apart, imports_lines, params_label, partial_run, reason_contract, run_conditions, shared_with_the_ep, tally,
+                                       unlisted_note)
 
 STATUS_LEGEND = {
     "supported": "the bytes arrived intact",
@@ -164,8 +165,9 @@ def _version_chain(data: dict[str, Any]) -> list[str]:
     for entry in data.get("eps", [data["ep"]]):
         declared = f"declared in {entry.get('spec')}" if entry.get("declared") else "no vendor declaration: checked against what the EP advertises"
         rows.append(("EP", f"{entry.get('name')} version {entry.get('version') or 'unknown'}; {declared}"))
-        if entry.get("library"):
-            rows.append(("EP library", f"{entry['library']} sha256 {entry['library_sha256']}"))
+        if ep_origin(entry):
+            rows.append(("EP build", ep_origin(entry)))
+    rows += [("where it ran", line) for line in run_conditions(data)]
     for device in data["devices"]:
         rows.append((f"device {device['label']}", device_line(device)))
     rows.append(("run", f"{run['started']}, {run['duration_s']} s, {run['collected']} checks collected, isolation {run['isolation']}"

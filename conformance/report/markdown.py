@@ -9,8 +9,8 @@ from conformance.catalogue.claims import unverified_count
 import conformance.report.groups as groups
 from conformance.report.evidence import claim_evidence
 import conformance.report.throughput as throughput
-from conformance.report.common import (counts_text, device_line, failures_of_the_ep, findings_apart, imports_lines, params_label, partial_run,
-                                       shared_with_the_ep, tally, unlisted_note)
+from conformance.report.common import (counts_text, device_line, ep_origin, failures_of_the_ep, findings_apart, imports_lines, params_label, partial_run,
+                                       run_conditions, shared_with_the_ep, tally, unlisted_note)
 
 
 def cell(text: Any) -> str:
@@ -31,8 +31,9 @@ def render(data: dict[str, Any]) -> str:
     out.append(f"- onnxruntime {ort.get('version')} ({ort.get('package')}), {ort.get('build', '').strip()}")
     for entry in data["eps"]:
         declared = f"declared in {entry['spec']}" if entry["declared"] else "no vendor declaration was given: checked against what the EP advertises"
-        library = f", library `{entry['library']}` sha256 `{entry['library_sha256']}`" if entry["library"] else ""
-        out.append(f"- EP {entry['name']} (version {entry['version'] or 'unknown'}; {declared}{library})")
+        origin = f", {ep_origin(entry)}" if ep_origin(entry) else ""
+        out.append(f"- EP {entry['name']} (version {entry['version'] or 'unknown'}; {declared}{origin})")
+    out += [f"- **{line}**" for line in run_conditions(data)]
     for device in data["devices"]:
         out.append(f"- device `{device['label']}`: {device_line(device)}")
     ep_counts, runtime_counts = tally(data["results"])

@@ -30,7 +30,7 @@ def script_name(result: dict[str, Any]) -> str:
 
 def standalone(result: dict[str, Any]) -> str:
     """The failing `result`'s standalone script ('' when it has none: it passed, or its
-    reproducer is the case run through the kit, or the import family's outline of its C calls)."""
+    reproducer is the case run through the kit)."""
     if result.get("outcome") not in FAILING:
         return ""
     return next((v["reproducer"] for v in result.get("details", {}).get("violations", []) if str(v.get("reproducer", "")).startswith(SCRIPT)), "")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from conformance.report.common import (case_anchor, contract_anchor, counts_text, failure_anchor, failures_of_the_ep, findings_apart, params_label,
-                                       reason_contract, shared_with_the_ep, tally)
+                                       reason_contract, run_conditions, shared_with_the_ep, tally)
 
 LIMIT = 20_000  # bytes of UTF-8; GitHub shows up to 1 MiB per step, but a summary is read at a glance
 REASONS_SHOWN = 12
@@ -70,6 +70,7 @@ def _head(data: dict[str, Any], html: str) -> list[str]:
         out += ["", f"{RUNTIME_COUNTS.format(subject='`runtime`')}: {counts_text(runtime_counts)}"]
     ort = data.get("onnxruntime") or {}
     devices = ", ".join(f"`{cell(d['label'])}`" for d in data.get("devices", [])) or "none"
+    out += [f"\n**{cell(line)}**" for line in run_conditions(data)]
     out += ["", f"kit {cell(data.get('kit_version'))} · onnxruntime {cell(ort.get('version'))} ({cell(ort.get('package'))}) · devices {devices}"
             + (" · strict" if data.get("strict") else "")]
     return out

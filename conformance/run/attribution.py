@@ -11,23 +11,22 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any, Callable
 
-from conformance.findings import Violation
+from conformance.findings import Violation, kit_snippet
 from conformance.isolation.controller import WorkerLost, WorkerRefused
-from conformance.outcomes import Outcome
-from conformance.kit_snippet import kit_snippet
+from conformance.outcomes import CaseReply, Outcome
 
 EXPECTED = {"crash": "the call to return, with a result or an error", "timeout": "the check to finish in time"}
 
 
-def outcome_of(reply_of: Callable[[], dict[str, Any]]) -> tuple[Outcome, str, dict, float]:
-    """The outcome of a check from its reply (`reply_of()`), or from how its worker was lost."""
+def outcome_of(reply_of: Callable[[], dict[str, Any]]) -> CaseReply:
+    """The outcome of a check from its reply (`reply_of()`, the wire dict), or from how its worker was lost."""
     try:
         reply = reply_of()
     except WorkerLost as lost:
-        return Outcome(lost.outcome), message_of(lost), details_of(lost), 0.0
+        return CaseReply(Outcome(lost.outcome), message_of(lost), details_of(lost))
     except WorkerRefused as exc:
-        return Outcome.ERROR, f"the worker refused the request: {exc}", {}, 0.0
-    return Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"]
+        return CaseReply(Outcome.ERROR, f"the worker refused the request: {exc}")
+    return CaseReply.from_wire(reply)
 
 
 def message_of(lost: WorkerLost) -> str:

@@ -25,6 +25,7 @@ from typing import IO, Any
 from conformance import safe_io
 from conformance.outcomes import Result
 from conformance.record import EpRecord, RunRecord
+from conformance.errors import KitError
 
 NAME = "journal.jsonl"
 SCHEMA = "ort-ep-conformance/journal/1"
@@ -84,7 +85,7 @@ class Journal:
                 pass  # a full disk reported at close: `broken` said so already, or nothing was lost
 
 
-class JournalError(Exception):
+class JournalError(KitError):
     """A journal that cannot be read back: where (path:line) and why."""
 
 
@@ -169,6 +170,18 @@ def _take(contents: Contents, kind: str, line: dict[str, Any], where: str) -> No
         raise JournalError(f"{where}: a {kind} line without what it holds ({type(exc).__name__}: {exc})") from None
 
 
+def text(contents: Contents) -> str:
+    """The journal that holds `contents`, as `parse` reads it back: the journal of a run made of
+    others' results (`ort-conformance merge` of shards)."""
+    lines: list[dict[str, Any]] = [{**contents.run, "kind": "run", "schema": SCHEMA},
+                                   {"kind": "eps", "eps": contents.eps, "spec_digest": contents.digest, "platform": contents.run.get("platform", "")},
+                                   {"kind": "collected", "count": contents.collected}]
+    lines += [{"kind": "result", "result": result.to_dict()} for result in contents.results]
+    lines += [{"kind": "capabilities", "ep": label, "matrices": matrices} for label, matrices in contents.capabilities.items()]
+    lines += [{**contents.finished, "kind": "finished"}] if contents.finished else []
+    return "".join(_encode(line) + "\n" for line in lines)
+
+
 def record(contents: Contents, catalogue: Any) -> RunRecord:
     """The RunRecord the report is built from: the journal's results, its EPs declared in
     `catalogue` (the run's spec files, read again), interrupted unless the run finished."""
@@ -183,5 +196,5 @@ def record(contents: Contents, catalogue: Any) -> RunRecord:
         collected=max(contents.collected, len(contents.results)), started=run["started"], finished=ended,
         interrupted=finished["interrupted"] if finished else True, strict=bool(run.get("strict")),
         isolation=run.get("isolation", "worker"), python=run.get("python", ""), platform=run.get("platform", ""),
-        command=run.get("command", ""),
+        command=run.get("command", ""), wrapper=run.get("wrapper", ""), emulated=run.get("emulated", ""), shard=run.get("shard"),
     )

@@ -11,15 +11,19 @@ from typing import Any, Callable
 
 from conformance.isolation.fork_client import ForkServer
 from conformance.isolation.controller import Waiting, Worker
+from conformance.isolation.in_process import InProcessWorker
 from conformance.run.quarantine import Quarantine
+
+
+# The EP's main worker: a process of its own, or this process with --conformance-isolation none.
+AnyWorker = Worker | InProcessWorker
 
 
 @dataclass
 class EpUnderTest:
     requested: str
     facts: dict[str, Any]
-    worker: Worker | None
-    runner: Any  # conformance.engine.runner.Runner when isolation is off (imported only then: it imports onnx)
+    worker: AnyWorker | None  # None only where nothing runs (--collect-only)
     capabilities: list[dict[str, Any]] = field(default_factory=list)
     quarantines: dict[int, Quarantine] = field(default_factory=dict)  # device index -> its quarantine
     # A second worker for contracts marked `isolated` (bad requests that may corrupt memory),
@@ -45,8 +49,9 @@ class WorkerPool:
     every other: replacements after a crash or hang, and the workers of isolated and
     own-process contracts; see forkserver.py), and closed at the end."""
 
-    def __init__(self, report_dir: Path, timeout: float, on_wait: Callable[[Waiting], None] | None = None):
+    def __init__(self, report_dir: Path, timeout: float, on_wait: Callable[[Waiting], None] | None = None, wrapper: tuple[str, ...] = ()):
         self.report_dir = report_dir
+        self.wrapper = wrapper  # the command every worker runs under (--conformance-wrapper)
         self.timeout = timeout
         self.workers: list[Worker] = []  # every worker launched, to close them all
         self.fork_server: ForkServer | None = None
@@ -68,7 +73,7 @@ class WorkerPool:
         run's fork server forks its processes once it serves. `warm_up`: it is started before
         collection, and may prepare for its checks meanwhile."""
         log = self.report_dir / f"worker-{_safe(name)}{f'-{role}' if role else ''}.log"
-        worker = Worker(init, timeout=self.timeout, log=log, warm_up=warm_up, on_wait=self.on_wait)
+        worker = Worker(init, timeout=self.timeout, log=log, warm_up=warm_up, on_wait=self.on_wait, wrapper=self.wrapper)
         worker.fork_server = self.fork_server
         if self.handover:
             worker.hand_over(self.handover)

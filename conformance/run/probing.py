@@ -12,24 +12,27 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from conformance.run.attribution import message_of
 from conformance.isolation.controller import Worker, WorkerLost, WorkerRefused
+from conformance.isolation.launcher import spawn_command
 from conformance.matrix import CapabilityMatrix, Device, Ep
+from conformance.options import emulator_of
 
 
 def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, str] | None = None, timeout: float = 60.0,
-              log: Path | None = None, throughput: bool = True) -> CapabilityMatrix:
+              log: Path | None = None, throughput: bool = True, wrapper: tuple[str, ...] = ()) -> CapabilityMatrix:
     """The matrix of every device of `ep` (all EPs present when None), computed in workers;
-    `throughput` False skips the GB/s figures (the probe then takes a fraction of a second)."""
-    names = [ep] if ep else _present_eps()
-    request: dict[str, Any] = {} if throughput else {"sizes": []}
+    `throughput` False skips the GB/s figures (the probe then takes a fraction of a second);
+    `wrapper`: the command the workers, and the child that lists the EPs, run under."""
+    names = [ep] if ep else _present_eps(wrapper)
+    # Under an emulator a GB/s figure would be the emulator's: none is measured (options.emulator_of).
+    request: dict[str, Any] = {} if throughput and not emulator_of(wrapper) else {"sizes": []}
     eps = []
     for name in names:
-        worker = Worker({"ep": name, "library": library, "options": options or {}}, timeout=timeout, log=log)
+        worker = Worker({"ep": name, "library": library, "options": options or {}}, timeout=timeout, log=log, wrapper=wrapper)
         try:
             facts = worker.start()
             devices = []
@@ -48,14 +51,17 @@ def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, 
     return CapabilityMatrix(tuple(eps))
 
 
-def _present_eps() -> list[str]:
+def _present_eps(wrapper: tuple[str, ...] = ()) -> list[str]:
     """Every EP get_ep_devices() lists, asked in a child process (this one never imports
     onnxruntime); WorkerRefused with the kit's message when onnxruntime cannot be imported."""
     code = ("import json, sys\n"
             "from conformance.target.eps import EpUnavailable, import_onnxruntime\n"
             "try:\n    ort = import_onnxruntime()\nexcept EpUnavailable as exc:\n    sys.exit(str(exc))\n"
             "print(json.dumps(sorted({d.ep_name for d in ort.get_ep_devices()})))")
-    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    try:
+        completed = subprocess.run(spawn_command(wrapper, "-c", code), capture_output=True, text=True)
+    except OSError as exc:
+        raise WorkerRefused(f"listing the EPs present failed: {' '.join(spawn_command(wrapper))} cannot be executed: {exc.strerror or exc}") from None
     if completed.returncode != 0:
         raise WorkerRefused(completed.stderr.strip() or f"listing the EPs present failed (exit status {completed.returncode})")
     return json.loads(completed.stdout)

@@ -20,6 +20,7 @@ from typing import IO, Any
 
 from conformance import safe_io
 from conformance.run.journal import Journal
+from conformance.errors import KitError
 
 LOCK = ".lock"
 
@@ -53,7 +54,7 @@ class RunFolder:
             lock.close()  # the lock goes with the file
 
 
-class FolderRefused(Exception):
+class FolderRefused(KitError):
     """The report folder cannot be used: the message says which and why."""
 
 

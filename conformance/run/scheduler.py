@@ -2,32 +2,39 @@
 
 Each worker is asked for its requests in run order (checks, then the copy probe, then the
 isolated contracts), sent ahead in one batch so that it runs checks while pytest reports earlier
-ones; a request is sent again (with what follows it) when a crash replaced its worker. Must not
-know: pytest's hooks, the report.
+ones; a request is sent again (with what follows it) when a crash replaced its worker. It works
+on plain data, as pytest-xdist's schedulers work on node ids: a case arrives as a `Planned`
+request that says which EP runs it, how it is isolated and what its quarantine keys on, and
+leaves as a `CaseReply`. Must not know: pytest, the plugin's items, the report.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
+from conformance.isolation.controller import WorkerLost, WorkerRefused
+from conformance.outcomes import CaseReply
 from conformance.run.attribution import outcome_of
-from conformance.isolation.controller import Worker, WorkerLost, WorkerRefused
-from conformance.run.pool import EpUnderTest, WorkerPool
-
-if TYPE_CHECKING:
-    from conformance.outcomes import Outcome
-    from conformance.plugin.hooks import ContractItem
+from conformance.run.pool import AnyWorker, EpUnderTest, WorkerPool
 
 
 @dataclass(frozen=True)
 class Planned:
-    """A request for a worker: its id (the item's node id), the request, and what to call it."""
+    """A request for a worker: its id (a case's node id), the request, and what to call it. For a
+    case (a probe has none of these): the EP that runs it (`ep`, the name it was requested by),
+    whether it is `isolated` (a bad request, run after everything else or in a worker of its
+    own) or runs in a process of its own (`own_process`), and what its quarantine keys on (its
+    `check` function and copy `direction`, see quarantine.LostPattern)."""
 
     id: str
     request: dict[str, Any]
     what: str
-    item: "ContractItem | None" = None
+    ep: str = ""
+    isolated: bool = False
+    own_process: bool = False
+    check: str = ""
+    direction: str | None = None
 
 
 class Scheduler:
@@ -41,47 +48,51 @@ class Scheduler:
         self.pool = pool
         self.lookahead = lookahead
         self.probe_sizes = probe_sizes
-        self.plans: dict[Worker, list[Planned]] = {}
-        self.plan_position: dict[tuple[Worker, str], int] = {}
+        self.plans: dict[AnyWorker, list[Planned]] = {}
+        self.plan_position: dict[tuple[AnyWorker, str], int] = {}
 
-    def run_case(self, item: "ContractItem") -> "tuple[Outcome, str, dict, float]":
-        if item.contract.own_process:
-            worker = self.pool.own(item.ep)
+    def run_case(self, planned: Planned) -> CaseReply:
+        if planned.own_process:
+            worker = self.pool.own(self._ep(planned))
             try:
-                return outcome_of(lambda: worker.request(self._request(worker, item.planned()), what=item.planned().what)["result"])
+                return outcome_of(lambda: worker.request(self._request(worker, planned), what=planned.what)["result"])
             finally:
                 worker.close()
-        if not self.runs_in_worker(item):
-            return outcome_of(lambda: item.ep.runner.run(item.contract.id, item.device["index"], item.params))
-        return outcome_of(lambda: self._collect(self.worker_for(item), item.planned())["result"])
+        return outcome_of(lambda: self._collect(self.worker_for(planned), planned)["result"])
 
-    def worker_for(self, item: "ContractItem") -> Worker:
-        if not item.contract.isolated or (self.lookahead and item.ep.worker):
-            assert item.ep.worker is not None, "run_case sends a contract that is not isolated to the EP's worker only under worker isolation"
-            return item.ep.worker
-        return self.pool.isolated(item.ep)
+    def quarantined(self, planned: Planned) -> str:
+        """Why the case is not run at all after an earlier loss on its EP device ('' if it runs)."""
+        return self._ep(planned).quarantine(planned.request["device"]).reason(planned.check, planned.direction)
 
-    @staticmethod
-    def runs_in_worker(item: "ContractItem") -> bool:
-        """Isolated contracts run in a worker even with --conformance-isolation none: a bad
-        request may abort onnxruntime (as a failed rebind does on the CPU EP of 1.32), and
-        pytest itself must never die. Own-process contracts are not planned (see run_case)."""
-        return not item.contract.own_process and (item.contract.isolated or item.ep.worker is not None)
+    def worker_for(self, planned: Planned) -> AnyWorker:
+        """The EP's main worker; for an isolated contract, where the main one is not a process of
+        its own (--conformance-isolation none: a bad request may abort onnxruntime, as a failed
+        rebind does on the CPU EP of 1.32, and pytest itself must never die) or where requests are
+        not planned ahead to run it last, the EP's worker of isolated contracts."""
+        ep = self._ep(planned)
+        assert ep.worker is not None, "every EP has a worker where cases run (only --collect-only has none)"
+        if not planned.isolated or (self.lookahead and ep.worker.isolates):
+            return ep.worker
+        return self.pool.isolated(ep)
+
+    def _ep(self, planned: Planned) -> EpUnderTest:
+        return next(ep for ep in self.eps if ep.requested == planned.ep)
 
     # --- the copy probe ------------------------------------------------------------------------
 
     def probe(self, ep: EpUnderTest) -> None:
+        assert ep.worker is not None, "the probe runs where cases run (only --collect-only has no worker)"
         for device in ep.facts["devices"]:
-            planned = self.planned_probe(device)
             try:
-                if ep.worker:
-                    ep.capabilities.append(self._collect(ep.worker, planned)["capabilities"])
-                else:
-                    from conformance.engine.capabilities import capability_matrix
-
-                    ep.capabilities.append(capability_matrix(ep.runner.context(device["index"]), planned.request["sizes"]))
-            except (WorkerLost, WorkerRefused) as exc:
-                ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": str(exc), "pairs": []})
+                ep.capabilities.append(self._collect(ep.worker, self.planned_probe(device))["capabilities"])
+                continue
+            except WorkerLost as exc:
+                error = str(exc)
+            except WorkerRefused as exc:  # the probe raised, in the worker or (--conformance-isolation none) in this process
+                error = f"the copy matrix could not be computed: {exc}"
+            except Exception as exc:  # anything else is the matrix's failure too, never the run's
+                error = f"the copy matrix could not be computed: {type(exc).__name__}: {exc}"
+            ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": error, "pairs": []})
 
     def probe_all(self) -> bool:
         """The copy matrix of every EP device; False when Ctrl-C stopped it."""
@@ -104,22 +115,22 @@ class Scheduler:
 
     # --- planning and sending ahead --------------------------------------------------------
 
-    def plan(self, items: Iterable["ContractItem"]) -> None:
+    def plan(self, cases: Iterable[Planned]) -> None:
         """Each worker's requests in the order it runs them: the checks, the copy probe, and
         last the isolated contracts (bad requests), so that whatever they break in the worker
         cannot leak into a check or the probe; a worker lost to one is replaced for the rest.
-        `items`: the checks that apply, in pytest's order."""
+        `cases`: the checks that apply, in pytest's order."""
         # Contracts run in a process of their own (own_process) are not sent ahead.
-        planned = [item for item in items if self.runs_in_worker(item)]
-        for item in planned:
-            if not item.contract.isolated:
-                self.plans.setdefault(self.worker_for(item), []).append(item.planned())
+        planned = [case for case in cases if not case.own_process]
+        for case in planned:
+            if not case.isolated:
+                self.plans.setdefault(self.worker_for(case), []).append(case)
         for ep in self.eps:
             if ep.worker:
                 self.plans.setdefault(ep.worker, []).extend(self.planned_probe(device) for device in ep.facts["devices"])
-        for item in planned:
-            if item.contract.isolated:
-                self.plans.setdefault(self.worker_for(item), []).append(item.planned())
+        for case in planned:
+            if case.isolated:
+                self.plans.setdefault(self.worker_for(case), []).append(case)
         self.plan_position = {(worker, p.id): i for worker, plan in self.plans.items() for i, p in enumerate(plan)}
 
     def start_plans(self) -> None:
@@ -129,10 +140,10 @@ class Scheduler:
             if ep.worker and self.plans.get(ep.worker):
                 self._send_ahead(ep.worker, self.plans[ep.worker][0])
 
-    def _collect(self, worker: Worker, planned: Planned) -> dict[str, Any]:
+    def _collect(self, worker: AnyWorker, planned: Planned) -> dict[str, Any]:
         """The worker's reply to `planned`, sending it (and what follows it in the plan) first
         when the worker does not have it queued, e.g. after a crash replaced the worker."""
-        if planned.item and planned.item.contract.isolated:
+        if planned.isolated:
             worker.stand_by()  # a bad request is likely to take the worker down
         while True:
             if not worker.outstanding(planned.id):
@@ -141,10 +152,10 @@ class Scheduler:
             if reply is not None:
                 return reply
 
-    def _send_ahead(self, worker: Worker, planned: Planned) -> None:
+    def _send_ahead(self, worker: AnyWorker, planned: Planned) -> None:
         worker.submit([(p.id, self._request(worker, p), p.what) for p in self._ahead(worker, planned)])
 
-    def _request(self, worker: Worker, planned: Planned) -> dict[str, Any]:
+    def _request(self, worker: AnyWorker, planned: Planned) -> dict[str, Any]:
         """`planned`'s request with the calls quarantined on its EP device so far (a request is
         sent again after a loss, so the ones that follow a loss know of it); without the key
         when there are none."""
@@ -152,10 +163,10 @@ class Scheduler:
         calls = ep.quarantine(planned.request["device"]).wire() if ep else None
         return dict(planned.request, quarantined=calls) if calls else planned.request
 
-    def _ahead(self, worker: Worker, planned: Planned) -> list[Planned]:
+    def _ahead(self, worker: AnyWorker, planned: Planned) -> list[Planned]:
         """`planned`, then the rest of the worker's plan that is still to run."""
         position = self.plan_position.get((worker, planned.id))
         if position is None:
             return [planned]
         rest = self.plans[worker][position + 1:]
-        return [planned] + [p for p in rest if not worker.outstanding(p.id) and not (p.item and p.item.quarantined())]
+        return [planned] + [p for p in rest if not worker.outstanding(p.id) and not (p.check and self.quarantined(p))]

@@ -132,6 +132,9 @@ class Endpoints:
             copy = lambda: self.ctx.ort.copy_tensors([self.source], [self.destination], None)  # noqa: E731
         elif method == "update_inplace":
             copy = lambda: self.destination.update_inplace(self.source)  # noqa: E731
+        elif method == "update_inplace_numpy":
+            # from the host array behind the CPU source: the path an application takes with numpy data
+            copy = lambda: self.destination.update_inplace(self._storage[0])  # noqa: E731
         else:
             raise ValueError(f"unknown copy method {method!r}")
         if synchronize is None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from conformance import apis
 from conformance.findings import message_line
 from conformance.catalogue.contracts import Catalogue, EpSpec
 from conformance.options import reason_of
+from conformance.errors import KitError
 
 ONNXRUNTIME_FLAVOURS = (
     "onnxruntime (CPU; `pip install ort-ep-conformance[cpu]`)",
@@ -30,7 +32,7 @@ ONNXRUNTIME_FLAVOURS = (
 )
 
 
-class EpUnavailable(Exception):
+class EpUnavailable(KitError):
     """The EP cannot be used here; the message says why and what to do."""
 
 
@@ -113,9 +115,35 @@ def _plugin(module_name: str) -> tuple[str, str]:
     return module.library_path(), module.EP_NAME
 
 
+def plugin_package(module_name: str) -> dict[str, str] | None:
+    """The distribution that installed plugin module `module_name`, and its version."""
+    import importlib.metadata  # only here: see installed_plugin_modules
+
+    for dist in importlib.metadata.packages_distributions().get(module_name, []):
+        try:
+            return {"name": dist, "version": importlib.metadata.version(dist)}
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def as_installed(ort, catalogue: Catalogue, spec: EpSpec | None) -> EpSpec | None:
+    """The spec of the EP as it is installed here: an EP that ships both built into an
+    onnxruntime build and as a plugin package (OpenVINO) is the plugin where this build does not
+    list the provider and the plugin package is installed (`--ep=openvino` with
+    onnxruntime-ep-openvino); otherwise `spec` itself. Each has its own spec: their memory
+    models differ."""
+    if spec is None or spec.plugin_module or spec.provider in ort.get_available_providers():
+        return spec
+    plugin = next((ep for ep in catalogue.eps if ep.provider == spec.provider and ep.plugin_module), None)
+    if plugin is None or importlib.util.find_spec(plugin.plugin_module) is None:  # type: ignore[arg-type]
+        return spec
+    return plugin
+
+
 def resolve(name: str, catalogue: Catalogue, *, library: str | None = None, options: dict[str, str] | None = None) -> EpTarget:
     ort = import_onnxruntime()
-    spec = catalogue.ep_spec(name)
+    spec = catalogue.ep_spec(name) if library else as_installed(ort, catalogue, catalogue.ep_spec(name))
     provider = spec.provider if spec else name
     target = EpTarget(name, provider, spec, [], dict(options or {}))
     listed_before = {d.ep_name for d in ort.get_ep_devices()} if library else set()
@@ -329,6 +357,7 @@ def describe(target: EpTarget) -> dict[str, Any]:
         "library": target.library,
         "library_sha256": target.library_sha256,
         "plugin_module": target.plugin_module,
+        "plugin_package": plugin_package(target.plugin_module) if target.plugin_module else None,
         "ep_device": bool(target.devices),
         "unusable": target.unusable,
         "options": target.options,

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from conformance import data, safe_io
 
 from conformance.target import tensors
+from conformance.errors import KitError
 
 if TYPE_CHECKING:  # imported where a model is built: see build()
     import onnx
@@ -122,7 +123,7 @@ def warm_up() -> None:
         pass  # an onnx that does not import fails the checks that build models, each saying why
 
 
-class UnbuildableModel(Exception):
+class UnbuildableModel(KitError):
     """The recipe's operators do not accept the element type (an ONNX rule, not the EP's)."""
 
 

@@ -37,6 +37,7 @@ from conformance.report.junit_schema import Problem  # its path: a file of the b
 from conformance.options import reason_of
 from conformance.outcomes import Outcome, Result, counts, verdict
 from conformance.report.schema import parse_json, report_problems
+from conformance.errors import KitError
 
 SCHEMA = "ort-ep-conformance/bundle/1"
 MANIFEST = "manifest.json"
@@ -69,7 +70,7 @@ def require_report_shape(path: Path, report: Any) -> None:
         raise BundleError(path, f"not a conformance report: {problems[0]}{more}")
 
 
-class BundleError(Exception):
+class BundleError(KitError):
     """A bundle that cannot be written or read: the file at fault and what is wrong with it."""
 
     def __init__(self, path: Path | str, message: str):
@@ -399,6 +400,9 @@ def _results(report: dict[str, Any], required_contracts: set[str]) -> list[Probl
     except (TypeError, ValueError, KeyError) as exc:
         return [Problem("report.json", f"a result is malformed: {exc}")]
     problems = []
+    if (report.get("shard") or {}).get("text"):
+        problems.append(Problem("report.json", f"{report['shard']['text']} of a run: a shard alone is no submission; "
+                                               "`ort-conformance merge` every shard's report folder and bundle the merged one"))
     required = required_contracts | {cid for cid, c in report.get("contracts", {}).items() if c.get("severity") == "required"}
     present = {(r.ep, r.device, r.contract) for r in results}
     for device in report["devices"]:
@@ -415,7 +419,9 @@ def _results(report: dict[str, Any], required_contracts: set[str]) -> list[Probl
     run = report.get("run", {})
     selection = report.get("selection") or {}
     subset = selection.get("text", "") if not selection.get("complete", True) else ""
-    decided, _ = verdict(results, interrupted=bool(run.get("interrupted")) or (collected or 0) > len(results), strict=bool(report.get("strict")), subset=subset)
+    shard = report.get("shard") or {}
+    decided, _ = verdict(results, interrupted=bool(run.get("interrupted")) or (collected or 0) > len(results), strict=bool(report.get("strict")), subset=subset,
+                         shard=shard.get("text", ""))
     if decided.value != report["verdict"]:
         problems.append(Problem("report.json", f"verdict {report['verdict']!r}, but the results give {decided.value!r}"))
     return problems

@@ -5,7 +5,7 @@
 quarantined), `evidence` (`evidence.Evidence`: what the check proved, as data), `memories`
 (`memories.Memories`: memory infos and facts, placing, copying and reading values), `sessions`
 (`sessions.Sessions`: sessions built once per worker and shared, their node assignment, runs
-that stay on the EP, refused sessions explained) and `snippets` (`snippets.Snippets`:
+that stay on the EP, refused sessions explained; `taken.TakenModels` finds a model a narrow EP takes) and `snippets` (`snippets.Snippets`:
 reproducer code). They share one `DeviceUnderTest`. Checks call `ctx.place(...)`, `ctx.session(...)`; the
 context forwards each name to the part that has it.
 """
@@ -20,6 +20,7 @@ from conformance.checks.context.memories import Memories
 from conformance.checks.context.progress import CallGuard
 from conformance.checks.context.sessions import SessionInfo, Sessions
 from conformance.checks.context.snippets import ASSIGNMENT_CONFIG, Snippets
+from conformance.checks.context.taken import TakenModels
 from conformance.target.eps import EpTarget, import_onnxruntime
 from conformance.target.models import ModelCache
 
@@ -53,6 +54,7 @@ class CheckContext:
         self.memories = Memories(self.under_test, self.guard)
         self.snippets = Snippets(self.under_test)
         self.sessions = Sessions(self.under_test, models, self.guard, self.snippets, self.evidence)
+        self.taken_models = TakenModels(self.sessions)
 
     def begin(self, on_progress=None, quarantined: list[dict[str, Any]] | None = None) -> None:
         """A new check starts (see CallGuard.begin); it has proved nothing yet."""
@@ -73,5 +75,6 @@ class CheckContext:
     wrap_cpu, allocate, copy, read, place, only_plain_cpu, watch = (_Part("memories") for _ in range(7))
     # sessions
     session, create_session, assignment_of, require_nodes_on_ep, running, cpu_session = (_Part("sessions") for _ in range(6))
+    session_on_ep = _Part("taken_models")
     # reproducers
     preamble, session_snippet, memory_expr = (_Part("snippets") for _ in range(3))

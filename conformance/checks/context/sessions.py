@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -55,8 +56,14 @@ class Sessions:
             except Exception as exc:
                 Refusal(self.under_test, self.models, self.guard.reproducer).explain(exc, model, path, recipe, dtype)
                 raise
-            self._sessions[key] = SessionInfo(session, path, recipe, self.assignment_of(session))
+            info = self._sessions[key] = SessionInfo(session, path, recipe, self.assignment_of(session))
+            if path is not None and info.assignment.get(self.under_test.target.provider):
+                self.snippets.taken[os.path.abspath(path)] = sorted(info.assignment[self.under_test.target.provider])
         return self._sessions[key]
+
+    def made(self) -> dict[tuple[str, str, tuple[int, ...]], SessionInfo]:
+        """The sessions this worker has made, by (recipe, element type, shape); "cpu:" recipes are the CPU EP's alone."""
+        return dict(self._sessions)
 
     def cpu_session(self, recipe: str, dtype: tensors.DType, shape: tuple[int, ...]) -> SessionInfo:
         """A session of the model on the CPU EP alone, the EP under test not in it: for the

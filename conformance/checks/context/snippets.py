@@ -26,7 +26,7 @@ ALARM_SECONDS = 120  # longer than any check's own calls take on a healthy build
 
 # The helpers every script has: values, placing and reading them, and the two endings of a step.
 HELPERS = '''\
-import ctypes, os, signal
+import ctypes, os, signal, sys
 import numpy as np
 import onnxruntime as ort
 
@@ -115,6 +115,48 @@ def works(what, call, *args, **kwargs):  # a call that must succeed: its error i
         raise AssertionError(f"{what}: expected it to succeed, got {type(error).__name__}: {error}") from None
 
 
+def precondition(holds, what, expected, actual):  # the set-up the run had: where it differs the script would test something else, so it stops
+    if not holds:
+        print(f"precondition not met: {what}: expected {expected}, got {actual}. "
+              "This script tests nothing without the set-up of the run it comes from (see its first lines).", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def environment_as_in_the_run(setup, faults):  # setup: variables as the run had them (None: unset); faults: said, not required
+    for name, value in setup.items():
+        now = os.environ.get(name) or None
+        precondition(now == value, f"environment variable {name}, which sets the EP up", "unset" if value is None else repr(value),
+                     "unset" if now is None else repr(now))
+    for name, value in faults.items():
+        now = os.environ.get(name) or None
+        if value is not None and now != value:
+            here = "unset" if now is None else repr(now)
+            print(f"note: the run had {name}={value} (its failing build); here it is {here}: this tests the build without that fault. "
+                  f"Run it as `{name}={value} python {os.path.basename(sys.argv[0] or 'this.py')}` to see the failure.")
+
+
+def device_as_in_the_run(provider, index, hardware):  # the EP device the run tested: its index among the EP's devices, its hardware type
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == provider]
+    precondition(len(devices) > index, f"EP devices of {provider}", f"at least {index + 1}", len(devices))
+    seen = devices[index].device.type.name.lower()
+    precondition(hardware is None or seen == hardware, f"the hardware type of {provider}'s device {index}", hardware, seen)
+    return devices[index]
+
+
+def memory_as_in_the_run(device, kind):  # the EP device's memory info of `kind`, which the run saw advertised
+    info = device.memory_info(getattr(ort.OrtDeviceMemoryType, kind))
+    precondition(info is not None, f"the EP device's {kind} memory", "advertised (the run used it)", "none advertised")
+    precondition(info.device_mem_type.name == kind, f"the memory type of the EP device's {kind} memory info", kind, info.device_mem_type.name)
+    return info
+
+
+def nodes_as_in_the_run(session, provider, expected):  # the op types the EP took, as in the run (None: the run did not see them; some)
+    assignment = [(g.ep_name, [n.op_type for n in g.get_nodes()]) for g in session.get_provider_graph_assignment_info()]
+    taken = sorted(op for ep, ops in assignment if ep == provider for op in ops)
+    assert taken, f"{provider} took no node of the model: expected some, got {assignment!r}"
+    precondition(expected is None or taken == expected, f"the nodes {provider} took", expected, taken)
+
+
 def refused(what, call, *args):  # a call that must be refused, with a message
     try:
         call(*args)
@@ -128,6 +170,9 @@ def refused(what, call, *args):  # a call that must be refused, with a message
 class Snippets:
     def __init__(self, under_test: DeviceUnderTest):
         self.under_test = under_test
+        # {model path: the op types the EP took of it}, filled as sessions are made
+        # (`Sessions.session`), so that a script requires the nodes its run saw on the EP.
+        self.taken: dict[str, list[str]] = {}
 
     def script(self, title: str, body: str) -> str:
         """A complete script: what it reproduces, the helpers, the EP's set-up, then `body`."""
@@ -135,16 +180,41 @@ class Snippets:
                 f"{HELPERS}\n{self.preamble()}\n\n{body.rstrip()}\n")
 
     def preamble(self) -> str:
-        """The EP set up as the worker sets it up: the plugin library registered by its absolute
-        path, `dev` the EP device under test, `DEFAULT` and `HOST_ACCESSIBLE` its memory infos."""
-        target, lines = self.under_test.target, []
+        """The EP set up as the worker sets it up, and the run's set-up required: the
+        environment variables the EP's spec names as its set-up with the values the run had,
+        the plugin library registered by its absolute path, `dev` the EP device under test (its
+        index and hardware type as in the run), `DEFAULT` and `HOST_ACCESSIBLE` its memory
+        infos where the run saw them advertised. A script run without that set-up exits 2 and
+        says what differs, instead of testing something else (plain CPU memory for a memory the
+        EP no longer advertises)."""
+        target, lines = self.under_test.target, self.setup_record()
         if target.registration and target.library:
             lines.append(f"ort.register_execution_provider_library({target.registration!r}, {os.path.abspath(target.library)!r})")
         if self.under_test.device is not None:
-            lines.append(f"dev = [d for d in ort.get_ep_devices() if d.ep_name == {target.provider!r}][{self.under_test.index}]")
-            lines += [f"{kind.upper()} = dev.memory_info(ort.OrtDeviceMemoryType.{kind.upper()})" for kind in ("default", "host_accessible")
+            hardware = (self.under_test.facts.get("hardware") or {}).get("type")
+            lines.append(f"dev = device_as_in_the_run({target.provider!r}, {self.under_test.index}, {hardware!r})")
+            lines += [f"{kind.upper()} = memory_as_in_the_run(dev, {kind.upper()!r})" for kind in ("default", "host_accessible")
                       if self.under_test.memory_info(kind) is not None]
-        return "\n".join(lines) or "# a built-in EP: nothing to register"
+        return "\n".join(lines)
+
+    def setup_record(self) -> list[str]:
+        """Comment lines that say how the run set the EP up (library, its hash, EP options,
+        session config, the environment variables its spec names), and the line that requires
+        the set-up variables as the run had them."""
+        target = self.under_test.target
+        setup_names, fault_names = (target.spec.environment_setup, target.spec.environment_faults) if target.spec else ((), ())
+        setup = {name: os.environ.get(name) or None for name in setup_names}
+        faults = {name: os.environ.get(name) or None for name in fault_names}
+        lines = ["# How the run set the EP up:",
+                 f"#   EP: {target.provider}, device {self.under_test.index}",
+                 f"#   library: {os.path.abspath(target.library) if target.library else '(built in)'}"
+                 + (f" (sha256 {target.library_sha256})" if target.library_sha256 else ""),
+                 f"#   EP options: {target.provider_options!r}; session config: {target.session_config!r}"]
+        lines += [f"#   environment (set-up, required): {name}={'<unset>' if value is None else value}" for name, value in setup.items()]
+        lines += [f"#   environment (fault, the run's build): {name}={'<unset>' if value is None else value}" for name, value in faults.items()]
+        if setup or faults:
+            lines.append(f"environment_as_in_the_run({setup!r}, {faults!r})")
+        return lines
 
     def session_snippet(self, model_path: Path | str | None) -> str:
         """Lines that create `s`, a session of the model on the EP under test (after `preamble`),
@@ -165,9 +235,7 @@ class Snippets:
                          f"providers=[({target.provider!r}, {options!r}), 'CPUExecutionProvider'], enable_fallback=0)")
         lines.append("s.disable_fallback()  # an EP failure at run time is an error, not a silent rerun on the CPU EP")
         if target.facts.get("api", {}).get("graph_assignment_info"):
-            lines += [f"taken = [n.op_type for g in s.get_provider_graph_assignment_info() if g.ep_name == {target.provider!r} for n in g.get_nodes()]",
-                      f"assert taken, f'{target.provider} took no node of the model: expected some, got ' + "
-                      "repr([(g.ep_name, [n.op_type for n in g.get_nodes()]) for g in s.get_provider_graph_assignment_info()])"]
+            lines.append(f"nodes_as_in_the_run(s, {target.provider!r}, {self.taken.get(path)!r})")
         else:
             lines.append(f"assert {target.provider!r} in s.get_providers(), f'expected {target.provider} among the providers, got {{s.get_providers()}}'")
         return "\n".join(lines)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.target.interop import slots
+from conformance.errors import KitError
 
 API_VERSION = 24  # GetInteropApi appeared in 1.24; nothing else called here is newer
 ORT_API_VERSION_IN_DESCRIPTORS = 24  # `version` of the descriptors the kit fills
@@ -32,17 +33,19 @@ ORT_API_VERSION_IN_DESCRIPTORS = 24  # `version` of the descriptors the kit fill
 ELEMENT_TYPES = {"float32": 1, "uint8": 2, "int8": 3, "int32": 6, "int64": 7, "float64": 11}
 DEVICE_MEMORY_TYPES = {0: "default", 5: "host_accessible"}
 DEVICE_TYPES = {0: "cpu", 1: "gpu", 2: "fpga", 3: "npu"}
-HANDLE_TYPES = {"d3d12_resource": 0, "d3d12_heap": 1, "vk_memory_win32": 2, "vk_memory_opaque_fd": 3}
+HANDLE_TYPES = {"d3d12_resource": 0, "d3d12_heap": 1, "vk_memory_win32": 2, "vk_memory_opaque_fd": 3, "host_allocation": 4}
+# handle types younger than the interop API: the onnxruntime version that named them
+HANDLE_TYPES_SINCE = {"host_allocation": (1, 30)}
 
 _ptr, _size = ctypes.c_void_p, ctypes.c_size_t
 _Status = ctypes.c_void_p
 
 
-class Unavailable(Exception):
+class Unavailable(KitError):
     """The C path cannot run here; the message says why."""
 
 
-class OrtError(RuntimeError):
+class OrtError(KitError, RuntimeError):
     """An OrtStatus that was not OK: its code and message."""
 
     def __init__(self, call: str, code: int, message: str):
@@ -195,14 +198,23 @@ class Environment:
         self.env = env
         self.registration = registration
         if registration and library:
-            # a relative path would be taken relative to the C library's folder
-            capi.call("RegisterExecutionProviderLibrary", env, registration.encode(), str(Path(library).resolve()).encode())
+            self.register(registration, library)
+
+    def register(self, registration: str, library: str) -> None:
+        """Registers `library` under `registration`. A relative path would be taken relative to
+        the C library's folder, so it is made absolute; a /proc/self/fd/N path (a copy of the
+        library in a memfd) is kept as it is, since resolving it names no file."""
+        path = library if library.startswith("/proc/self/fd/") else str(Path(library).resolve())
+        self.capi.call("RegisterExecutionProviderLibrary", self.env, registration.encode(), path.encode())
 
     def devices(self, ep_name: str) -> list[int]:
         array = ctypes.POINTER(_ptr)()
         count = _size()
         self.capi.call("GetEpDevices", self.env, ctypes.byref(array), ctypes.byref(count))
         return [array[i] for i in range(count.value) if self.capi.call("EpDevice_EpName", _ptr(array[i])).decode() == ep_name]
+
+    def version_at_least(self, version: tuple[int, int]) -> bool:
+        return tuple(int(part) for part in self.capi.version.split(".")[:2]) >= version
 
     def unregister(self) -> None:
         if self.registration:

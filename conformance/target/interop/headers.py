@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from conformance.errors import KitError
 
 HEADER = "onnxruntime_c_api.h"
 STRUCTS = ("OrtApi", "OrtInteropApi")
@@ -26,7 +27,7 @@ _API_T = re.compile(r"^\s*ORT_API_T\s*\(\s*[^,]+,\s*(\w+)")
 _POINTER = re.compile(r"\(\s*(?:ORT_API_CALL\s*)?\*\s*(\w+)\s*\)\s*\(")
 
 
-class HeaderError(ValueError):
+class HeaderError(KitError, ValueError):
     """The header does not have the shape this reader knows; says where."""
 
 

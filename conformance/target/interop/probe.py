@@ -22,7 +22,8 @@ from typing import Any
 from conformance.calls import Call
 from conformance.findings import NotApplicable, NotRun, message_line
 from conformance.target.interop.capi import HANDLE_TYPES, OrtError
-from conformance.target.interop.rig import ImportRig, close_fd, pattern
+from conformance.target.interop.handed import Handed
+from conformance.target.interop.rig import HANDLE_KINDS, ImportRig, NullOutput, pattern
 
 COUNT = 64
 SIZE = 4 * 4096
@@ -39,21 +40,26 @@ def import_capabilities(ctx) -> dict[str, Any]:
     answer["status"] = "importer"
     with ctx.calling(Call("CanImportMemory")):
         answer["handle_types"] = [name for name in HANDLE_TYPES if rig.can_import(name)]
-    try:
-        producer = rig.require_opaque_fd()
-    except (NotRun, NotApplicable) as exc:
-        answer["reason"] = f"copies not tried: {exc}"
+    producer, skipped = None, []
+    for kind in HANDLE_KINDS:  # the first kind the kit can produce here and the importer takes
+        try:
+            producer = rig.source(kind)
+            break
+        except (NotRun, NotApplicable) as exc:
+            skipped.append(str(exc))
+    if producer is None:
+        answer["reason"] = f"copies not tried: {'; '.join(skipped)}"
         return answer
     allocation = producer.allocate(SIZE)
     values = pattern(COUNT, 13).tobytes()
     producer.write(allocation, values)
-    fd = producer.export_fd(allocation)
+    handed = Handed(producer, allocation)
     handle = None
     try:
-        with ctx.calling(Call("ImportMemory")):
-            handle = rig.import_memory(rig.descriptor(fd, SIZE))
-            first, second = rig.tensor(handle, (COUNT,)), rig.tensor(handle, (COUNT,), 8192)
+        handle = rig.import_handed(handed, SIZE)
+        first, second = rig.tensor(handle, (COUNT,)), rig.tensor(handle, (COUNT,), 8192)
         answer["tensor_memory"] = rig.memory(first)
+        answer["handle_type"] = producer.handle_type
         copies = answer["copies"]
         if rig.cpu_readable(first):
             import ctypes
@@ -67,12 +73,12 @@ def import_capabilities(ctx) -> dict[str, Any]:
             copies.append(_copy_between(rig, producer, allocation, first, second))
         rig.release_tensor(first)
         rig.release_tensor(second)
-    except OrtError as exc:
+    except (OrtError, NullOutput) as exc:
         answer["reason"] = f"the import failed: {exc}"
     finally:
         if handle is not None and handle.value:
             rig.release_handle(handle)
-        close_fd(fd)
+        handed.close()
         producer.free(allocation)
     return answer
 

@@ -1,22 +1,34 @@
 """What an import check works with: the C API, an environment with the EP under test, its
-EP device there, the device's importer, and a Vulkan producer; made once per worker.
+EP device there, the device's importer, and the producers (Vulkan for opaque fds, host memory
+for HOST_ALLOCATION); made once per worker.
 
 `ImportRig.for_context(ctx)` raises NotRun (the C path or the producer is missing here) or
 NotApplicable (the EP device has no importer), with the reason, before a check does anything.
+
+Handles are held as an application holds them (`Handed`): every import gets a native handle
+exported for it alone, and after ImportMemory returns, the rig looks whether the importer took
+the fd (closed it) and never touches a taken fd again. Every interop call is announced to the
+check (`ctx.calling`), so a crash names it, and every output is checked before use: an OK status
+with a NULL handle or tensor raises `NullOutput`, naming the call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-import os
 from typing import Any
 
 import numpy as np
 
 from conformance.calls import Call
+from conformance.errors import KitError
 from conformance.findings import NotApplicable, NotRun
 from conformance.target.interop import capi as C
-from conformance.target.interop import vulkan
+from conformance.target.interop import host, vulkan
+from conformance.target.interop.handed import Handed
+
+# the handle kinds the checks ask for -> the handle type the descriptor names
+HANDLE_KINDS = {"opaque-fd": "vk_memory_opaque_fd", "host-allocation": "host_allocation"}
 
 _RIGS: dict[tuple[Any, ...], "ImportRig | Exception"] = {}
 # onnxruntime has one OrtEnv per process (CreateEnv again returns it): one C environment per
@@ -42,15 +54,72 @@ def c_device(ctx) -> tuple[C.CApi, C.Environment, int]:
     return api, env, devices[ctx.device_index]
 
 
+class NullOutput(KitError):
+    """An interop call returned OK and left its output NULL: `call` names it, `what` the output."""
+
+    def __init__(self, call: str, what: str):
+        super().__init__(f"{call} returned OK and no {what}")
+        self.call, self.what = call, what
+
+
+class NoImporter(NotApplicable):
+    """The EP device imports nothing; `error` is the message of the error status it said so
+    with, where it did not answer OK with no importer (what onnxruntime's guide asks)."""
+
+    def __init__(self, message: str, error: str = ""):
+        super().__init__(message)
+        self.error = error
+
+
+def create_importer(api: C.CApi, device: int, calling: Any = None) -> Any:
+    """The EP device's importer; NoImporter where it has none (NULL, or an error status)."""
+    importer = ctypes.c_void_p()
+    with calling(Call("CreateExternalResourceImporterForDevice")) if calling else contextlib.nullcontext():
+        try:
+            api.interop("CreateExternalResourceImporterForDevice", ctypes.c_void_p(device), ctypes.byref(importer))
+        except C.OrtError as exc:
+            raise NoImporter(f"this EP device imports nothing: {exc.message}", exc.message) from None
+    if not importer.value:
+        raise NoImporter("the EP device gives no external resource importer (it imports nothing)")
+    return importer
+
+
+class Producers:
+    """The producers of each handle kind for one EP device, made on first use: Vulkan for opaque
+    fds (on the EP device's GPU where it can be told), host memory for HOST_ALLOCATION."""
+
+    def __init__(self, api: C.CApi, env: C.Environment, pci_bus_id: str | None):
+        self.api, self.env, self.pci_bus_id = api, env, pci_bus_id
+        self._made: dict[str, Any] = {}
+
+    def of(self, kind: str) -> Any:
+        """The producer of handle kind `kind`, whatever the importer says of it; NotRun where
+        there is none here, NotApplicable where this onnxruntime does not name the handle type."""
+        handle_type = HANDLE_KINDS[kind]
+        since = C.HANDLE_TYPES_SINCE.get(handle_type)
+        if since and not self.env.version_at_least(since):
+            raise NotApplicable(f"onnxruntime {self.api.version} has no {handle_type.upper()} handle type (it appeared in {since[0]}.{since[1]})")
+        if kind not in self._made:
+            try:
+                self._made[kind] = vulkan.open_producer(pci_bus_id=self.pci_bus_id) if kind == "opaque-fd" else host.HostProducer()
+            except vulkan.NoProducer as exc:
+                self._made[kind] = exc
+        found = self._made[kind]
+        if isinstance(found, Exception):
+            raise NotRun(f"no producer of VK_MEMORY_OPAQUE_FD memory here: {found}")
+        return found
+
+
 class ImportRig:
     """One EP device under import: the C API, the C environment, the device there, its importer,
-    and (on first use) the Vulkan producer; helpers that import, make tensors and read or write
-    them the way an application would."""
+    and (on first use) the producers; helpers that import, make tensors and read or write them
+    the way an application would, announcing each interop call to the check it serves (`ctx`)."""
 
-    def __init__(self, api: C.CApi, env: C.Environment, device: int, importer: Any, pci_bus_id: str | None = None):
+    def __init__(self, api: C.CApi, env: C.Environment, device: int, importer: Any, pci_bus_id: str | None = None, ctx: Any = None):
         self.api, self.env, self.device, self.importer = api, env, device, importer
         self.pci_bus_id = pci_bus_id  # of the EP device's hardware, where onnxruntime says (GPUs)
-        self._producer: vulkan.Producer | Exception | None = None
+        self.ctx = ctx  # the check being served: its `calling` announces each interop call
+        self.producers = Producers(api, env, pci_bus_id)
 
     @classmethod
     def for_context(cls, ctx) -> "ImportRig":
@@ -64,18 +133,21 @@ class ImportRig:
         found = _RIGS[key]
         if isinstance(found, Exception):
             raise found
+        found.ctx = ctx
         return found
 
     @classmethod
     def _make(cls, ctx) -> "ImportRig":
         api, env, device = c_device(ctx)
-        importer = ctypes.c_void_p()
-        with ctx.calling(Call("CreateExternalResourceImporterForDevice")):
-            api.interop("CreateExternalResourceImporterForDevice", ctypes.c_void_p(device), ctypes.byref(importer))
-        if not importer.value:
-            raise NotApplicable(f"{ctx.target.provider} gives no external resource importer for this device (it imports nothing)")
+        try:
+            importer = create_importer(api, device, ctx.calling)
+        except NoImporter as exc:
+            raise NoImporter(f"{ctx.target.provider}: {exc}", exc.error) from None
         hardware = getattr(ctx.device, "device", None)
         return cls(api, env, device, importer, (getattr(hardware, "metadata", None) or {}).get("pci_bus_id"))
+
+    def _calling(self, kind: str, note: str = "") -> Any:
+        return self.ctx.calling(Call(kind, note=note)) if self.ctx is not None else contextlib.nullcontext()
 
     def other_device_importer(self) -> "ImportRig":
         """The importer of another EP device of the same EP (NotApplicable when it has one device)."""
@@ -83,44 +155,52 @@ class ImportRig:
         others = [device for device in devices if device != self.device]
         if not others:
             raise NotApplicable("the EP lists one device: no handle from another device to try")
-        importer = ctypes.c_void_p()
-        self.api.interop("CreateExternalResourceImporterForDevice", ctypes.c_void_p(others[0]), ctypes.byref(importer))
-        if not importer.value:
-            raise NotApplicable("the EP's other device gives no importer")
-        return ImportRig(self.api, self.env, others[0], importer)
+        try:
+            importer = create_importer(self.api, others[0], self.ctx.calling if self.ctx else None)
+        except NoImporter as exc:
+            raise NotApplicable(f"the EP's other device: {exc}") from None
+        return ImportRig(self.api, self.env, others[0], importer, ctx=self.ctx)
 
-    # --- the producer ---------------------------------------------------------------------
+    # --- the producers --------------------------------------------------------------------
 
-    def producer(self) -> vulkan.Producer:
-        if self._producer is None:
-            try:
-                self._producer = vulkan.open_producer(pci_bus_id=self.pci_bus_id)
-            except vulkan.NoProducer as exc:
-                self._producer = exc
-        if isinstance(self._producer, Exception):
-            raise NotRun(f"no producer of VK_MEMORY_OPAQUE_FD memory here: {self._producer}")
-        return self._producer
+    def source(self, kind: str) -> Any:
+        """The producer of handle kind `kind` ('opaque-fd', 'host-allocation') once the importer
+        has said it imports it; NotRun or NotApplicable with the reason where it cannot be tried."""
+        producer = self.producers.of(kind)
+        if not self.can_import(HANDLE_KINDS[kind]):
+            raise NotApplicable(f"the importer does not import {HANDLE_KINDS[kind].upper()} (CanImportMemory is false)")
+        return producer
 
     def can_import(self, handle_type: str) -> bool:
         supported = ctypes.c_bool()
-        self.api.interop("CanImportMemory", self.importer, C.HANDLE_TYPES[handle_type], ctypes.byref(supported))
+        with self._calling("CanImportMemory"):
+            self.api.interop("CanImportMemory", self.importer, C.HANDLE_TYPES[handle_type], ctypes.byref(supported))
         return bool(supported.value)
-
-    def require_opaque_fd(self) -> vulkan.Producer:
-        producer = self.producer()
-        if not self.can_import("vk_memory_opaque_fd"):
-            raise NotApplicable("the importer does not import VK_MEMORY_OPAQUE_FD (CanImportMemory is false)")
-        return producer
 
     # --- imports ----------------------------------------------------------------------------
 
-    def descriptor(self, fd: int, size: int, offset: int = 0, handle_type: str = "vk_memory_opaque_fd",
+    def descriptor(self, native: int, size: int, offset: int = 0, handle_type: str = "vk_memory_opaque_fd",
                    version: int = C.ORT_API_VERSION_IN_DESCRIPTORS) -> C.MemoryDescriptor:
-        return C.MemoryDescriptor(version, C.HANDLE_TYPES[handle_type], ctypes.c_void_p(fd), size, offset)
+        return C.MemoryDescriptor(version, C.HANDLE_TYPES[handle_type], ctypes.c_void_p(native), size, offset)
+
+    def import_handed(self, handed: Handed, size: int, offset: int = 0, *, handle_type: str | None = None,
+                      version: int = C.ORT_API_VERSION_IN_DESCRIPTORS) -> Any:
+        """ImportMemory of a freshly handed handle; afterwards, whether the importer took the fd
+        is settled (and told the check as evidence), so that it is never used or closed again."""
+        descriptor = self.descriptor(handed.native, size, offset, handle_type or handed.handle_type, version)
+        try:
+            return self.import_memory(descriptor)
+        finally:
+            ownership = handed.settle()
+            if ownership and self.ctx is not None:
+                self.ctx.prove("fd_after_import", ownership)
 
     def import_memory(self, descriptor: C.MemoryDescriptor) -> Any:
         handle = ctypes.c_void_p()
-        self.api.interop("ImportMemory", self.importer, ctypes.byref(descriptor), ctypes.byref(handle))
+        with self._calling("ImportMemory"):
+            self.api.interop("ImportMemory", self.importer, ctypes.byref(descriptor), ctypes.byref(handle))
+        if not handle.value:
+            raise NullOutput("ImportMemory", "handle")
         return handle
 
     def tensor(self, handle: Any, shape: tuple[int, ...], offset: int = 0, element_type: str = "float32",
@@ -128,14 +208,23 @@ class ImportRig:
         dims = (ctypes.c_int64 * len(shape))(*shape)
         descriptor = C.TensorDescriptor(version, C.ELEMENT_TYPES[element_type], dims, len(shape), offset)
         value = ctypes.c_void_p()
-        self.api.interop("CreateTensorFromMemory", self.importer, handle, ctypes.byref(descriptor), ctypes.byref(value))
+        with self._calling("CreateTensorFromMemory"):
+            self.api.interop("CreateTensorFromMemory", self.importer, handle, ctypes.byref(descriptor), ctypes.byref(value))
+        if not value.value:
+            raise NullOutput("CreateTensorFromMemory", "tensor")
         return value
 
     def release_tensor(self, value: Any) -> None:
-        self.api.call("ReleaseValue", value)
+        with self._calling("ReleaseValue", "imported tensor"):
+            self.api.call("ReleaseValue", value)
 
     def release_handle(self, handle: Any) -> None:
-        self.api.interop("ReleaseExternalMemoryHandle", handle)
+        with self._calling("ReleaseExternalMemoryHandle"):
+            self.api.interop("ReleaseExternalMemoryHandle", handle)
+
+    def release_importer(self) -> None:
+        with self._calling("ReleaseExternalResourceImporter"):
+            self.api.interop("ReleaseExternalResourceImporter", self.importer)
 
     def memory(self, value: Any) -> dict[str, Any]:
         return C.memory_of(self.api, value)
@@ -152,7 +241,8 @@ class ImportRig:
         landing = (ctypes.c_uint8 * size)(*([0xA5] * size))
         destination = C.cpu_tensor(self.api, landing, (size,), C.ELEMENT_TYPES["uint8"])
         try:
-            C.copy_tensors(self.api, self.env, [value], [destination])
+            with self._calling("CopyTensors", "imported > cpu"):
+                C.copy_tensors(self.api, self.env, [value], [destination])
         finally:
             self.api.call("ReleaseValue", destination)
         return bytes(landing)
@@ -165,7 +255,8 @@ class ImportRig:
         source_buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         source = C.cpu_tensor(self.api, source_buffer, (len(data),), C.ELEMENT_TYPES["uint8"])
         try:
-            C.copy_tensors(self.api, self.env, [source], [value])
+            with self._calling("CopyTensors", "cpu > imported"):
+                C.copy_tensors(self.api, self.env, [source], [value])
         finally:
             self.api.call("ReleaseValue", source)
 
@@ -175,9 +266,3 @@ def pattern(count: int, seed: int) -> np.ndarray:
     values = (np.arange(count, dtype=np.float32) - count / 2) * np.float32(0.25) + np.float32(seed)
     return values.astype(np.float32)
 
-
-def close_fd(fd: int) -> None:
-    try:
-        os.close(fd)
-    except OSError:
-        pass

@@ -21,6 +21,9 @@ import ctypes
 import os
 from dataclasses import dataclass
 
+from conformance.errors import KitError
+from conformance.target.interop.mapping import Mapped
+
 # vulkan_core.h values (checked against the header by tests/test_interop.py)
 VK_SUCCESS = 0
 VK_STRUCTURE_TYPE_APPLICATION_INFO = 0
@@ -109,11 +112,11 @@ class _GetFdInfo(ctypes.Structure):
     _fields_ = [("sType", _u32), ("pNext", _ptr), ("memory", _u64), ("handleType", _u32)]
 
 
-class NoProducer(Exception):
+class NoProducer(KitError):
     """No Vulkan device here exports opaque fds; the message says what is missing."""
 
 
-class VulkanError(RuntimeError):
+class VulkanError(KitError, RuntimeError):
     def __init__(self, call: str, result: int):
         super().__init__(f"{call} returned VkResult {result}")
         self.call, self.result = call, result
@@ -127,9 +130,11 @@ class Allocation:
     address: int
 
 
-class Producer:
+class Producer(Mapped):
     """A Vulkan device that allocates, fills, reads and exports memory. `name` and `uuid` say
     which device (the UUID matches a GPU EP's device on hardware)."""
+
+    handle_type = "vk_memory_opaque_fd"
 
     def __init__(self, vk: ctypes.CDLL, instance: int | None, physical: int | None, device: int | None, memory_type: int, name: str, uuid: bytes):
         # handles as c_void_p: a bare int would be passed as a 32-bit C int
@@ -156,14 +161,6 @@ class Producer:
         self._allocations.append(allocation)
         return allocation
 
-    def write(self, allocation: Allocation, data: bytes, offset: int = 0) -> None:
-        if offset + len(data) > allocation.size:
-            raise ValueError(f"{len(data)} bytes at {offset} do not fit an allocation of {allocation.size}")
-        ctypes.memmove(allocation.address + offset, data, len(data))
-
-    def read(self, allocation: Allocation, size: int | None = None, offset: int = 0) -> bytes:
-        return ctypes.string_at(allocation.address + offset, allocation.size - offset if size is None else size)
-
     def export_fd(self, allocation: Allocation) -> int:
         """A new opaque fd of the allocation; the caller owns it (an import may take it)."""
         info = _GetFdInfo(VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR, None, allocation.memory, VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT)
@@ -172,6 +169,10 @@ class Producer:
         if result != VK_SUCCESS:
             raise VulkanError("vkGetMemoryFdKHR", result)
         return fd.value
+
+    def export(self, allocation: Allocation) -> int:
+        """The native handle of an opaque-fd descriptor: a new fd for every import."""
+        return self.export_fd(allocation)
 
     def free(self, allocation: Allocation) -> None:
         if allocation in self._allocations:

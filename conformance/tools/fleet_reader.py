@@ -1,0 +1,183 @@
+"""Reading a fleet table: "does this EP, at this version, copy from DEFAULT to CPU?" from a file.
+
+`ort-conformance fleet` writes fleet.json (schema `conformance/schemas/fleet.schema.json`): one
+row per EP device of each run gathered. An application reads it here instead of probing the EP at
+start-up, without onnxruntime:
+
+    fleet = conformance.fleet.load("fleet.json")
+    if fleet.supports("OpenVINOExecutionProvider", "1.8.1", "default", "cpu"): ...
+    for answer in fleet.answers("refdev", None, "cpu", "host_accessible"): print(answer)
+
+`supports` is True when `copy_tensors` moved the bytes intact in every run of that EP version
+(the newest run of each onnxruntime version and device); `answers` gives each run's
+status, detail, verdict and report. An EP, version or memory the table does not know is a
+FleetError that lists what it does know. The standard library only, and the leaf of the kit's
+errors: this module is what `conformance.fleet` exposes, and loads neither onnxruntime, numpy
+nor jsonschema.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from conformance.errors import KitError
+
+SCHEMA = "ort-ep-conformance/fleet/1"
+MEMORIES = ("cpu", "default", "host_accessible")
+_ROW_KEYS = ("ep", "ep_label", "ep_version", "onnxruntime", "device", "memory", "copies", "run")
+
+
+class FleetError(KitError):
+    """A fleet table that cannot be read, or a question it cannot answer: the message says why."""
+
+
+class UnknownEp(FleetError, LookupError):
+    """No run of that EP (or of that version of it) is in the table."""
+
+
+class UnknownMemory(FleetError, LookupError):
+    """A memory that is not one of the table's, or that the EP device does not advertise."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One run's answer for one copy direction of one EP device. `status` is the copy matrix's
+    (supported, unverified, broken, required_but_missing, not_required, unsupported), or
+    `unknown` where the run has no matrix for it; `report` links the run's report."""
+
+    ep: str
+    ep_version: str | None
+    onnxruntime: str | None
+    device: str
+    source: str
+    destination: str
+    status: str
+    detail: str
+    verdict: str
+    date: str | None
+    report: str
+    run: str
+
+    @property
+    def supported(self) -> bool:
+        return self.status == "supported"
+
+    def __str__(self) -> str:
+        return (f"{self.ep} {self.ep_version or '-'} (onnxruntime {self.onnxruntime or '-'}, device {self.device}): "
+                f"{self.source} -> {self.destination} {self.status}: {self.detail} [run {self.run}, {self.date}, {self.verdict}]")
+
+
+class Fleet:
+    """The rows of one fleet.json, and the questions an application asks of them."""
+
+    def __init__(self, data: dict[str, Any], path: str = "fleet.json"):
+        self.path = path
+        self.rows: list[dict[str, Any]] = data["rows"]
+
+    def eps(self) -> list[str]:
+        return sorted({row["ep"] for row in self.rows})
+
+    def versions(self, ep: str) -> list[str]:
+        return sorted({_version(row) or "-" for row in self._of_ep(ep)})
+
+    def _of_ep(self, ep: str) -> list[dict[str, Any]]:
+        wanted = ep.casefold()
+        rows = [row for row in self.rows if wanted in (row["ep"].casefold(), str(row["ep_label"]).casefold())]
+        if not rows:
+            raise UnknownEp(f"{self.path}: no run of EP {ep!r}; the table has {', '.join(self.eps()) or 'no EP'}")
+        return rows
+
+    def rows_of(self, ep: str, version: str | None = None, *, onnxruntime: str | None = None, device: str | None = None) -> list[dict[str, Any]]:
+        """The rows of `ep` (provider name or alias, any case) at EP `version` (None: any; an EP
+        that states no version of its own is known by its onnxruntime version), narrowed to
+        an onnxruntime version and a device label when given."""
+        rows = self._of_ep(ep)
+        if version is not None:
+            rows = [row for row in rows if _version(row) == version]
+            if not rows:
+                raise UnknownEp(f"{self.path}: no run of {ep} at version {version!r}; its versions: {', '.join(self.versions(ep))}")
+        for key, value in (("onnxruntime", onnxruntime), ("device", device)):
+            if value is not None:
+                narrowed = [row for row in rows if row[key] == value]
+                if not narrowed:
+                    known = sorted({str(row[key]) for row in rows})
+                    raise UnknownEp(f"{self.path}: no run of {ep}{' ' + version if version else ''} with {key} {value!r}; it has {', '.join(known)}")
+                rows = narrowed
+        return rows
+
+    def answers(self, ep: str, version: str | None, source: str, destination: str, *, onnxruntime: str | None = None,
+                device: str | None = None) -> list[Answer]:
+        """Each run's answer for copying from `source` to `destination` (cpu, default,
+        host_accessible, or another device's memory as the matrix names it), newest first."""
+        answers = [_answer(row, source, destination, self.path) for row in self.rows_of(ep, version, onnxruntime=onnxruntime, device=device)]
+        return sorted(answers, key=lambda a: a.date or "", reverse=True)
+
+    def supports(self, ep: str, version: str | None, source: str, destination: str, *, onnxruntime: str | None = None,
+                 device: str | None = None) -> bool:
+        """Whether copy_tensors moved the bytes intact from `source` to `destination` in the newest
+        run of each EP version, onnxruntime version and device of `ep` at `version`. False for
+        `not_required` too: both ends are CPU memory, and copy_tensors was refused (no copy is
+        needed; `answers` says so)."""
+        newest: dict[tuple, Answer] = {}
+        for answer in self.answers(ep, version, source, destination, onnxruntime=onnxruntime, device=device):
+            newest.setdefault((answer.onnxruntime, answer.device, answer.ep_version), answer)
+        return bool(newest) and all(answer.supported for answer in newest.values())
+
+
+def _version(row: dict[str, Any]) -> str | None:
+    return row["ep_version"] or row["onnxruntime"]
+
+
+def _endpoint(row: dict[str, Any], name: str, path: str) -> tuple[str, str]:
+    """(the matrix's name of memory `name` on this row's device, a note when it is another's)."""
+    wanted = name.casefold()
+    names = sorted({p["source"] for p in row["copies"]} | set(MEMORIES))
+    if wanted not in {n.casefold() for n in names}:
+        raise UnknownMemory(f"{path}: {name!r} is not a memory of the table; memories: {', '.join(names)}")
+    memory = row["memory"]
+    if wanted == "default" and (memory["default"] is None or memory["default"].get("device_type") == "cpu"):
+        return "cpu", "its DEFAULT memory is plain CPU memory; "
+    if wanted == "host_accessible" and memory["host_accessible"] is None:
+        raise UnknownMemory(f"{path}: {row['ep']} {_version(row) or ''} on device {row['device']} advertises no HOST_ACCESSIBLE memory "
+                            f"(run {row['run']['name']}); ask of cpu or default")
+    return next(n for n in names if n.casefold() == wanted), ""
+
+
+def _answer(row: dict[str, Any], source: str, destination: str, path: str) -> Answer:
+    (src, note_src), (dst, note_dst) = _endpoint(row, source, path), _endpoint(row, destination, path)
+    pair = next((p for p in row["copies"] if (p["source"], p["destination"]) == (src, dst)), None)
+    if pair is None:
+        status, detail = "unknown", row.get("probe_error") or "the run's copy matrix has no such pair"
+    else:
+        status, detail = pair["status"], pair["detail"]
+    run = row["run"]
+    return Answer(row["ep"], row["ep_version"], row["onnxruntime"], row["device"], src, dst, status, (note_src or note_dst) + detail,
+                  run["verdict"], run.get("date"), run["report"], run["name"])
+
+
+def load(path: str | Path) -> Fleet:
+    """The fleet table in `path` (fleet.json, or the folder `ort-conformance fleet` wrote it to).
+    FleetError, naming the file and what is wrong, when it is not one this reader knows."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "fleet.json"
+    try:
+        data = json.loads(path.read_bytes())
+    except OSError as exc:
+        raise FleetError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise FleetError(f"{path}: not JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        schema = data.get("schema") if isinstance(data, dict) else None
+        raise FleetError(f"{path}: not a fleet table of schema {SCHEMA} (schema {schema!r}); write one with `ort-conformance fleet`")
+    rows = data.get("rows")
+    if not isinstance(rows, list):
+        raise FleetError(f"{path}: $.rows: not a list")
+    for index, row in enumerate(rows):
+        missing = [key for key in _ROW_KEYS if not isinstance(row, dict) or key not in row]
+        if missing:
+            raise FleetError(f"{path}: $.rows[{index}]: lacks {', '.join(missing)}")
+    return Fleet(data, str(path))

@@ -1,0 +1,276 @@
+"""The fleet table (`ort-conformance fleet`), its reader (`conformance.fleet`) and the answers page
+(`ort-conformance answers`): runs gathered into one table that validates against its schema, a
+page checked in a real browser, an unverified bundle refused, and questions an application asks
+answered (or refused with a clear error) without onnxruntime."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+import headless
+from conftest import LANES
+from conformance import cli
+from conformance import fleet as reader
+from conformance.tools import bundle, fleet
+
+ROOT = Path(__file__).resolve().parents[1]
+HOST = {"name": "OpenVINO_shared_CPU", "device_type": "cpu", "vendor_id": 0x8086, "device_id": 0, "device_mem_type": "host_accessible",
+        "allocator_type": "ort_device_allocator", "mem_type": "cpu_output"}
+
+
+def host_accessible_ep(report: dict, *, imported: str = "host_accessible", inputs: str = "host_accessible") -> dict:
+    """The CPU run as if made of an EP with CPU DEFAULT memory and a HOST_ACCESSIBLE allocator, an
+    importer, copy_tensors refused between CPU and HOST_ACCESSIBLE memory, and session inputs in
+    the memory `inputs` names: the shape seed 000 describes, for the table's and the page's logic."""
+    data = copy.deepcopy(report)
+    name = "OpenVINOExecutionProvider"
+    data["ep"].update(name=name, label="openvino", version="1.8.1")
+    data["eps"] = [data["ep"]]
+    for device in data["devices"]:
+        device.update(ep=name, label="CPU", memory={"default": None, "host_accessible": HOST})
+    label = {"host_accessible": "OpenVINO_shared_CPU (cpu, vendor 0x8086, device 0, host_accessible)", "cpu": "Cpu (cpu, vendor 0x0000, device 0, default)"}
+    for result in data["results"]:
+        result.update(ep=name, device="CPU")
+        memory = (result.get("details") or {}).get("evidence", {}).get("memory")
+        if memory:
+            result["details"]["evidence"]["memory"] = {k: label[inputs] if k.startswith("input") else v for k, v in memory.items()}
+    refused = "copy_tensors refused: no data transfer"
+    data["capabilities"] = [{"ep": name, "device": "CPU", "pairs": [
+        {"source": "cpu", "destination": "cpu", "status": "not_required", "required": False, "detail": "no copy needed"},
+        {"source": "cpu", "destination": "host_accessible", "status": "not_required", "required": False, "detail": refused},
+        {"source": "host_accessible", "destination": "cpu", "status": "not_required", "required": False, "detail": refused},
+        {"source": "host_accessible", "destination": "host_accessible", "status": "supported", "required": False, "detail": "4096 bytes intact"}],
+        "imports": {"status": "importer", "reason": "", "handle_types": ["d3d12_resource"], "copies": [],
+                    "tensor_memory": {"name": "OpenVINO_shared_CPU", "device_type": "cpu", "memory_type": imported}}}]
+    return data
+
+
+def runs_folder(tmp_path: Path, cpu_reports: Path, **variant) -> list[str]:
+    """reports/cpu (the real run) and reports/openvino (its variant), as lanes/run lays them out."""
+    cpu = tmp_path / "reports" / "cpu"
+    cpu.mkdir(parents=True)
+    for name in ("report.json", "report.html"):
+        (cpu / name).write_bytes((cpu_reports / name).read_bytes())
+    other = tmp_path / "reports" / "openvino"
+    other.mkdir()
+    (other / "report.json").write_text(json.dumps(host_accessible_ep(json.loads((cpu_reports / "report.json").read_text()), **variant)))
+    return [str(cpu / "report.json"), str(other)]
+
+
+@pytest.fixture
+def table(tmp_path, cpu_reports, capsys) -> Path:
+    out = tmp_path / "fleet"
+    assert cli.main(["fleet", *runs_folder(tmp_path, cpu_reports), "-o", str(out)]) == 0
+    assert "2 EP devices of 2 runs" in capsys.readouterr().out
+    return out
+
+
+def test_fleet_writes_json_valid_against_its_published_schema_with_a_row_per_ep_device(table, cpu_reports):
+    data = json.loads((table / "fleet.json").read_text())
+    assert fleet.fleet_problems(data) == []
+    cpu, other = data["rows"]
+    report = json.loads((cpu_reports / "report.json").read_text())
+    assert (cpu["ep"], cpu["onnxruntime"], cpu["device"]) == ("CPUExecutionProvider", report["onnxruntime"]["version"], "cpu")
+    assert cpu["memory"] == {"default": None, "host_accessible": None}
+    assert [(p["source"], p["destination"], p["status"]) for p in cpu["copies"]] == [("cpu", "cpu", "not_required")]
+    assert cpu["importer"]["status"] == "none"
+    assert cpu["session"]["inputs"][0]["memory"].startswith("Cpu (cpu") and cpu["session"]["inputs"][0]["cases"] > 0
+    assert cpu["run"]["verdict"] == report["verdict"] and cpu["run"]["date"] == report["run"]["started"]
+    assert (table / cpu["run"]["report"]).resolve() == (table.parent / "reports/cpu/report.html").resolve()
+    assert other["memory"]["host_accessible"]["name"] == "OpenVINO_shared_CPU" and other["importer"]["handle_types"] == ["d3d12_resource"]
+    # the openvino variant has no report.html: its cells link to its report.json
+    assert other["run"]["report"].endswith("openvino/report.json")
+
+
+def test_the_schema_refuses_a_row_that_lacks_what_the_table_answers(table):
+    data = json.loads((table / "fleet.json").read_text())
+    del data["rows"][0]["copies"]
+    data["rows"][1]["importer"]["status"] = "maybe"
+    problems = fleet.fleet_problems(data)
+    assert any("rows[0]" in p and "copies" in p for p in problems) and any("rows[1].importer.status" in p for p in problems)
+
+
+def test_the_reader_answers_a_question_about_each_ep(table):
+    table_ = reader.load(table)
+    assert table_.eps() == ["CPUExecutionProvider", "OpenVINOExecutionProvider"]
+    version = table_.versions("cpu")[0]
+    # The CPU EP: DEFAULT is CPU memory, and copy_tensors declines CPU -> CPU: no copy is needed.
+    assert table_.supports("cpu", version, "default", "cpu") is False
+    (answer,) = table_.answers("CPUExecutionProvider", version, "DEFAULT", "cpu")
+    assert (answer.source, answer.destination, answer.status) == ("cpu", "cpu", "not_required")
+    assert "DEFAULT memory is plain CPU memory" in answer.detail and answer.report.endswith("report.html")
+    # The HOST_ACCESSIBLE EP: its own memory copies; CPU <-> HOST_ACCESSIBLE is refused.
+    assert table_.supports("openvino", "1.8.1", "host_accessible", "host_accessible") is True
+    assert table_.supports("OpenVINOExecutionProvider", "1.8.1", "host_accessible", "cpu") is False
+    assert table_.answers("openvino", None, "host_accessible", "cpu")[0].status == "not_required"
+
+
+@pytest.mark.parametrize("question, message", [
+    (("tensorrt", None, "cpu", "default"), "no run of EP 'tensorrt'; the table has CPUExecutionProvider, OpenVINOExecutionProvider"),
+    (("openvino", "9.9", "cpu", "default"), "no run of openvino at version '9.9'; its versions: 1.8.1"),
+    (("openvino", "1.8.1", "gpu", "cpu"), "'gpu' is not a memory of the table; memories: cpu, default, host_accessible"),
+    (("cpu", None, "host_accessible", "cpu"), "advertises no HOST_ACCESSIBLE memory"),
+])
+def test_an_unknown_ep_version_or_memory_is_a_clear_error(table, question, message):
+    with pytest.raises(reader.FleetError) as raised:
+        reader.load(table).supports(*question)
+    assert message in str(raised.value)
+    assert isinstance(raised.value, LookupError)
+
+
+def test_the_reader_needs_no_onnxruntime_and_loads_only_the_standard_library(table):
+    code = ("import sys\nfor name in ('onnxruntime', 'numpy', 'jsonschema', 'yaml', 'pytest'): sys.modules[name] = None\n"
+            "import conformance.fleet as f\n"
+            f"t = f.load({str(table / 'fleet.json')!r})\n"
+            "print(t.supports('openvino', '1.8.1', 'host_accessible', 'host_accessible'))\n"
+            "print(sorted(m for m in sys.modules if m.startswith('conformance')))")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert completed.returncode == 0, completed.stderr
+    answer, modules = completed.stdout.splitlines()
+    assert answer == "True"
+    assert modules == str(["conformance", "conformance.errors", "conformance.fleet", "conformance.tools", "conformance.tools.fleet_reader",
+                           "conformance.version"])
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{", "not JSON"),
+    ('{"schema": "ort-ep-conformance/report/1"}', "not a fleet table of schema ort-ep-conformance/fleet/1"),
+    ('{"schema": "ort-ep-conformance/fleet/1", "rows": [{"ep": "x"}]}', "$.rows[0]: lacks ep_label"),
+])
+def test_the_reader_refuses_a_file_that_is_not_a_fleet_table_naming_it(tmp_path, content, message):
+    path = tmp_path / "fleet.json"
+    path.write_text(content)
+    with pytest.raises(reader.FleetError, match=None) as raised:
+        reader.load(path)
+    assert str(path) in str(raised.value) and message in str(raised.value)
+
+
+def test_a_verified_bundle_goes_in_with_its_report_page_beside_the_table(tmp_path, cpu_reports, capsys):
+    archive, _ = bundle.write(cpu_reports, tmp_path / "acme-cpu.tar.gz", vendor="ACME")
+    out = tmp_path / "fleet"
+    assert cli.main(["fleet", str(archive), "-o", str(out)]) == 0
+    (row,) = json.loads((out / "fleet.json").read_text())["rows"]
+    assert row["run"]["kind"] == "bundle" and row["run"]["name"] == "acme-cpu"
+    assert (out / row["run"]["report"]).read_bytes() == (cpu_reports / "report.html").read_bytes()
+
+
+def test_an_unverified_bundle_is_refused_saying_why(tmp_path, cpu_reports, capsys):
+    archive, _ = bundle.write(cpu_reports, tmp_path / "acme-cpu.tar.gz", vendor="ACME")
+    with tarfile.open(archive) as tar:
+        files = {m.name: tar.extractfile(m).read() for m in tar.getmembers()}
+    report = json.loads(files["report.json"])
+    report["verdict"] = "conformant" if report["verdict"] != "conformant" else "non_conformant"
+    files["report.json"] = json.dumps(report).encode()  # the manifest's hash no longer matches
+    archive.write_bytes(bundle.archive(files, 0))
+    out = tmp_path / "fleet"
+    assert cli.main(["fleet", str(archive), "-o", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "an unverified bundle is refused" in error and "report.json" in error and len(error.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("what", ["missing", "not json", "not a report"])
+def test_fleet_of_something_that_is_not_a_run_exits_2_in_one_line(tmp_path, capsys, what):
+    path = tmp_path / "x.json"
+    if what != "missing":
+        path.write_text("{" if what == "not json" else json.dumps({"schema": "ort-ep-conformance/report/1"}))
+    assert cli.main(["fleet", str(path), "-o", str(tmp_path / "out")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("ort-conformance: ") and str(path) in error and len(error.strip().splitlines()) == 1
+
+
+def test_answers_answer_the_seeds_questions_and_weigh_its_claims_about_openvino(table, tmp_path, capsys):
+    page = tmp_path / "docs" / "answers.md"
+    assert cli.main(["answers", str(table / "fleet.json"), "-o", str(page)]) == 0
+    text = page.read_text()
+    assert "| CPUExecutionProvider |" in text and "| OpenVINOExecutionProvider | 1.8.1 |" in text
+    for question in ("Is its DEFAULT memory something other than CPU?", "Which copy_tensors directions work?", "Does it give an importer?",
+                     "Where do session inputs live?", "Where do session outputs live?"):
+        assert text.count(question) == 2
+    assert "*Registers with CPU as its default device, beside a HOST_ACCESSIBLE allocator*: holds" in text
+    assert "*CopyTensors returns an error (no data transfer)*: holds" in text
+    assert "*Imported tensors are HOST_ACCESSIBLE*: holds: imported tensors report host_accessible memory" in text
+    assert "*Session inputs are only ever CPU or DEFAULT memory*: does not hold" in text
+    # every answer links to the run it came from, relative to the page
+    assert "](../reports/cpu/report.html#capabilities)" in text and "](../reports/openvino/report.json)" in text
+
+
+def test_answers_say_when_a_claim_does_not_hold(tmp_path, cpu_reports, capsys):
+    out = tmp_path / "fleet"
+    assert cli.main(["fleet", *runs_folder(tmp_path, cpu_reports, imported="default", inputs="cpu"), "-o", str(out),
+                     "--answers", str(tmp_path / "answers.md")]) == 0
+    text = (tmp_path / "answers.md").read_text()
+    assert "*Imported tensors are HOST_ACCESSIBLE*: does not hold: imported tensors report default memory" in text
+    assert "*Session inputs are only ever CPU or DEFAULT memory*: holds" in text
+
+
+def test_answers_without_an_openvino_run_say_none_was_weighed(tmp_path, cpu_reports, capsys):
+    out = tmp_path / "fleet"
+    assert cli.main(["fleet", str(cpu_reports), "-o", str(out), "--answers", str(tmp_path / "answers.md")]) == 0
+    assert "No run of the OpenVINO EP is in this table" in (tmp_path / "answers.md").read_text()
+
+
+def test_answers_of_a_file_that_is_not_a_fleet_table_exits_2(tmp_path, capsys):
+    (tmp_path / "x.json").write_text("[]")
+    assert cli.main(["answers", str(tmp_path / "x.json")]) == 2
+    assert "not a fleet table" in capsys.readouterr().err
+
+
+def test_lanes_end_by_writing_the_fleet_table_of_their_lanes(tmp_path, cpu_reports, monkeypatch):
+    reports, venvs = tmp_path / "reports", tmp_path / "venvs"
+    (reports / "cpu").mkdir(parents=True)
+    (reports / "cpu" / "report.json").write_bytes((cpu_reports / "report.json").read_bytes())
+    (reports / "cuda").mkdir()
+    (reports / "cuda" / "skipped.txt").write_text("no NVIDIA GPU\n")
+    (venvs / "cpu" / "bin").mkdir(parents=True)
+    (venvs / "cpu" / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.setattr(LANES, "REPO", tmp_path)
+    monkeypatch.setattr(LANES, "REPORTS", reports)
+    monkeypatch.setattr(LANES, "FLEET", reports / "fleet")
+    monkeypatch.setattr(LANES, "VENVS", venvs)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    known = {lane.name: lane for lane in LANES.LANES}
+    assert LANES.write_fleet([known["cpu"], known["cuda"]]) is False
+    rows = json.loads((reports / "fleet" / "fleet.json").read_text())["rows"]
+    assert [row["run"]["name"] for row in rows] == ["cpu"]
+    assert (reports / "fleet" / "fleet.html").is_file() and "## Each EP device" in (reports / "answers.md").read_text()
+
+
+# --- in a real browser ---------------------------------------------------------------------------
+
+
+def test_the_page_shows_one_table_filters_it_and_links_each_cell_to_the_runs_report_in_chromium(browser, table, tmp_path):
+    page = table / "fleet.html"
+    dom = headless.parse_dom(headless.dump_dom(browser, page, tmp_path / "profile-all"))
+    (grid,) = dom.find_all("table")
+    rows = grid.find_all("tr")[1:]
+    assert len(rows) == 2 and all(not row.attrs.get("hidden") for row in rows)
+    for row in rows:
+        links = [cell.find_all("a")[0].attrs["href"] for cell in row.find_all("td")]
+        assert links and all(link.split("#")[0] in ("../reports/cpu/report.html", "../reports/openvino/report.json") for link in links)
+    filtered = headless.parse_dom(headless.dump_dom(browser, page, tmp_path / "profile-q", query="q=openvino%20d3d12"))
+    hidden = {row.attrs["id"]: "hidden" in row.attrs for row in filtered.find_all("tr")[1:]}
+    assert [name for name, off in hidden.items() if not off] == ["2-openvino/openvino/CPU"]
+    assert filtered.by_id("shown").text() == "1"
+    png = tmp_path / "fleet.png"
+    headless.screenshot(browser, page, png, tmp_path / "profile-shot", size=(2200, 600))
+    pixels = headless.read_png(png)
+    assert headless.colour_share(pixels, "#dff3e0") > 0.001, "supported and not_required cells are drawn green"
+    assert headless.colour_share(pixels, "#ffffff") < 0.97
+
+
+def test_the_page_escapes_what_a_report_says(tmp_path, cpu_reports, capsys):
+    report = json.loads((cpu_reports / "report.json").read_text())
+    report["devices"][0]["label"] = "<script>alert(1)</script>"
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "report.json").write_text(json.dumps(report))
+    assert cli.main(["fleet", str(folder), "-o", str(tmp_path / "out")]) == 0
+    assert "<script>alert(1)" not in (tmp_path / "out" / "fleet.html").read_text()

@@ -1,0 +1,115 @@
+"""onnxruntime's own EP conformance invariants (PR 28968) carried over: the checks of
+`conformance/checks/ep_device.py` pass on a correct EP and fail where the invariant is broken;
+the mapping of every invariant onto the contracts (`conformance/catalogue/upstream_invariants.yaml`)
+names only contracts that exist and says why for each one the public API cannot reach, and
+docs/contracts.md carries it."""
+
+from __future__ import annotations
+
+import onnxruntime as ort
+import pytest
+
+from conformance.catalogue import upstream
+from conformance.catalogue.markdown import render
+from conformance.catalogue.spec import load_catalogue
+from conformance.checks import known_checks
+from conformance.engine.runner import Runner
+from conformance.outcomes import Outcome
+
+
+@pytest.fixture(scope="module")
+def runner(tmp_path_factory) -> Runner:
+    """The CPU EP's checks, run in this process; each test's stand-ins are undone by monkeypatch."""
+    return Runner("cpu", models_dir=str(tmp_path_factory.mktemp("upstream-models")))
+
+
+def outcome(runner, contract: str, **params) -> tuple[Outcome, str]:
+    result = runner.run(contract, 0, params)
+    return Outcome(result["outcome"]), result["message"]
+
+
+class Relisted:
+    """An EP device whose `changed` query answers otherwise on each new listing."""
+    listings = 0
+
+    def __init__(self, device, changed: str):
+        self._device, self._changed = device, changed
+
+    def __getattr__(self, name):
+        value = getattr(self._device, name)
+        return {"listing": str(Relisted.listings)} if name == self._changed else value
+
+
+def test_the_carried_over_checks_pass_on_the_cpu_ep(runner):
+    assert outcome(runner, "ep-device.name-stable")[0] is Outcome.PASS
+    assert outcome(runner, "ep-device.queries-stable")[0] is Outcome.PASS
+
+
+def test_an_ep_whose_devices_come_and_go_or_whose_sessions_name_another_ep_breaks_name_stable(runner, monkeypatch):
+    ctx = runner.context(0)
+    listed = ort.get_ep_devices
+    calls = iter(range(100))
+    monkeypatch.setattr(ort, "get_ep_devices", lambda: listed() if next(calls) % 2 == 0 else [])
+    result, message = outcome(runner, "ep-device.name-stable")
+    assert result is Outcome.FAIL and "lists 1 then 0 devices" in message, message
+    monkeypatch.setattr(ort, "get_ep_devices", listed)
+
+    class Renamed:
+        def get_providers(self):
+            return ["SomeOtherName", "CPUExecutionProvider"]
+
+    monkeypatch.setattr(ctx.sessions, "create_session", lambda model, device=None: Renamed())
+    result, message = outcome(runner, "ep-device.name-stable")
+    assert result is Outcome.FAIL and "lists its providers as ['SomeOtherName'" in message, message
+
+
+def test_a_query_that_answers_otherwise_on_a_second_listing_breaks_queries_stable(runner, monkeypatch):
+    listed = ort.get_ep_devices
+
+    def relisting():
+        Relisted.listings += 1
+        return [Relisted(d, "ep_metadata") for d in listed()]
+
+    monkeypatch.setattr(ort, "get_ep_devices", relisting)
+    result, message = outcome(runner, "ep-device.queries-stable")
+    assert result is Outcome.FAIL and "answers ep_metadata differently" in message, message
+
+
+def _advertise(monkeypatch, ctx, info) -> None:
+    monkeypatch.setattr(ctx.memories, "memory_info", lambda kind: info)
+    monkeypatch.setattr(ctx.memories, "memory_facts", lambda kind: {"name": info.name, "device_type": "gpu", "vendor_id": 0xBEEF,
+                                                                      "device_id": 0, "device_mem_type": "default"})
+    monkeypatch.setattr(ctx.memories, "require_memory", lambda kind: None)
+
+
+def test_a_nameless_memory_info_or_one_buffer_twice_breaks_allocator_well_formed(runner, monkeypatch):
+    ctx = runner.context(0)
+    nameless = ort.OrtMemoryInfo.create_v2("", ort.OrtMemoryInfoDeviceType.GPU, 0xBEEF, 0, ort.OrtDeviceMemoryType.DEFAULT, 0,
+                                           ort.OrtAllocatorType.ORT_DEVICE_ALLOCATOR)
+    one = ort.OrtValue.ortvalue_from_shape_and_type([256], 2)
+    _advertise(monkeypatch, ctx, nameless)
+    monkeypatch.setattr(ctx.memories, "allocate", lambda kind, dtype, shape: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), 2))
+    result, message = outcome(runner, "memory-info.allocator-well-formed", memory="default")
+    assert result is Outcome.FAIL and message.startswith("the DEFAULT memory info is malformed"), message
+    named = ort.OrtMemoryInfo.create_v2("Device", ort.OrtMemoryInfoDeviceType.GPU, 0xBEEF, 0, ort.OrtDeviceMemoryType.DEFAULT, 0,
+                                        ort.OrtAllocatorType.ORT_DEVICE_ALLOCATOR)
+    _advertise(monkeypatch, ctx, named)
+    monkeypatch.setattr(ctx.memories, "allocate", lambda kind, dtype, shape: one)
+    result, message = outcome(runner, "memory-info.allocator-well-formed", memory="default")
+    assert result is Outcome.FAIL and "2 allocations from the DEFAULT memory info gave" in message, message
+
+
+def test_every_invariant_is_mapped_onto_contracts_that_exist_or_says_why_it_cannot_be():
+    catalogue = load_catalogue(known_checks=known_checks())
+    ids = {contract.id for contract in catalogue.contracts}
+    invariants = upstream.load()
+    assert len(invariants.items) >= 13
+    for item in invariants.items:
+        assert bool(item.reached_by) != bool(item.not_reached), item
+        assert set(item.reached_by) <= ids, item
+    markdown = render(catalogue)
+    assert "## onnxruntime's own EP conformance invariants" in markdown
+    for item in invariants.items:
+        assert f"`{item.name}`" in markdown
+        if item.not_reached:
+            assert item.not_reached.split(".")[0] in markdown
