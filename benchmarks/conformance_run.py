@@ -29,6 +29,10 @@ contracts:
     statement: A CPU→DEFAULT→CPU round trip MUST be bit-exact (the same check as copy.roundtrip-exact).
     subject: ep
     severity: informational
+    provenance:
+      basis: inferred
+      ref: "the kit's tests"
+    since: "1.22"
     sources:
       - kind: onnxruntime-docs
         ref: "onnxruntime Python API: copy_tensors"

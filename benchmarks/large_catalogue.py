@@ -33,6 +33,10 @@ def spec(first: int, contracts: int) -> str:
     statement: Contract number {i} holds (the same check as copy.roundtrip-exact).
     subject: ep
     severity: informational
+    provenance:
+      basis: inferred
+      ref: "the kit's tests"
+    since: "1.22"
     sources:
       - kind: onnxruntime-docs
         ref: "onnxruntime Python API: copy_tensors"

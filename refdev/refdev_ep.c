@@ -77,6 +77,9 @@ typedef enum {
   FAULT_MISPLACED_INPUTS,
   /* guard memory */
   FAULT_OVERRUN,
+  /* tries that differ: flaky results, and a crash that does not come back */
+  FAULT_INTERMITTENT,
+  FAULT_INTERMITTENT_ABORT,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -89,13 +92,15 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "import-no-bounds", "import-denies", "kernel-fails",
     "misplaced-inputs",
     "overrun",
+    "intermittent", "intermittent-abort",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
-  "import-no-bounds, import-denies, kernel-fails, misplaced-inputs, overrun"
+  "import-no-bounds, import-denies, kernel-fails, misplaced-inputs, overrun, intermittent, "   \
+  "intermittent-abort"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -456,6 +461,33 @@ static void sleep_ms(long ms) {
   }
 }
 
+/* --- intermittent faults (intermittent, intermittent-abort) ----------------------------------
+ * They fail some tries of a check and not others, as a flaky device or driver would: every Nth
+ * CopyTensors call of the process goes wrong (N = ORT_REFDEV_INTERMITTENT_EVERY, default 3) and
+ * the others are right. A check tried again in a fresh process starts the count again, so its
+ * retry passes where it makes fewer than N copies. */
+static long g_intermittent_calls = 0;
+
+static long intermittent_period(void) {
+  const char* v = getenv("ORT_REFDEV_INTERMITTENT_EVERY");
+  long n = v != NULL ? strtol(v, NULL, 10) : 0;
+  return n > 0 ? n : 3;
+}
+
+/* Whether this CopyTensors call is one of those that go wrong (counted only in these modes). */
+static bool intermittent_strikes(refdev_fault fault) {
+  if (fault != FAULT_INTERMITTENT && fault != FAULT_INTERMITTENT_ABORT) return false;
+  long n = __atomic_add_fetch(&g_intermittent_calls, 1, __ATOMIC_RELAXED);
+  return n % intermittent_period() == 0;
+}
+
+static void intermittent_abort(void) {
+  fprintf(stderr, "refdev: fault 'intermittent-abort': CopyTensors call %ld of this process calls abort()\n",
+          __atomic_load_n(&g_intermittent_calls, __ATOMIC_RELAXED));
+  fflush(stderr);
+  abort();
+}
+
 typedef struct copy_job {
   const void* src;
   void* dst;
@@ -487,6 +519,16 @@ static OrtStatus* check_pointer(const void* p, size_t bytes, mem_kind kind, size
   return NULL;
 }
 
+/* The copy that goes wrong in mode `intermittent`: one bit of the middle byte of its first
+ * non-empty destination flipped, after the copy (as `corrupt` does to every copy). */
+static void intermittent_corrupt(copy_job* jobs, size_t num_tensors) {
+  for (size_t i = 0; i < num_tensors; ++i) {
+    if (jobs[i].bytes == 0) continue;
+    ((unsigned char*)jobs[i].dst)[jobs[i].bytes / 2] ^= 0x10u;
+    return;
+  }
+}
+
 static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, const OrtValue** src_tensors,
                                                OrtValue** dst_tensors, OrtSyncStream** streams,
                                                size_t num_tensors) {
@@ -505,6 +547,8 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     fflush(stderr);
     for (;;) sleep_ms(1000);
   }
+  bool strikes = intermittent_strikes(fault);
+  if (strikes && fault == FAULT_INTERMITTENT_ABORT) intermittent_abort();
   if (num_tensors == 0) return NULL;
   if (src_tensors == NULL || dst_tensors == NULL) {
     return make_status(ORT_INVALID_ARGUMENT, "RefDev CopyTensors: NULL tensor list");
@@ -600,6 +644,7 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
       sleep_ms(20 + (long)(j->bytes >> 16));
     }
   }
+  if (strikes && fault == FAULT_INTERMITTENT) intermittent_corrupt(jobs, num_tensors);
   free(jobs);
   return NULL;
 }
@@ -1125,13 +1170,14 @@ typedef enum {
   IMPORT_FAULT_NO_RELEASE,     /* handles without a Release function */
   IMPORT_FAULT_IMPORTER_ERROR, /* CreateExternalResourceImporterForDevice: an error status, not "OK, no importer" */
   IMPORT_FAULT_DENIES_HOST,    /* HOST_ALLOCATION denied and refused (a lawful importer of opaque fds only) */
+  IMPORT_FAULT_ABORT_TENSOR,   /* CreateTensorFromMemory aborts the process */
   IMPORT_FAULT_COUNT_
 } refdev_import_fault;
 
 static const char* const k_import_fault_names[IMPORT_FAULT_COUNT_] = {
-    "none", "null-handle", "null-tensor", "no-release", "importer-error", "denies-host",
+    "none", "null-handle", "null-tensor", "no-release", "importer-error", "denies-host", "abort-tensor",
 };
-#define REFDEV_IMPORT_FAULT_LIST "none, null-handle, null-tensor, no-release, importer-error, denies-host"
+#define REFDEV_IMPORT_FAULT_LIST "none, null-handle, null-tensor, no-release, importer-error, denies-host, abort-tensor"
 
 static bool parse_import_fault(const char* s, refdev_import_fault* out) {
   *out = IMPORT_FAULT_NONE;
@@ -1532,8 +1578,13 @@ static OrtStatus* ORT_API_CALL importer_create_tensor(OrtExternalResourceImporte
                        "RefDev CreateTensorFromMemory: %zu bytes at offset %zu run past the end of the %zu imported bytes",
                        bytes, offset, h->base.descriptor.size_bytes);
   }
-  /* null-tensor: "succeeds" with no tensor */
+  /* null-tensor: "succeeds" with no tensor; abort-tensor: takes the process down */
   if (current_import_fault() == IMPORT_FAULT_NULL_TENSOR) return NULL;
+  if (current_import_fault() == IMPORT_FAULT_ABORT_TENSOR) {
+    fprintf(stderr, "refdev: import fault 'abort-tensor': CreateTensorFromMemory aborts\n");
+    fflush(stderr);
+    abort();
+  }
   refdev_view_deleter* d = (refdev_view_deleter*)calloc(1, sizeof *d);
   if (d == NULL) return make_status(ORT_FAIL, "RefDev CreateTensorFromMemory: out of memory");
   OrtStatus* st_info = NULL;

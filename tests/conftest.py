@@ -112,6 +112,10 @@ contracts:
     params:
       dtype: [float32]
       shape: ["3"]
+    provenance:
+      basis: inferred
+      ref: "the kit's tests"
+    since: "1.22"
 """
 
 

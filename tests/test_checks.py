@@ -20,6 +20,7 @@ from conformance.calls import Call
 from conformance.checks.context import SessionInfo
 from conformance.findings import CallQuarantined, NotRun, Violation
 from conformance.outcomes import Outcome
+from conformance.target.eps import memory_facts
 from conformance.target.tensors import DTYPES
 from conformance.engine.runner import Runner, raised_by_onnxruntime_python
 
@@ -123,6 +124,40 @@ def test_session_inputs_in_host_accessible_memory_fail(runner, ctx, monkeypatch)
     outcome, message = run(runner, "memory-info.session-inputs", recipe="add", dtype="float32")
     assert outcome is Outcome.FAIL
     assert "session input 'a' lives in FakePinned" in message and "host_accessible" in message
+
+
+def as_plugin_ep_with_host_accessible_memory(runner, ctx, monkeypatch, host_accessible, version: str):
+    """The CPU EP's run made to look like a plugin EP's whose EP device advertises
+    `host_accessible`, on onnxruntime `version`: what the contested rule of
+    memory-info.session-inputs selects on."""
+    facts = memory_facts(ort, host_accessible)
+    monkeypatch.setitem(runner.facts, "library", "/x/libplugin_ep.so")
+    monkeypatch.setitem(runner.facts, "onnxruntime", dict(runner.facts["onnxruntime"], version=version))
+    monkeypatch.setitem(runner.facts["devices"][0], "memory", dict(runner.facts["devices"][0]["memory"], host_accessible=facts))
+    real = ctx.memory_facts
+    monkeypatch.setattr(ctx, "memory_facts", lambda kind: facts if kind == "host_accessible" else real(kind))
+
+
+def test_session_inputs_in_the_plugin_eps_own_host_accessible_memory_pass_where_the_contested_rule_holds(runner, ctx, monkeypatch):
+    """memory-info.session-inputs is contested: onnxruntime >= 1.27 places a plugin EP's CPU
+    inputs in its HOST_ACCESSIBLE memory (PR 28037). There they pass; in any other
+    HOST_ACCESSIBLE memory, or on an older build, they still fail."""
+    own = memory_info("FakePinned", ort.OrtDeviceMemoryType.HOST_ACCESSIBLE)
+    as_plugin_ep_with_host_accessible_memory(runner, ctx, monkeypatch, own, "1.27.0")
+    claim_memory(monkeypatch, ctx, inputs=own)
+    result = runner.run("memory-info.session-inputs", 0, {"recipe": "add", "dtype": "float32"})
+    assert result["outcome"] == "pass", result
+    assert result["details"]["evidence"]["rule"].startswith("contested:")
+    # Another memory than the EP device's own HOST_ACCESSIBLE memory still fails.
+    claim_memory(monkeypatch, ctx, inputs=memory_info("OtherPinned", ort.OrtDeviceMemoryType.HOST_ACCESSIBLE))
+    outcome, message = run(runner, "memory-info.session-inputs", recipe="add", dtype="float32")
+    assert outcome is Outcome.FAIL and "session input 'a' lives in OtherPinned" in message
+    # On a build before the change the statement's rule judges: never HOST_ACCESSIBLE.
+    as_plugin_ep_with_host_accessible_memory(runner, ctx, monkeypatch, own, "1.26.0")
+    claim_memory(monkeypatch, ctx, inputs=own)
+    result = runner.run("memory-info.session-inputs", 0, {"recipe": "add", "dtype": "float32"})
+    assert result["outcome"] == "fail" and "plain CPU memory or" in result["details"]["violations"][0]["expected"]
+    assert "onnxruntime >= 1.27" not in result["details"]["violations"][0]["expected"]
 
 
 def test_session_outputs_in_another_vendors_memory_fail(runner, ctx, monkeypatch):
@@ -372,7 +407,7 @@ def placed_elsewhere(monkeypatch, ctx, declined: set[str]):
     def session(recipe, dtype, shape):
         info = real(recipe, dtype, shape)
         assignment = {"OtherExecutionProvider": info.assignment[ctx.target.provider]} if dtype.name in declined else info.assignment
-        return SessionInfo(info.session, info.model_path, info.recipe, assignment)
+        return dataclasses.replace(info, assignment=assignment)
 
     monkeypatch.setattr(ctx, "session", session)
 
@@ -382,7 +417,7 @@ def test_a_model_the_ep_declines_is_not_applicable_where_it_takes_another(runner
     placed_elsewhere(monkeypatch, ctx, declined)
     outcome, message = run(runner, "session.claimed-nodes-run", recipe="add", dtype="int16")
     assert outcome is Outcome.NOT_APPLICABLE
-    assert message == ("CPUExecutionProvider declines add with int16 (it takes the float32 model 'add'): "
+    assert message == ("CPUExecutionProvider declines model 'add' with int16 [3, 5] (it takes the float32 model 'add'): "
                        "onnxruntime placed the nodes on OtherExecutionProvider")
     declined.add("float32")  # an EP that takes nothing at all is not functional here: not_run
     outcome, message = run(runner, "session.claimed-nodes-run", recipe="add", dtype="int16")
@@ -564,7 +599,7 @@ def test_every_shipped_contract_has_a_test_that_makes_it_fail():
 
     tests = Path(__file__).parent
     text = "".join((tests / name).read_text(encoding="utf-8") for name in ("test_refdev.py", "test_checks.py", "test_plugin.py", "test_interop.py",
-                                                                        "test_upstream_invariants.py"))
+                                                                        "test_upstream_invariants.py", "test_bad_requests.py"))
     untested = [c.id for c in load_catalogue(known_checks=known_checks()).contracts if f'"{c.id}"' not in text]
     assert not untested
 

@@ -140,7 +140,7 @@ def test_catalogue_check_without_output_is_a_usage_error(capsys):
 
 def test_catalogue_to_stdout(capsys):
     assert cli.main(["catalogue"]) == 0
-    assert "| contract | severity | subject | applies when | cases |" in capsys.readouterr().out
+    assert "| contract | severity | subject | applies when | provenance | since | cases |" in capsys.readouterr().out
 
 
 def test_probe_cpu_json_lists_the_copy_pairs():

@@ -211,11 +211,19 @@ class _RefusingRig:
     def source(self, kind):
         return self._Producer()
 
+    class producers:  # noqa: N801 (the rig's Producers, as the checks reach them)
+        @staticmethod
+        def of(kind):
+            return _RefusingRig._Producer()
+
     def import_handed(self, handed, size, offset=0, **_):
         raise OrtError("ImportMemory", 2, "Bad file descriptor")
 
     def can_import(self, handle_type):
         return handle_type == "host_allocation"
+
+    def release_handle(self, handle):
+        raise AssertionError("no handle was ever given")
 
 
 def test_a_refusal_whose_valid_twin_is_refused_too_proves_nothing(monkeypatch):
@@ -225,3 +233,29 @@ def test_a_refusal_whose_valid_twin_is_refused_too_proves_nothing(monkeypatch):
     with pytest.raises(NotRun, match="valid twin: ImportMemory: Bad file descriptor; bad request: ImportMemory: Bad file descriptor"):
         list(imported_refusals.rejects_bad(ctx, "size-past-allocation", HOST))
     assert "refused" not in ctx.evidence
+
+
+def test_a_denied_type_refused_beside_a_refused_twin_proves_nothing(monkeypatch):
+    from conformance.checks import imported_memory
+    monkeypatch.setattr(imported_memory.ImportRig, "for_context", classmethod(lambda cls, ctx: _RefusingRig()))
+    ctx = _Ctx()
+    ctx.step = ""
+    with pytest.raises(NotRun, match="valid twin: Bad file descriptor; labelled D3D12_RESOURCE: Bad file descriptor"):
+        list(imported_memory.capability(ctx, "d3d12-resource"))
+    assert "refused" not in ctx.evidence
+
+
+def test_a_crash_in_one_interop_call_stops_only_calls_of_that_kind(importing_library, tmp_path):
+    outcome = conformance_run(tmp_path, "--ep-library", str(importing_library), "--ep", "refdev", "-k", "(import. or copy.c-api) and not opaque-fd",
+                              env={**NO_VULKAN, "ORT_REFDEV_IMPORT_FAULT": "abort-tensor"})
+    results = json.loads((outcome.reports / "report.json").read_text())["results"]
+    crashed = [r for r in results if r["outcome"] == "crash"]
+    assert crashed and {r["details"]["call"]["kind"] for r in crashed} == {"CreateTensorFromMemory"}
+    assert all("during CreateTensorFromMemory while CreateTensorFromMemory of" in r["message"] for r in crashed)
+    stopped = [r for r in results if r["outcome"] == "not_run" and "CreateTensorFromMemory" in r["message"]]
+    assert stopped, [(r["contract"], r["outcome"], r["message"][:100]) for r in results]
+    # what makes no tensor still runs: the capability, the refusals at ImportMemory, and the rest of the catalogue
+    assert _outcomes(results, "import.capability") == {"pass"}
+    rejects = {r["params"]["request"]: r["outcome"] for r in results if r["contract"] == "import.rejects-bad"}
+    assert rejects["size-past-allocation"] == rejects["bad-version"] == "pass"
+    assert "pass" in _outcomes(results, "copy.c-api-roundtrip")

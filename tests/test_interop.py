@@ -217,6 +217,17 @@ def test_import_fault_modes_are_caught_on_the_software_gpu(importing_library, tm
         rejects = {(r["params"]["request"], r["params"]["handle"]): r["outcome"] for r in results if r["contract"] == "import.rejects-bad"}
         assert {rejects[(request, handle)] for request in BOUNDS for handle in ("opaque-fd", "host-allocation")} == {"fail"}
         assert {rejects[("bad-version", handle)] for handle in ("opaque-fd", "host-allocation")} == {"pass"}
+    if mode == "take-fd-no-bounds" and memory == "default":
+        # the opaque-fd reproducers stand alone: each fails on this importer and passes on a good one
+        scripts = sorted((tmp_path / "reports" / "repro").glob("import.rejects-bad_*opaque-fd.py"))
+        assert len(scripts) == len(BOUNDS)
+        for script in scripts:
+            on_broken = subprocess.run([str(SOFTGPU / "exec"), "env", *(f"{k}={v}" for k, v in environ.items()), sys.executable, "-I", str(script)],
+                                       capture_output=True, text=True, timeout=300)
+            on_good = subprocess.run([str(SOFTGPU / "exec"), "env", "ORT_REFDEV_IMPORT_FD=take", sys.executable, "-I", str(script)],
+                                     capture_output=True, text=True, timeout=300)
+            assert on_broken.returncode == 1 and "expected an error, got: accepted" in on_broken.stderr, (script.name, on_broken.stderr[-1500:])
+            assert on_good.returncode == 0 and "refused as expected" in on_good.stdout, (script.name, on_good.stderr[-1500:])
     if mode == "null-tensor":
         named = [r for r in results if r["outcome"] == "fail" and r["contract"] == "import.offsets"]
         assert named and all(r["message"] == "CreateTensorFromMemory returned OK and no tensor" and r["subject"] == "both" for r in named)

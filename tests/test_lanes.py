@@ -252,6 +252,21 @@ def test_a_device_lane_fails_when_a_copy_it_must_exercise_did_not_pass():
     assert LANES.device_copies(lane_report(*results), 1) == []
 
 
+def test_the_legacy_openvino_lane_needs_a_verdict_naming_its_api_level_and_nothing_not_run():
+    above = "needs onnxruntime 1.30's API (memory_info_alloc); onnxruntime 1.24.1 is at API level 1.24, the level this run certifies"
+    good = dict(lane_report(case("session.nodes-on-ep"), case("create.from-shape-and-type", "not_applicable", above)),
+                api_level="1.24", verdict_text="conformant at onnxruntime 1.24's API")
+    assert LANES.openvino_gate(good, 0) == []
+    incomplete = dict(good, results=[*good["results"], case("update-inplace.from-ortvalue", "not_run", "needs update_inplace_ortvalue")],
+                      run={"collected": 3}, verdict="incomplete", verdict_text="incomplete at onnxruntime 1.24's API",
+                      verdict_reasons=["required contract could not run: update-inplace.from-ortvalue"])
+    assert LANES.openvino_gate(incomplete, 0) == [
+        "verdict incomplete, expected conformant or non_conformant: required contract could not run: update-inplace.from-ortvalue",
+        "1 cases not_run, first: update-inplace.from-ortvalue: needs update_inplace_ortvalue"]
+    unnamed = dict(good, verdict_text="conformant")
+    assert LANES.openvino_gate(unnamed, 0) == ["the verdict does not name the API level it certifies: conformant"]
+
+
 def test_the_cuda_absent_lane_fails_if_anything_passed_or_the_reason_is_missing():
     reasons = ["no check could run: CUDAExecutionProvider is listed by onnxruntime-gpu but is not functional here"]
     good = lane_report(case("copy.x", "not_run"), case("package.listed-eps-run", "fail"), verdict_="incomplete", reasons=reasons)
@@ -294,7 +309,7 @@ def test_an_unknown_lane_is_one_message_and_exit_2(capsys):
     assert capsys.readouterr().err.startswith("lanes/run: unknown lane nosuchlane; lanes: cpu, refdev, refdev-host, webgpu")
 
 
-def test_a_device_copy_contract_on_an_ep_with_cpu_memory_and_an_old_api_is_not_applicable_not_not_run():
+def test_a_device_copy_contract_on_an_old_api_is_not_applicable_whatever_the_eps_memory():
     contract = catalogue().contract("copy.device-to-device")  # applies to non-CPU DEFAULT memory, needs memory_info_alloc
     run = {"api": {"memory_info_alloc": False, "copy_tensors": True}, "onnxruntime": {"version": "1.24.1"},
            "ep_device": False, "library": None, "plugin_module": None, "declared": True}
@@ -302,6 +317,9 @@ def test_a_device_copy_contract_on_an_ep_with_cpu_memory_and_an_old_api_is_not_a
     assert applicability.decide(contract, run, cpu_memory, None).outcome is Outcome.NOT_APPLICABLE
     device_memory = {"memory": {"default": {"device_type": "gpu"}, "host_accessible": None}}
     skip = applicability.decide(contract, run, device_memory, None)
+    assert skip.outcome is Outcome.NOT_APPLICABLE and skip.reason.startswith("needs onnxruntime 1.30's API (memory_info_alloc); onnxruntime 1.24.1")
+    # A build at the API level the contract needs that still lacks the API: not_run.
+    skip = applicability.decide(contract, dict(run, onnxruntime={"version": "1.30.0"}), device_memory, None)
     assert skip.outcome is Outcome.NOT_RUN and skip.reason.startswith("needs memory_info_alloc (onnxruntime >= 1.30)")
 
 

@@ -61,6 +61,10 @@ contracts:
     statement: The vendor's update MUST copy the bytes exactly.
     subject: ep
     severity: required
+    provenance:
+      basis: inferred
+      ref: "the kit's tests"
+    since: "1.22"
     sources:
       - {kind: seed, ref: "a reference"}
     check: update-inplace.from-numpy

@@ -311,3 +311,56 @@ def test_the_readmes_outcome_table_lists_exactly_the_outcomes():
     table = readme.split("### Outcomes and verdict", 1)[1].split("\n\n")[1]
     documented = {name for row in table.splitlines()[2:] for name in re.findall(r"`([a-z_]+)`", row.split("|")[1])}
     assert documented == {outcome.value for outcome in Outcome}
+
+
+# --- API levels and contested rules ----------------------------------------------------------
+
+
+def test_a_contract_above_the_builds_api_level_is_not_applicable_naming_the_level():
+    needs = contract(since="1.30", requires_api=("memory_info_alloc", "copy_tensors"))
+    skip = applicability.decide(needs, run_facts(api={"memory_info_alloc": False}, version="1.24.1"), device(), None)
+    assert skip == applicability.Skip(Outcome.NOT_APPLICABLE, "needs onnxruntime 1.30's API (memory_info_alloc); onnxruntime 1.24.1 "
+                                                              "is at API level 1.24, the level this run certifies")
+    # At the contract's level it applies; a build of that level that lacks the API is not_run.
+    assert applicability.decide(needs, run_facts(version="1.30.0"), device(), None) is None
+    skip = applicability.decide(needs, run_facts(api={"memory_info_alloc": False}, version="1.30.0"), device(), None)
+    assert skip.outcome is Outcome.NOT_RUN
+    # A contract that does not apply says why, whatever its API level.
+    about_device = contract(since="1.30", applies_when={"default_memory": "device"})
+    assert applicability.decide(about_device, run_facts(version="1.24.1"), device(), None).reason.startswith("the EP's DEFAULT memory is plain CPU")
+
+
+def test_a_case_needing_an_api_above_the_builds_level_is_not_applicable_and_one_at_its_level_not_run():
+    from conformance.checks.context.device import DeviceUnderTest
+    from conformance.findings import NotApplicable, NotRun
+
+    class Ort:
+        __version__ = "1.24.1"
+
+    under_test = DeviceUnderTest(Ort, type("Target", (), {"facts": {"api": {"update_inplace_ortvalue": False}}})(), 0, None, {})
+    with pytest.raises(NotApplicable, match=r"needs onnxruntime 1.26's API \(update_inplace_ortvalue\); onnxruntime 1.24.1 is at API level 1.24, "
+                                             r"the level this run certifies \(this build has no update_inplace\(OrtValue\)\)"):
+        under_test.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue)")
+    Ort.__version__ = "1.27.0"
+    with pytest.raises(NotRun, match=r"onnxruntime 1.27.0 has no update_inplace\(OrtValue\) \(needs >= 1.26\)"):
+        under_test.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue)")
+
+
+def test_a_contested_rule_selects_the_eps_and_builds_it_names():
+    from conformance.catalogue import selectors
+    from conformance.catalogue.contracts import Contested
+
+    held = Contested("plugin EPs may keep inputs in their HOST_ACCESSIBLE memory",
+                     {"plugin_library": True, "host_accessible": True, "onnxruntime": ">=1.27"}, "PR 28037 says so",
+                     (("never HOST_ACCESSIBLE", "issue"), ("HOST_ACCESSIBLE", "PR")))
+    about = contract(contested=held)
+    host = dict(DEVICE_MEMORY, device_mem_type="host_accessible")
+    plugin = run_facts(library="/x/libep.so", version="1.27.0")
+    assert selectors.selects(held.where, plugin, device(None, host))
+    assert selectors.contested_rule(about, plugin, device(None, host)).startswith("contested: judged by the rule held for plugin_library=True")
+    for run, dev in [(run_facts(version="1.32.0"), device(None, host)),  # built into onnxruntime
+                     (run_facts(library="/x/libep.so", version="1.26.0"), device(None, host)),  # before PR 28037
+                     (plugin, device(DEVICE_MEMORY))]:  # no HOST_ACCESSIBLE memory
+        assert not selectors.selects(held.where, run, dev)
+        assert selectors.contested_rule(about, run, dev).startswith("contested: judged by the statement's rule")
+    assert selectors.contested_rule(contract(), plugin, device(None, host)) == ""

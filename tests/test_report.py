@@ -295,3 +295,41 @@ def test_the_cases_of_one_defect_share_one_message_pattern():
     assert group.patterns == [("copy_tensors {direction} of {dtype} did not deliver: # of # bytes differ; first: @#: expected # got #", 2)]
     assert group.params == ["direction", "dtype"] and [row.reproducer for row in group.rows] == ["", ""]
     assert groups.pattern(dict(cases[0], params={})) == "copy_tensors cpu>default of float32 did not deliver: # of # bytes differ; first: @#: expected # got #"
+
+
+def test_the_reports_show_each_contracts_provenance_and_api_level_and_mark_a_contested_case():
+    import dataclasses
+
+    from conformance import report
+    from conformance.catalogue import selectors
+    from conformance.outcomes import Result
+    from conformance.report import junit_schema
+
+    record = run_record()
+    contested = next(c for c in load_catalogue().contracts if c.id == "memory-info.session-inputs")
+    facts = record.eps[0].facts
+    judged = selectors.contested_rule(contested, facts, facts["devices"][0])
+    assert judged.startswith("contested: judged by the statement's rule")  # the run's EP is no plugin EP
+    case = dataclasses.replace(record.results[0], contract=contested.id, spec=str(contested.location), contested=judged)
+    data = report.build(dataclasses.replace(record, results=(*record.results, case), contracts=(*record.contracts, contested)))
+    version = data["onnxruntime"]["version"]
+    level = ".".join(version.split(".")[:2])
+    assert data["api_level"] == level and data["verdict_text"] == f"conformant at onnxruntime {level}'s API"
+    entry = data["contracts"]["memory-info.session-inputs"]
+    assert entry["provenance"]["basis"] == "maintainer" and entry["since"] == "1.24"
+    assert entry["contested"]["where"] == {"plugin_library": True, "host_accessible": True, "onnxruntime": ">=1.27"}
+    assert data["contracts"]["copy.roundtrip-exact"]["contested"] is None
+    assert [r["contested"] for r in data["results"]] == ["", judged]
+    text = markdown.render(data)
+    assert f"**Verdict: conformant at onnxruntime {level}'s API**" in text
+    assert ("| memory-info.session-inputs | an onnxruntime maintainer's statement: https://github.com/microsoft/onnxruntime/issues/29602 "
+            "| 1.24 | **contested**") in text
+    assert "| memory-info.session-inputs (**contested**) |" in text and "| copy.roundtrip-exact | " in text
+    page = html.render(data)
+    assert f"Verdict: conformant at onnxruntime {level}&#x27;s API" in page
+    assert page.count('class="contested"') == 1 and "<b>Provenance</b>: a change merged into onnxruntime" not in page
+    assert "<b>Provenance</b>: an onnxruntime maintainer&#x27;s statement" in page
+    # JUnit: the contested case carries the property, the other case none.
+    assert ("contested", judged) in Result.from_dict(data["results"][1]).case_properties()
+    assert all(name != "contested" for name, _ in Result.from_dict(data["results"][0]).case_properties())
+    assert "contested" not in junit_schema.CASE_PROPERTIES

@@ -117,7 +117,7 @@ def test_every_copy_status_has_a_meaning_and_a_colour():
 def test_cpu_reports_renders_verdict_matrix_and_findings_in_chromium(browser, cpu_reports, tmp_path):
     data = json.loads((cpu_reports / "report.json").read_text(encoding="utf-8"))
     dom, pixels = load(browser, cpu_reports, "report-cpu", tmp_path)
-    assert dom.find_all("span", "verdict")[0].text().strip() == f"Verdict: {data['verdict']}"
+    assert dom.find_all("span", "verdict")[0].text().strip() == f"Verdict: {data['verdict_text']}"
     matrix = dom.by_id("capabilities-cpu")
     assert matrix is not None, "the copy matrix of the CPU device is on the page"
     statuses = {next(iter(td.classes)) for td in matrix.find_all("td") if td.classes}

@@ -205,7 +205,7 @@ def test_unknown_check_id_suggests_the_closest_registered_check(in_tmp, contract
 
 def test_a_param_its_check_does_not_take_is_one_error_at_the_key(in_tmp, contract_text):
     """`layout` is a parameter the schema knows (other checks take it), not one this check takes."""
-    error = only_error([write(in_tmp, "c.yaml", contract_text + "      layout: [strided]\n")])
+    error = only_error([write(in_tmp, "c.yaml", contract_text.replace('      shape: ["3"]\n', '      shape: ["3"]\n      layout: [strided]\n'))])
     assert (error.path, error.line, error.column, error.key) == ("c.yaml", 16, 7, "contracts[0].params.layout")
     assert error.message == "check 'update-inplace.from-numpy' takes no parameter 'layout'; it takes: dtype, shape, memory"
 
@@ -238,7 +238,8 @@ def test_a_handed_catalogue_whose_params_do_not_fit_is_refused_by_the_runner_not
     in every case of the contract."""
     from conformance.engine.runner import Runner
 
-    catalogue = load_catalogue([*shipped(), write(in_tmp, "c.yaml", contract_text + "      layout: [strided]\n")])  # no registry
+    with_layout = contract_text.replace('      shape: ["3"]\n', '      shape: ["3"]\n      layout: [strided]\n')
+    catalogue = load_catalogue([*shipped(), write(in_tmp, "c.yaml", with_layout)])  # no registry
     with pytest.raises(SpecErrors) as info:
         Runner("cpu", handed=lambda: (catalogue, data.read_recipes()))
     assert [str(e) for e in info.value.errors] == [
@@ -478,6 +479,10 @@ def _many(count: int, bad: int | None = None) -> str:
     statement: Contract number {i} holds (the same check as copy.roundtrip-exact).
     subject: ep
     severity: {"requird" if i == bad else "informational"}
+    provenance:
+      basis: inferred
+      ref: "the kit's tests"
+    since: "1.22"
     sources:
       - {{kind: onnxruntime-docs, ref: "copy_tensors"}}
     check: copy.roundtrip
@@ -488,8 +493,8 @@ def _many(count: int, bad: int | None = None) -> str:
 
 def test_an_error_deep_in_a_2000_contract_file_is_at_its_line_and_column(in_tmp):
     error = only_error([write(in_tmp, "many.yaml", _many(2000, bad=1789))], checks=())
-    # 3 lines of header, 8 per contract: contract 1789's severity is its 4th line.
-    assert (error.path, error.line, error.column) == ("many.yaml", 3 + 8 * 1789 + 4, 15), str(error)
+    # 3 lines of header, 12 per contract: contract 1789's severity is its 4th line.
+    assert (error.path, error.line, error.column) == ("many.yaml", 3 + 12 * 1789 + 4, 15), str(error)
     assert error.key == "contracts[1789].severity" and error.message.startswith("'requird' is not allowed")
 
 
@@ -561,3 +566,33 @@ def test_one_walk_builds_the_values_marks_and_duplicate_errors_the_constructor_a
     if name == "mixed":
         assert [e.message for e in errors] == ["duplicate key 'dup'"] and document.data["merged"]["n"] == 3
         assert document.location(("values", 7, 1, "b")).line == 5 and document.location((3,), key=True).line == 6
+
+
+# --- provenance and API level ------------------------------------------------------------------
+
+
+def test_a_contract_must_say_where_its_rule_comes_from_and_what_api_it_needs(in_tmp, contract_text):
+    without = contract_text.replace('''    provenance:
+      basis: inferred
+      ref: "the kit's tests"
+''', "")
+    error = only_error([write(in_tmp, "c.yaml", without)])
+    assert error.key == "contracts[0]" and "missing key 'provenance'" in error.message
+    error = only_error([write(in_tmp, "c.yaml", contract_text.replace("basis: inferred", "basis: hearsay"))])
+    assert error.key == "contracts[0].provenance.basis" and "'hearsay' is not allowed" in error.message
+    error = only_error([write(in_tmp, "c.yaml", contract_text.replace('    since: "1.22"\n', ""))])
+    assert "missing key 'since'" in error.message
+
+
+def test_since_older_than_an_api_the_contract_requires_is_an_error_at_since(in_tmp, contract_text):
+    text = contract_text.replace("    isolated: false\n", "    isolated: false\n    requires_api: [memory_info_alloc, copy_tensors]\n")
+    error = only_error([write(in_tmp, "c.yaml", text)], checks=known_checks())
+    assert error.key == "contracts[0].since"
+    assert error.message == "since 1.22 is older than the API it requires: memory_info_alloc, copy_tensors (onnxruntime >= 1.30)"
+    assert load_catalogue([write(in_tmp, "c.yaml", text.replace('since: "1.22"', 'since: "1.30"'))], known_checks=known_checks())
+
+
+def test_every_shipped_contract_names_its_provenance_and_api_level():
+    contracts = load_catalogue().contracts
+    assert all(c.provenance and c.provenance.ref and c.since for c in contracts)
+    assert [c.id for c in contracts if c.contested] == ["memory-info.session-inputs"]

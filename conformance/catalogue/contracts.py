@@ -41,6 +41,51 @@ class Source:
         return data
 
 
+# What each provenance basis means, in words: where a contract's rule comes from.
+PROVENANCE_BASES = {
+    "documented": "onnxruntime's headers or documents",
+    "maintainer": "an onnxruntime maintainer's statement",
+    "merged-change": "a change merged into onnxruntime",
+    "measured": "a measurement",
+    "inferred": "the kit's own inference",
+}
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a contract's rule comes from: one basis (a key of PROVENANCE_BASES) and a reference."""
+
+    basis: str
+    ref: str
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"basis": self.basis, "ref": self.ref, "note": self.note}
+
+    def text(self) -> str:
+        """The provenance in one line: 'a merged change: onnxruntime PR 28037'."""
+        return f"{PROVENANCE_BASES.get(self.basis, self.basis)}: {self.ref}"
+
+
+@dataclass(frozen=True)
+class Contested:
+    """A rule its sources disagree on: the rule the contract holds where `where` selects (EP
+    facts as in applies_when, and `onnxruntime`, a version selector), why, and each side."""
+
+    holds: str
+    where: Mapping[str, Any]
+    why: str
+    sides: tuple[tuple[str, str], ...]  # (what a source says, where)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"holds": self.holds, "where": dict(self.where), "for": self.where_text(), "why": self.why,
+                "sides": [{"says": says, "ref": ref} for says, ref in self.sides]}
+
+    def where_text(self) -> str:
+        """`where` in words, for the reports: 'plugin_library=True, onnxruntime >=1.27'."""
+        return ", ".join(f"onnxruntime {v}" if k == "onnxruntime" else f"{k}={v}" for k, v in self.where.items())
+
+
 @dataclass(frozen=True)
 class Contract:
     id: str
@@ -54,6 +99,9 @@ class Contract:
     location: Location
     family: str
     requires_api: tuple[str, ...] = ()
+    provenance: Provenance | None = None
+    since: str = ""  # the onnxruntime version (major.minor) whose API the contract needs
+    contested: Contested | None = None
     isolated: bool = False
     own_process: bool = False
     file: str = ""  # the absolute path of the file that defines it

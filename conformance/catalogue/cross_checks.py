@@ -1,5 +1,5 @@
-"""What the schemas cannot say, checked across the loaded documents: duplicate contract ids, EP
-names and aliases declared twice, references to unknown contracts, and contracts naming a check
+"""What the schemas cannot say, checked across the loaded documents: duplicate contract ids, a
+contract's `since` older than an API it requires, EP names and aliases declared twice, references to unknown contracts, and contracts naming a check
 that is not registered or whose `params` do not fit it, each a `SpecError` at the offending key.
 
 Must not know: how the documents are read or validated, onnxruntime (the checks only as data: a
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, Mapping
 
+from conformance import apis
+from conformance.catalogue import versions
 from conformance.catalogue.contracts import CheckSignature, Contract, EpSpec, Location
 from conformance.catalogue.yaml_marks import Document, JsonPath
 from conformance.errors import SpecError, closest
@@ -28,6 +30,10 @@ def cross_check(contracts: list[Contract], eps: list[EpSpec], where: Where) -> I
     for contract in contracts:
         if not contract.id:  # a contract without one (the schema said so)
             continue
+        needed = max((apis.since(api) for api in contract.requires_api), key=versions.parse, default="")
+        if contract.since and needed and not versions.at_least(contract.since, needed):
+            newer = [api for api in contract.requires_api if not versions.at_least(contract.since, apis.since(api))]
+            yield at(contract, ("since",), f"since {contract.since} is older than the API it requires: {', '.join(newer)} (onnxruntime >= {needed})")
         if contract.id in first_seen:
             yield at(contract, ("id",), f"duplicate contract id '{contract.id}' (first defined at {first_seen[contract.id].location})")
         else:

@@ -20,11 +20,13 @@ from typing import Any, Iterable, Iterator, Mapping
 from conformance.catalogue.contracts import (
     Catalogue,
     CheckSignature,
+    Contested,
     Contract,
     EpSpec,
     KnownIssue,
     Location,
     MemoryDeclaration,
+    Provenance,
     Source,
     Verification,
     Waiver,
@@ -200,6 +202,13 @@ def _sources(items: list[dict[str, str]]) -> tuple[Source, ...]:
     return tuple(Source(s["kind"], s["ref"], s.get("note", ""), tuple(s.get("claims", ()))) for s in items)
 
 
+def _contested(raw: dict[str, Any] | None) -> Contested | None:
+    if raw is None:
+        return None
+    return Contested(" ".join(raw["holds"].split()), dict(raw["where"]), " ".join(raw["why"].split()),
+                     tuple((" ".join(side["says"].split()), side["ref"]) for side in raw["sides"]))
+
+
 def _contracts(doc: Document, errors: list[SpecError], file: str, *, lenient: bool = False) -> Iterator[tuple[int, Contract]]:
     """The contracts of a contract file. `lenient`: the file has schema errors; each contract
     is built from what it holds of the right type, for the checks that follow the schema's."""
@@ -224,6 +233,9 @@ def _contracts(doc: Document, errors: list[SpecError], file: str, *, lenient: bo
             param_locations={k: doc.keyed_location(("contracts", index, "params", k), key=True) for k in raw.get("params", {})},
             family=family,
             requires_api=tuple(raw.get("requires_api", ())),
+            provenance=Provenance(raw["provenance"]["basis"], raw["provenance"]["ref"], raw["provenance"].get("note", "")),
+            since=raw["since"],
+            contested=_contested(raw.get("contested")),
             isolated=bool(raw.get("isolated", False)),
             own_process=bool(raw.get("own_process", False)),
             file=file,

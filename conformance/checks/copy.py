@@ -110,6 +110,10 @@ _F32, _I32 = "float32", "int32"
 BAD_REQUESTS: dict[str, dict[str, list[tuple[str, str, tuple[int, ...]]]]] = {
     "size-mismatch": {"sources": [("src", _F32, (7,))], "destinations": [("dst", _F32, (2, 3))]},
     "type-mismatch": {"sources": [("src", _I32, (2, 3))], "destinations": [("dst", _F32, (2, 3))]},
+    # a copy sized by the destination reads past the source
+    "fewer-elements": {"sources": [("src", _F32, (5,))], "destinations": [("dst", _F32, (2, 3))]},
+    # the same element count, another element size: 48 bytes into 24
+    "other-element-size": {"sources": [("src", "float64", (2, 3))], "destinations": [("dst", _F32, (2, 3))]},
     # pair 0 goes src→dst, pair 1 dst→src: one call, two memory infos on each side
     "mixed-memory": {"sources": [("src", _F32, (2, 3)), ("dst", _F32, (2, 3))], "destinations": [("dst", _F32, (2, 3)), ("src", _F32, (2, 3))]},
     "unequal-lists": {"sources": [("src", _F32, (2, 3)), ("src", _F32, (2, 3))], "destinations": [("dst", _F32, (2, 3))]},
@@ -121,7 +125,7 @@ BAD_REQUESTS: dict[str, dict[str, list[tuple[str, str, tuple[int, ...]]]]] = {
 # buffer of the EP's memory. Where the EP accepts one (WebGPU copies a 7-float source into a
 # 6-float destination), the defect is both onnxruntime's and the EP's (subject "both"). An
 # element type of the same size is onnxruntime's alone to check: a data transfer copies bytes.
-PASSED_THROUGH = ("size-mismatch",)
+PASSED_THROUGH = ("size-mismatch", "fewer-elements", "other-element-size")
 
 
 def _ends(spec: list[tuple[str, str, tuple[int, ...]]], source_kind: str, destination_kind: str):

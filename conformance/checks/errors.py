@@ -111,8 +111,11 @@ def _accepted(what: str, contract: str) -> NotApplicable:
 # --- copy_tensors ------------------------------------------------------------------------
 
 def _copy_naming(request: str, sources, destinations) -> Naming:
-    if request == "size-mismatch":
+    if request in ("size-mismatch", "fewer-elements"):
         return sizes(sources[0][1:], destinations[0][1:])
+    if request == "other-element-size":  # the element counts agree: the types or the byte sizes say what is wrong
+        return Naming(f"both element types or both sizes ({sources[0][1].name}, {destinations[0][1].name})",
+                      types(sources[0][1], destinations[0][1]).alternatives + sizes(sources[0][1:], destinations[0][1:]).alternatives)
     if request == "type-mismatch":
         return types(sources[0][1], destinations[0][1])
     if request == "unequal-lists":
@@ -192,12 +195,15 @@ def update_inplace_refusal(ctx, source: str, request: str, memory: str = "defaul
 
 # --- IOBinding ---------------------------------------------------------------------------
 
-def _binding_naming(ctx, setup, request: str) -> Naming:
+def _binding_naming(ctx, setup, request: str, binding: str) -> Naming:
     bad = bindings._bad_value_type(setup, request)
     if request == "unreachable-device":
         return device(bindings.unreachable_device(ctx))
     if request == "wrong-shape-buffer":
         return shapes(bindings.WRONG_BUFFER_SHAPE, bindings.BINDING_SHAPE)
+    if request == "unknown-name":
+        unknown = [bindings.UNKNOWN_NAMES["input" if binding == "input" else "output"]]
+        return Naming(f"the unknown name {unknown[0]!r}", ((re.escape(unknown[0]),),))
     if bad is None:
         raise NotApplicable(f"a refusal of '{request}' has no quantity its message must name")
     dt, shape = bad
@@ -213,7 +219,7 @@ def iobinding_refusal(ctx, request: str, binding: str, memory: str = "default") 
     # of its own (own_process), so that crash is this case's finding and takes no other case.
     setup = bindings._binding_setup(ctx, memory)
     bindings._require_valid_run(ctx, setup)
-    naming = _binding_naming(ctx, setup, request)
+    naming = _binding_naming(ctx, setup, request, binding)
     io = setup.info.session.io_binding()
     if binding == "output":
         io.bind_ortvalue_input(setup.input_name, setup.source)

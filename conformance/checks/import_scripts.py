@@ -170,7 +170,7 @@ def script(ctx, kind: str, title: str, body: str, *, register: bool = True) -> s
     module = host if kind == "host-allocation" else vulkan
     # the producer's source, standing alone: its imports of the kit become what they name
     kit_imports = {"from __future__ import annotations": "", "from conformance.target.interop.mapping import Mapped": "",
-                   "from conformance.errors import KitError": "KitError = Exception"}
+                   "from conformance.errors import KitError": "class KitError(Exception):\n    pass"}
     source = "\n".join(kit_imports.get(line, line) for line in (inspect.getsource(mapping) + inspect.getsource(module)).splitlines())
     maker = "producer = HostProducer()" if kind == "host-allocation" else "producer = open_producer()"
     slot = {name: slots.ORT_API[name][0] for name in CALLS}

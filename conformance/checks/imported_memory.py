@@ -27,42 +27,52 @@ from conformance.target.interop.rig import HANDLE_KINDS, ImportRig, pattern
 @interop_outputs
 def capability(ctx, request: str) -> Iterator[Violation]:
     """CanImportMemory agrees with ImportMemory: a type it claims is imported, one it denies is
-    refused. `request` names the handle type ('vk-memory-opaque-fd', 'host-allocation', ...)."""
+    refused. `request` names the handle type ('vk-memory-opaque-fd', 'host-allocation', ...).
+    A type the kit cannot make is tried on a handle it can make, labelled with that type; that
+    refusal counts only beside its valid twin (the same handle, labelled right, accepted)."""
     handle_type = request.replace("-", "_")
     rig = ImportRig.for_context(ctx)
     kind = {name: kind for kind, name in HANDLE_KINDS.items()}.get(handle_type)
     producer = rig.producers.of(kind) if kind is not None else None
     claimed = rig.can_import(handle_type)
+    ctx.attempt(f"ImportMemory of a handle labelled {handle_type.upper()} (CanImportMemory: {claimed})")
     if kind is None or producer is None:
         if claimed:
             raise NotRun(f"the importer claims {handle_type.upper()}; the kit has no producer of it on this platform")
         # a claim of "no" must hold: a handle the kit can make, labelled with that type, is refused
         kind, producer = _any_producer(rig)
+        twin = _import_once(rig, producer, HANDLE_KINDS[kind])
+        if twin is not None:
+            bad = _import_once(rig, producer, handle_type)
+            raise NotRun(f"the valid twin (the same {HANDLE_KINDS[kind].upper()} handle labelled right) was refused too, so a refusal proves "
+                         f"nothing: valid twin: {twin}; labelled {handle_type.upper()}: {bad or 'accepted'}")
+    ctx.attempt(ctx.step, scripts.script(ctx, kind, f"CanImportMemory and ImportMemory agree on {handle_type.upper()}", scripts.capability(handle_type)))
+    refusal = _import_once(rig, producer, handle_type)
+    if refusal is not None and claimed:
+        yield Violation(f"CanImportMemory says {handle_type.upper()} is importable, but ImportMemory refused it",
+                        expected="ImportMemory imports what CanImportMemory claims", actual=refusal[:200])
+    elif refusal is not None and handle_type == HANDLE_KINDS[kind]:
+        raise NotApplicable(f"the importer does not import {handle_type.upper()} (CanImportMemory is false, ImportMemory refuses it)")
+    elif refusal is not None:
+        ctx.prove("refused", refusal[:200])
+    elif not claimed:
+        yield Violation(f"CanImportMemory says {handle_type.upper()} is not importable, but ImportMemory accepted it",
+                        expected="ImportMemory refuses what CanImportMemory denies", actual="a handle")
+    else:
+        ctx.prove("imported", handle_type)
+
+
+def _import_once(rig: ImportRig, producer, handle_type: str) -> str | None:
+    """ImportMemory of a fresh handle of a new allocation, labelled `handle_type`: None when
+    accepted (the handle is released), else the refusal's message."""
     allocation = producer.allocate(4096)
     handed = Handed(producer, allocation)
-    handle = None
     try:
-        ctx.attempt(f"ImportMemory of a handle labelled {handle_type.upper()} (CanImportMemory: {claimed})",
-                    scripts.script(ctx, kind, f"CanImportMemory and ImportMemory agree on {handle_type.upper()}", scripts.capability(handle_type)))
-        try:
-            handle = rig.import_handed(handed, 4096, handle_type=handle_type)
-        except OrtError as exc:
-            if claimed:
-                yield Violation(f"CanImportMemory says {handle_type.upper()} is importable, but ImportMemory refused it",
-                                expected="ImportMemory imports what CanImportMemory claims", actual=exc.message[:200])
-            elif handle_type == HANDLE_KINDS[kind]:
-                raise NotApplicable(f"the importer does not import {handle_type.upper()} (CanImportMemory is false, ImportMemory refuses it)") from None
-            else:
-                ctx.prove("refused", exc.message[:200])
-            return
-        if not claimed:
-            yield Violation(f"CanImportMemory says {handle_type.upper()} is not importable, but ImportMemory accepted it",
-                            expected="ImportMemory refuses what CanImportMemory denies", actual="a handle")
-            return
-        ctx.prove("imported", handle_type)
+        rig.release_handle(rig.import_handed(handed, 4096, handle_type=handle_type))
+        return None
+    except OrtError as exc:
+        return exc.message
     finally:
-        if handle is not None:
-            rig.release_handle(handle)
         handed.close()
         producer.free(allocation)
 

@@ -204,7 +204,12 @@ def _bad_value_type(setup: BindingSetup, request: str) -> tuple[tensors.DType, t
     bind a device instead of a value. The check and its reproducer both take it from here."""
     return {"wrong-shape": (setup.dt, (BINDING_SHAPE[0] + 1, BINDING_SHAPE[1])),
             "wrong-rank": (setup.dt, (BINDING_SHAPE[0] * BINDING_SHAPE[1],)),  # same element count, flat
-            "wrong-element-type": (tensors.DTYPES["int32"], BINDING_SHAPE)}.get(request)  # same byte size
+            "wrong-element-type": (tensors.DTYPES["int32"], BINDING_SHAPE),  # same byte size
+            "other-element-size": (tensors.DTYPES["float64"], BINDING_SHAPE)}.get(request)  # same element count, twice the bytes
+
+
+# unknown-name: a valid value bound under a name the model does not have
+UNKNOWN_NAMES = {"input": "no_such_input", "output": "no_such_output"}
 
 
 def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> BadBinding:
@@ -219,6 +224,13 @@ def _bind_bad(ctx, setup: BindingSetup, binding, which: str, request: str) -> Ba
         with ctx.calling(call):
             (binding.bind_ortvalue_input if which == "input" else binding.bind_ortvalue_output)(name, value)
         return BadBinding(f"a {dt.name} {list(shape)} value in {setup.memory} memory", value=value, value_type=(dt, shape))
+    if request == "unknown-name":
+        with ctx.precondition(f"placing a valid value in {setup.memory} memory"):
+            value = ctx.place(tensors.sentinel(setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL), setup.memory, setup.dt)
+        with ctx.calling(call):
+            (binding.bind_ortvalue_input if which == "input" else binding.bind_ortvalue_output)(UNKNOWN_NAMES[which], value)
+        return BadBinding(f"a valid value under the name {UNKNOWN_NAMES[which]!r}, which the model does not have", value=value,
+                          value_type=(setup.dt, BINDING_SHAPE))
     if request == "wrong-shape-buffer":
         guarded = GuardedArray.holding(tensors.sentinel(setup.dt, WRONG_BUFFER_SHAPE, OUTPUT_SENTINEL))
         bind = binding.bind_input if which == "input" else binding.bind_output
@@ -251,6 +263,9 @@ def _binding_snippet(ctx, setup: BindingSetup, which: str, request: str, must_re
     if bad:
         bind = (f"{sn.sentinel('wrong', bad[0], bad[1], OUTPUT_SENTINEL)}\n{sn.place('bad', 'wrong', setup.memory, bad[0])}\n"
                 f"b.bind_ortvalue_{which}({name!r}, bad)")
+    elif request == "unknown-name":
+        bind = (f"{sn.sentinel('valid', setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL)}\n{sn.place('unknown', 'valid', setup.memory, setup.dt)}\n"
+                f"b.bind_ortvalue_{which}({UNKNOWN_NAMES[which]!r}, unknown)  # a name the model does not have")
     elif request == "wrong-shape-buffer":
         bind = (f"buf = sentinel({list(WRONG_BUFFER_SHAPE)}, np.float32, {OUTPUT_SENTINEL:#x})  # host memory of the wrong shape\n"
                 f"b.bind_{which}({name!r}, 'cpu', 0, np.float32, {list(WRONG_BUFFER_SHAPE)}, buf.ctypes.data)")
@@ -331,7 +346,9 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
     name = setup.input_name if binding == "input" else setup.output_name
     snippet = _binding_snippet(ctx, setup, binding, request, must_refuse=False) + (
         f"# then bind {name!r} again with a valid value and run: expected the right values\n"
-        + (f"b.bind_ortvalue_input({name!r}, x)\n" if binding == "input" else f"b.bind_ortvalue_output({name!r}, y)\n")
+        + (f"works('binding the input again with a valid value', b.bind_ortvalue_input, {name!r}, x)\n" if binding == "input" else
+           ("b.clear_binding_outputs()  # drops the unknown name: IOBinding has no call that unbinds one\n" if request == "unknown-name" else "")
+           + f"works('binding the output again with a valid value', b.bind_ortvalue_output, {name!r}, y)\n")
         + "works('the run after binding again', s.run_with_iobinding, b)\n"
         + f"same_bytes('the output after binding again', np.maximum(xs, 0), {ctx.snippets.read('y', 'ys', memory, tensors.DTYPES['float32'])})\n")
     try:  # onnxruntime may refuse when binding or when running
@@ -352,6 +369,8 @@ def rebind_after_failure(ctx, binding: str, request: str, memory: str = "default
         with ctx.calling(Call(f"IOBinding rebind {binding}", note=f"after a bad {request}")):
             if binding == "input":
                 io.bind_ortvalue_input(setup.input_name, setup.source)
+            elif request == "unknown-name":
+                io.clear_binding_outputs()  # an output bound under a name stays bound; this is how an application drops it
             wrong = _run_valid(ctx, setup, io, output, after=f"rebound after a bad {binding} {request}")
     except Exception as exc:
         yield Violation(f"after a bad {binding} binding ({bound}; {refusal}), binding it again with a valid value did not work: {type(exc).__name__}: {exc}",

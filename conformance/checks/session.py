@@ -10,9 +10,9 @@ from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps
-from conformance.findings import ClaimedButUnrunnable, NotApplicable, NotRun, Violation
+from conformance.checks.context.sessions import SESSION_SHAPE
+from conformance.findings import ClaimedButUnrunnable, Violation
 
-SESSION_SHAPE = (3, 5)
 
 
 def small_integers(names: tuple[str, ...], dt: tensors.DType, shape: tuple[int, ...] = SESSION_SHAPE) -> dict[str, np.ndarray]:
@@ -69,29 +69,7 @@ def claimed_nodes_run(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
     except ClaimedButUnrunnable as exc:
         yield exc.violation
         return
-    try:
-        ctx.require_nodes_on_ep(info)  # the evidence: the nodes the EP took, its kernels created
-    except NotRun:
-        # Declined: an honest choice where the EP takes some other model here; where it takes
-        # none at all, it is not functional here (a silent fallback), and nothing was shown.
-        taken = _a_model_the_ep_takes(ctx)
-        if not taken:
-            raise
-        raise NotApplicable(f"{ctx.target.provider} declines {recipe} with {dtype} (it takes {taken}): "
-                            f"onnxruntime placed the nodes on {', '.join(info.assignment)}") from None
-
-
-FUNCTIONAL_PROBES = ("add", "relu", "identity")  # float32 models an EP that works here likely takes
-
-
-def _a_model_the_ep_takes(ctx) -> str:
-    """A float32 model of which the EP takes nodes, in words ('' when it takes none of them)."""
-    float32 = tensors.DTYPES["float32"]
-    for recipe in FUNCTIONAL_PROBES:
-        try:
-            info = ctx.session(recipe, float32, SESSION_SHAPE)
-        except (NotApplicable, NotRun):
-            continue
-        if info.assignment.get(ctx.target.provider):
-            return f"the float32 model '{recipe}'"
-    return ""
+    # The evidence: the nodes the EP took, its kernels created. A model it declines (where it
+    # takes another) is not_applicable: an honest decline; one where it takes nothing at all is
+    # not_run: it is not functional here, and nothing was shown.
+    ctx.require_nodes_on_ep(info)

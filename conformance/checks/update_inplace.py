@@ -143,6 +143,7 @@ MISMATCHES = {
     "element-type": ("int32", (2, 3)),  # same byte size, different element type
     "same-bytes-other-type": ("float64", (3,)),  # 24 bytes, like the destination, but 3 float64
     "fewer-elements": ("float32", (5,)),  # a copy sized by the destination reads past the source
+    "other-element-size": ("float64", (2, 3)),  # the same element count, twice the bytes
 }
 
 

@@ -17,6 +17,7 @@ from conformance.target import eps
 from conformance.checks import CHECKS, load_all
 from conformance.checks.context import CheckContext
 from conformance.findings import CallQuarantined, NotApplicable, NotRun, SilentRetry, Violation, first_line, kit_snippet
+from conformance.catalogue import selectors
 from conformance.catalogue.contracts import Catalogue
 from conformance.target.models import ModelCache, recipes_from
 from conformance.outcomes import Outcome
@@ -92,6 +93,8 @@ class Runner:
         contract = self.catalogue.contract(contract_id)
         ctx = self.context(device)
         ctx.begin(progress, quarantined)
+        ctx.contested_rule_holds = contract.contested is not None and selectors.selects(
+            contract.contested.where, self.facts, self.facts["devices"][device])
         started = time.perf_counter()
         outcome, message, details = self._run(CHECKS[contract.check].function, ctx, params)
         subject = case_subject(contract.subject, ctx, details)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pytest
 
+from conformance.catalogue import selectors
 from conformance.outcomes import PYTEST_ERRORS, CaseReply, Outcome, Result
 from conformance.plugin import ids, terminal
 from conformance.run.pool import EpUnderTest
@@ -98,6 +99,7 @@ class ContractItem(pytest.Item):
             contract=self.contract.id, ep=self.ep.facts["provider"], device=self.device["label"], params=self.params,
             outcome=reply.outcome, message=reply.message, spec=str(self.contract.location), severity=self.contract.severity,
             subject=reply.details.get("subject", self.contract.subject), nodeid=self.nodeid, duration=reply.duration, details=reply.details,
+            contested=selectors.contested_rule(self.contract, self.ep.facts, self.device),
         )
 
     def quarantined(self) -> str:
@@ -144,7 +146,7 @@ class ContractItem(pytest.Item):
             prefix = "" if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] "
             whose = "the onnxruntime package" if result.subject == "package" else "onnxruntime"
             pytest.xfail(f"finding against {whose}, not the EP: {prefix}{result.message}")
-        if result.outcome is Outcome.FAIL or result.outcome in PYTEST_ERRORS:
+        if result.outcome in (Outcome.FAIL, Outcome.FLAKY) or result.outcome in PYTEST_ERRORS:  # flaky: a failure, with its tries
             raise ContractFailure(result, self.contract)  # an error's report is marked one (see pytest_report_teststatus)
         if result.outcome is not Outcome.PASS:
             pytest.skip(f"[{result.outcome.value}] {result.message}")

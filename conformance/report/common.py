@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from conformance.catalogue.contracts import PROVENANCE_BASES
 from conformance.target.eps import memory_label
 from conformance.outcomes import BROKEN, NOT_AGAINST_EP
 
@@ -166,3 +167,23 @@ def partial_run(data: dict[str, Any]) -> str:
     or '' for a whole run (or a report from before report.json recorded its selection)."""
     selection = data.get("selection")
     return selection["text"] if selection and not selection.get("complete", True) else ""
+
+
+def verdict_text(verdict: str, level: str | None) -> str:
+    """The verdict naming the API level it certifies: 'conformant at onnxruntime 1.24's API'
+    (contracts that need a newer API were not_applicable on this build)."""
+    return f"{verdict} at onnxruntime {level}'s API" if level else verdict
+
+
+def verdict_of(data: dict[str, Any]) -> str:
+    """A report's verdict in words, with its API level (a report written before it had one: the verdict)."""
+    return data.get("verdict_text") or data["verdict"]
+
+
+def provenance_text(contract: dict[str, Any]) -> str:
+    """A report's contract entry's provenance in one line ('' where the entry has none)."""
+    provenance = contract.get("provenance") or {}
+    if not provenance:
+        return ""
+    return f"{PROVENANCE_BASES.get(provenance['basis'], provenance['basis'])}: {provenance['ref']}"
+

@@ -30,8 +30,8 @@ import conformance.report.groups as groups
 import conformance.report.throughput as throughput
 import conformance.report.page as page
 from conformance.report.common import (BROKEN_VALUES, anchor, case_anchor, contract_anchor, device_line, ep_origin, failure_anchor, failures_of_the_ep,
-                                       findings_apart, imports_lines, params_label, partial_run, reason_contract, run_conditions, shared_with_the_ep, tally,
-                                       unlisted_note)
+                                       findings_apart, imports_lines, params_label, partial_run, provenance_text, reason_contract, run_conditions,
+                                       shared_with_the_ep, tally, unlisted_note, verdict_of)
 
 STATUS_LEGEND = {
     "supported": "the bytes arrived intact",
@@ -91,7 +91,7 @@ def _table(header: Iterable[str], rows: Iterable[Iterable[str]], table_id: str =
 
 def _verdict(data: dict[str, Any]) -> list[str]:
     verdict = data["verdict"]
-    out = [f'<p id="verdict"><span class="verdict verdict-{_e(verdict)}">Verdict: {_e(verdict)}</span></p>']
+    out = [f'<p id="verdict"><span class="verdict verdict-{_e(verdict)}">Verdict: {_e(verdict_of(data))}</span></p>']
     if data.get("strict"):
         out.append('<p class="strict" id="strict">Strict run (certification mode): a required contract that could not run fails the run.</p>')
     if partial_run(data):
@@ -365,7 +365,7 @@ def _all_results(data: dict[str, Any]) -> list[str]:
         for result in results:
             by_contract[result["contract"]].append(result)
         for contract_id, cases in by_contract.items():
-            out += _contract_results(contract_id, cases)
+            out += _contract_results(contract_id, cases, data.get("contracts", {}).get(contract_id) or {})
         out.append("</section>")
     return out
 
@@ -379,13 +379,33 @@ def _filter(results: list[dict[str, Any]]) -> list[str]:
             '<input type="search" id="filter-text" placeholder="filter by text" aria-label="filter the results by text" hidden>', "</form>"]
 
 
-def _contract_results(contract_id: str, cases: list[dict[str, Any]]) -> list[str]:
+_CONTESTED = ' <span class="contested" title="its sources disagree; the contract says which rule it holds">contested</span>'
+
+
+def _provenance(contract: dict[str, Any]) -> list[str]:
+    """Where the contract's rule comes from, the API it needs, and for a contested rule, the rule
+    held, for whom and why."""
+    if not contract.get("provenance"):
+        return []
+    out = [f'<p class="provenance"><b>Provenance</b>: {_e(provenance_text(contract))}'
+           + (f" — {_e(contract['provenance']['note'])}" if contract["provenance"].get("note") else "")
+           + (f"; needs onnxruntime {_e(contract['since'])}'s API" if contract.get("since") else "") + "</p>"]
+    contested = contract.get("contested")
+    if contested:
+        sides = "".join(f"<li>{_e(side['says'])} ({_e(side['ref'])})</li>" for side in contested["sides"])
+        out.append(f'<p class="provenance"><b>Contested</b>: holds, for {_e(contested["for"])}: {_e(contested["holds"])} '
+                   f"<b>Why</b>: {_e(contested['why'])}</p><ul>{sides}</ul>")
+    return out
+
+
+def _contract_results(contract_id: str, cases: list[dict[str, Any]], contract: dict[str, Any]) -> list[str]:
     tally_ = Counter(c["outcome"] for c in cases)
     opened = " open" if any(c["outcome"] in BROKEN_VALUES for c in cases) else ""
     classes = " ".join(f"has-{_e(k)}" for k in tally_)
     detail = f' — <a href="#{failure_anchor(contract_id)}">failure detail</a>' if opened else ""
     out = [f'<details class="contract {classes}" id="{contract_anchor(contract_id)}"{opened}>'
-           f"<summary><code>{_e(contract_id)}</code>: {_split_counts(cases)}</summary>{detail}",
+           f"<summary><code>{_e(contract_id)}</code>{_CONTESTED if contract.get('contested') else ''}: {_split_counts(cases)}</summary>{detail}",
+           *_provenance(contract),
            '<div class="scroll"><table><thead><tr>' + "".join(f"<th>{h}</th>" for h in ("case", "outcome", "severity", "subject", "message", "spec"))
            + "</tr></thead><tbody>"]
     out += [f'<tr class="result is-{outcome}" id="{name}"><td><a href="#{name}">{_e(r["device"])}-{_e(params_label(r["params"]))}</a></td>'

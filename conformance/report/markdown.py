@@ -10,7 +10,7 @@ import conformance.report.groups as groups
 from conformance.report.evidence import claim_evidence
 import conformance.report.throughput as throughput
 from conformance.report.common import (counts_text, device_line, ep_origin, failures_of_the_ep, findings_apart, imports_lines, params_label, partial_run,
-                                       run_conditions, shared_with_the_ep, tally, unlisted_note)
+                                       provenance_text, run_conditions, shared_with_the_ep, tally, unlisted_note, verdict_of)
 
 
 def cell(text: Any) -> str:
@@ -21,7 +21,7 @@ def cell(text: Any) -> str:
 def render(data: dict[str, Any]) -> str:
     ep, ort = data["ep"], data["onnxruntime"]
     out = [f"# Conformance report: {ep.get('name', '?')}", ""]
-    out.append(f"**Verdict: {data['verdict']}**" + ("" if not data["verdict_reasons"] else " — " + "; ".join(data["verdict_reasons"])))
+    out.append(f"**Verdict: {verdict_of(data)}**" + ("" if not data["verdict_reasons"] else " — " + "; ".join(data["verdict_reasons"])))
     if data.get("strict"):
         out += ["", "Strict run (certification mode): a required contract that could not run fails the run."]
     if partial_run(data):
@@ -68,16 +68,34 @@ def render(data: dict[str, Any]) -> str:
         out += ["## Waivers", "", "| contract | status | cases | reason | upstream | until | declared in |", "| --- | --- | --- | --- | --- | --- | --- |"]
         out += [f"| {w['contract']} | {w['status']} | {w['cases']} | {cell(w['reason'])} | {w['url']} | {w['until'] or ''} | {w['spec'] or ''} |"
                 for w in data["waivers"]] + [""]
+
+    out += contracts_table(data)
     out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |",
             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
-        out.append(f"| {r['contract']} | {r['device']} | {cell(params_label(r['params']))} | {r['outcome']} | {r['severity']} | {r['subject']} "
+        contested = " (**contested**)" if r.get("contested") else ""
+        out.append(f"| {r['contract']}{contested} | {r['device']} | {cell(params_label(r['params']))} | {r['outcome']} | {r['severity']} | {r['subject']} "
                    f"| {cell(r['message'][:200])} | {r['spec']} |")
     out.append("")
     run = data["run"]
     out.append(f"Run: {run['started']}, {run['duration_s']} s, {run['collected']} checks collected, isolation {run['isolation']}, "
                f"Python {run['python']} on {run['platform']}.")
     return "\n".join(out) + "\n"
+
+
+def contracts_table(data: dict[str, Any]) -> list[str]:
+    """The contracts that ran: where each rule comes from, the API it needs, and, for a rule its
+    sources disagree on, the rule the kit holds and for whom."""
+    ran = dict.fromkeys(r["contract"] for r in data["results"])
+    contracts = data.get("contracts") or {}
+    out = ["## Contracts", "", f"Where each rule comes from, and the onnxruntime API it needs; this run certifies "
+           f"onnxruntime {data.get('api_level') or '?'}'s API.", "", "| contract | provenance | needs API | contested |", "| --- | --- | --- | --- |"]
+    for contract_id in ran:
+        entry = contracts.get(contract_id) or {}
+        contested = entry.get("contested")
+        held = f"**contested**: holds, for {cell(contested['for'])}: {cell(contested['holds'])}" if contested else ""
+        out.append(f"| {contract_id} | {cell(provenance_text(entry))} | {entry.get('since') or ''} | {held} |")
+    return out + [""]
 
 
 def spec_claims(ep: dict[str, Any], heading: str = "##", named: bool = False) -> list[str]:

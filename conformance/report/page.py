@@ -37,11 +37,13 @@ pre { background: var(--pre); border: 1px solid var(--line); padding: 8px; overf
 .verdict { font-size: 1.5em; font-weight: bold; padding: .4em .8em; border-radius: 6px; display: inline-block; color: #fff; }
 .verdict-conformant { background: var(--verdict-conformant); } .verdict-non_conformant { background: var(--verdict-non_conformant); }
 .verdict-incomplete { background: var(--verdict-incomplete); }
+.contested { font-size: .85em; font-weight: bold; color: var(--purple); border: 1px solid var(--purple); border-radius: 4px; padding: 0 .3em; }
+.provenance { font-size: .9em; margin: .3em 0; }
 .strict { font-weight: bold; color: var(--purple); }
 .cap-supported { background: var(--cap-supported); } .cap-broken { background: var(--cap-broken); }
 .cap-required_but_missing { background: var(--cap-required_but_missing); } .cap-not_required { background: var(--cap-not_required); }
 .cap-unverified { background: var(--cap-unverified); } .cap-unsupported { background: var(--cap-unsupported); }
-.out-pass { color: var(--green); } .out-fail, .out-crash, .out-timeout { color: var(--red); font-weight: bold; }
+.out-pass { color: var(--green); } .out-fail, .out-crash, .out-timeout, .out-flaky { color: var(--red); font-weight: bold; }
 .out-error { color: var(--amber); font-weight: bold; } .out-not_run, .out-waived { color: var(--amber); }
 .out-not_applicable { color: var(--muted); }
 .runtime-counts, .runtime-counts span { color: var(--purple); font-weight: normal; }

@@ -56,7 +56,8 @@ def _size(lines: list[str]) -> int:
 def _head(data: dict[str, Any], html: str) -> list[str]:
     verdict, ep = data["verdict"], data.get("ep") or {}
     mark = f"{MARK[verdict]} " if verdict in MARK else ""
-    out = [f"## {mark}ort-ep-conformance: {cell(ep.get('name', '?'))} is **{verdict}**"]
+    level = f" at onnxruntime {data['api_level']}'s API" if data.get("api_level") else ""
+    out = [f"## {mark}ort-ep-conformance: {cell(ep.get('name', '?'))} is **{verdict}**{level}"]
     found = reasons(data)
     out += [""] if found else []
     for reason in found[:REASONS_SHOWN]:
@@ -108,13 +109,13 @@ def reasons(data: dict[str, Any]) -> list[Reason]:
 
 def terminal(data: dict[str, Any]) -> list[str]:
     """What the terminal summary says under the verdict: each reason, as summary.md has them,
-    then the EP's counts apart from onnxruntime's findings."""
+    then the EP's counts apart from onnxruntime's findings, and an emulated CPU (run_conditions)."""
     ep_counts, runtime_counts = tally(data["results"])
     lines = [f"  {reason.text}" + (f" ({reason.cases})" if reason.cases else "") for reason in reasons(data)]
     lines.append(f"{(data.get('ep') or {}).get('name', 'EP')}: {counts_text(ep_counts) if ep_counts else 'no check of its own ran'}")
     if runtime_counts:
         lines.append(f"{RUNTIME_COUNTS.format(subject='runtime')}: {counts_text(runtime_counts)}")
-    return lines
+    return lines + run_conditions(data)
 
 
 def _matrices(matrices: list[dict[str, Any]]) -> list[str]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance import apis
+from conformance.catalogue import selectors, versions
 from conformance.catalogue.contracts import Contract, EpSpec
 from conformance.outcomes import Outcome
 
@@ -20,32 +21,25 @@ class Skip:
     reason: str
 
 
-def default_memory_kind(device: dict[str, Any]) -> str:
-    default = device["memory"]["default"]
-    return "cpu" if default is None or default["device_type"] == "cpu" else "device"
-
-
 def decide(contract: Contract, run: dict[str, Any], device: dict[str, Any], spec: EpSpec | None) -> Skip | None:
     if run.get("unusable") and contract.subject != "package":
         # A package's contract is about exactly this: a listed EP that cannot run here.
         return Skip(Outcome.NOT_RUN, run["unusable"])
     if spec and contract.id in spec.not_applicable:
         return Skip(Outcome.NOT_APPLICABLE, f"declared not applicable by {spec.location}: {spec.not_applicable[contract.id]}")
-    facts = {
-        "default_memory": default_memory_kind(device),
-        "host_accessible": device["memory"]["host_accessible"] is not None,
-        "ep_device": run["ep_device"],
-        "plugin_library": bool(run["library"] or run["plugin_module"]),
-        "declared": run["declared"],
-    }
+    facts = selectors.device_facts(run, device)
     for key, wanted in contract.applies_when.items():
         if facts[key] != wanted:
             return Skip(Outcome.NOT_APPLICABLE, _explain(key, wanted, facts[key]))
-    # A missing API matters only for a contract that applies: an EP with CPU DEFAULT memory on
-    # an older onnxruntime has device-copy contracts not_applicable, not not_run.
+    # The API level matters only for a contract that applies: an EP with CPU DEFAULT memory on
+    # an older onnxruntime has device-copy contracts not_applicable for that reason, not this one.
+    version = run["onnxruntime"]["version"]
+    if contract.since and version and not versions.at_least(version, contract.since):
+        return Skip(Outcome.NOT_APPLICABLE, versions.below_api_level(contract.since, version, contract.requires_api))
+    # A build at the contract's API level that still lacks an API it needs is not the EP's
+    # doing, nor a level the run can certify without it: not_run.
     for api in contract.requires_api:
         if not run["api"].get(api, False):
-            version = run["onnxruntime"]["version"]
             return Skip(Outcome.NOT_RUN, f"needs {api} (onnxruntime >= {apis.since(api)}); onnxruntime {version} lacks it")
     return None
 

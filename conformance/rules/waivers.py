@@ -11,56 +11,21 @@ needing its waiver any more. Each decision is recorded on the result as data
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections import Counter
 from typing import Any
 
 from conformance.catalogue.contracts import EpSpec, Waiver
+from conformance.catalogue.versions import at_least, selects
 from conformance.outcomes import BROKEN, Outcome, Result
 
 NO_LONGER_NEEDED = "waiver no longer needed"
 
 
-def _version(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in text.split("."):
-        digits = "".join(c for c in piece if c.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
-
-
-def _padded(a: str, b: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Both versions as tuples of one length, so that 1.32 == 1.32.0."""
-    x, y = _version(a), _version(b)
-    width = max(len(x), len(y))
-    return x + (0,) * (width - len(x)), y + (0,) * (width - len(y))
-
-
-_COMPARE = {
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, ">=": lambda a, b: a >= b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
-}
-
-
-def selects(selector: str | None, version: str | None) -> bool:
-    """Whether `version` matches a selector like '>=1.30, <1.33' (None selects everything;
-    an unknown version matches no selector)."""
-    if not selector:
-        return True
-    if not version:
-        return False
-    for clause in selector.split(","):
-        match = re.fullmatch(r"\s*(==|!=|>=|<=|>|<)\s*(\S+)\s*", clause)
-        if match is None or not _COMPARE[match.group(1)](*_padded(version, match.group(2))):
-            return False
-    return True
-
-
 def expiry(waiver: Waiver, onnxruntime_version: str, ep_version: str | None) -> str:
     """Why the waiver no longer holds, or '' while it does."""
-    if waiver.until is not None and _COMPARE[">="](*_padded(onnxruntime_version, waiver.until)):
+    if waiver.until is not None and at_least(onnxruntime_version, waiver.until):
         return f"held until onnxruntime {waiver.until}, this is {onnxruntime_version}"
-    if waiver.until_ep is not None and ep_version and _COMPARE[">="](*_padded(ep_version, waiver.until_ep)):
+    if waiver.until_ep is not None and ep_version and at_least(ep_version, waiver.until_ep):
         return f"held until EP version {waiver.until_ep}, this is {ep_version}"
     return ""
 
@@ -105,6 +70,12 @@ def apply(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Result:
         details = dict(result.details, waiver=f"{NO_LONGER_NEEDED}: {waiver.location} ({waiver.url})",
                        waiver_status=_status(waiver, NO_LONGER_NEEDED))
         return dataclasses.replace(result, details=details, message=f"passed; {NO_LONGER_NEEDED}")
+    if result.outcome is Outcome.FLAKY:
+        # A waiver covers a known defect's failure; a case that passes one try and fails another
+        # is unstable, which no waiver makes certifiable (Kubernetes conformance takes no flake).
+        details = dict(result.details, waiver=f"not applied: a flaky case is never waived ({waiver.location})",
+                       waiver_status=_status(waiver, "not applied: flaky"))
+        return dataclasses.replace(result, details=details)
     if result.outcome in BROKEN or result.outcome is Outcome.NOT_RUN:
         details = dict(result.details, waived_outcome=result.outcome.value, waived_message=result.message,
                        waiver_status=_status(waiver, "applied"))

@@ -55,6 +55,9 @@ class CheckContext:
         self.snippets = Snippets(self.under_test)
         self.sessions = Sessions(self.under_test, models, self.guard, self.snippets, self.evidence)
         self.taken_models = TakenModels(self.sessions)
+        # Whether the rule a contested contract holds for some EPs and builds (its `contested`)
+        # applies to this EP device and build: set by the runner for each case.
+        self.contested_rule_holds = False
 
     def begin(self, on_progress=None, quarantined: list[dict[str, Any]] | None = None) -> None:
         """A new check starts (see CallGuard.begin); it has proved nothing yet."""

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance import apis
+from conformance.catalogue import versions
 from conformance.target.eps import EpTarget
-from conformance.findings import NotRun
+from conformance.findings import NotApplicable, NotRun
 
 
 @dataclass
@@ -34,7 +35,12 @@ class DeviceUnderTest:
         return self.device.memory_info(types[kind])
 
     def require_api(self, name: str, lacking: str) -> None:
-        """NotRun, saying the build `lacking` (e.g. 'has no copy_tensors') and the version that
-        has it, when this onnxruntime build lacks API `name` (see `conformance.apis`)."""
+        """When this onnxruntime build lacks API `name` (see `conformance.apis`): NotApplicable
+        where the build is older than the API (the case is above the API level the run
+        certifies), else NotRun, saying the build `lacking` (e.g. 'has no copy_tensors') and the
+        version that has it."""
         if not self.target.facts["api"][name]:
-            raise NotRun(f"onnxruntime {self.ort.__version__} {lacking} (needs >= {apis.since(name)})")
+            version = self.ort.__version__
+            if not versions.at_least(version, apis.since(name)):
+                raise NotApplicable(f"{versions.below_api_level(apis.since(name), version, (name,))} (this build {lacking})")
+            raise NotRun(f"onnxruntime {version} {lacking} (needs >= {apis.since(name)})")

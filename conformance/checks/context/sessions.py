@@ -26,6 +26,14 @@ class SessionInfo:
     model_path: Path | None
     recipe: str
     assignment: dict[str, list[str]]  # EP name -> op types it took
+    dtype: str = ""  # the element type and shape the model was built for ('' and () where not known)
+    shape: tuple[int, ...] = ()
+
+
+# The shape of the checks' session models, and the float32 models an EP that works here likely
+# takes: the probes that tell an EP declining one model from an EP that takes none.
+SESSION_SHAPE = (3, 5)
+FUNCTIONAL_PROBES = ("add", "relu", "identity")
 
 
 # What onnxruntime's Python InferenceSession prints when it retries a failed run (or a failed
@@ -56,7 +64,7 @@ class Sessions:
             except Exception as exc:
                 Refusal(self.under_test, self.models, self.guard.reproducer).explain(exc, model, path, recipe, dtype)
                 raise
-            info = self._sessions[key] = SessionInfo(session, path, recipe, self.assignment_of(session))
+            info = self._sessions[key] = SessionInfo(session, path, recipe, self.assignment_of(session), dtype.name, shape)
             if path is not None and info.assignment.get(self.under_test.target.provider):
                 self.snippets.taken[os.path.abspath(path)] = sorted(info.assignment[self.under_test.target.provider])
         return self._sessions[key]
@@ -148,9 +156,11 @@ class Sessions:
         """The op types of the model that ran on other EPs ([] when all ran on the EP).
 
         The EP decides which nodes it takes, so nodes elsewhere are reported, not failed; but
-        when the EP took no node of the model at all, nothing here tells about the EP: NotRun.
-        That is also how a silent fallback to the CPU EP shows (a built-in EP whose hardware
-        or libraries are missing)."""
+        when the EP took no node of the model at all, nothing here tells about the EP. Where it
+        takes some float32 model here, it declined this one (an element type or a shape it does
+        not take, such as OpenVINO's scalars and empty tensors): NotApplicable, saying so. Where
+        it takes none, it is not functional here, which is how a silent fallback to the CPU EP
+        shows (a built-in EP whose hardware or libraries are missing): NotRun."""
         target = self.under_test.target
         ops = list(self.models.recipes[info.recipe].ops)
         if not ops:
@@ -161,12 +171,30 @@ class Sessions:
             self.evidence.prove("providers", info.session.get_providers())
             return []
         if not info.assignment.get(target.provider):
-            raise NotRun(f"{target.provider} took no node of model '{info.recipe}' ({', '.join(ops)}); nodes ran on {info.assignment}")
+            taken = a_model_it_takes(self)
+            if not taken:
+                raise NotRun(f"{target.provider} took no node of model '{info.recipe}' ({', '.join(ops)}); nodes ran on {info.assignment}")
+            built = f" with {info.dtype} {list(info.shape)}" if info.dtype else ""
+            where = ", ".join(info.assignment) or "no EP its node assignment names"
+            raise NotApplicable(f"{target.provider} declines model '{info.recipe}'{built} (it takes {taken}): onnxruntime placed the nodes on {where}")
         self.evidence.prove("nodes_on_ep", list(info.assignment[target.provider]))
         elsewhere = [op for ep, nodes in info.assignment.items() if ep != target.provider for op in nodes]
         if elsewhere:
             self.evidence.prove("nodes_elsewhere", elsewhere)
         return elsewhere
+
+
+def a_model_it_takes(sessions: Sessions) -> str:
+    """A float32 model of which the EP takes nodes, in words ('' when it takes none of them)."""
+    float32 = tensors.DTYPES["float32"]
+    for recipe in FUNCTIONAL_PROBES:
+        try:
+            info = sessions.session(recipe, float32, SESSION_SHAPE)
+        except (NotApplicable, NotRun):
+            continue
+        if info.assignment.get(sessions.under_test.target.provider):
+            return f"the float32 model '{recipe}'"
+    return ""
 
 
 class Refusal:

@@ -179,15 +179,11 @@ class ImportRig:
 
     # --- imports ----------------------------------------------------------------------------
 
-    def descriptor(self, native: int, size: int, offset: int = 0, handle_type: str = "vk_memory_opaque_fd",
-                   version: int = C.ORT_API_VERSION_IN_DESCRIPTORS) -> C.MemoryDescriptor:
-        return C.MemoryDescriptor(version, C.HANDLE_TYPES[handle_type], ctypes.c_void_p(native), size, offset)
-
     def import_handed(self, handed: Handed, size: int, offset: int = 0, *, handle_type: str | None = None,
                       version: int = C.ORT_API_VERSION_IN_DESCRIPTORS) -> Any:
         """ImportMemory of a freshly handed handle; afterwards, whether the importer took the fd
         is settled (and told the check as evidence), so that it is never used or closed again."""
-        descriptor = self.descriptor(handed.native, size, offset, handle_type or handed.handle_type, version)
+        descriptor = C.MemoryDescriptor(version, C.HANDLE_TYPES[handle_type or handed.handle_type], ctypes.c_void_p(handed.native), size, offset)
         try:
             return self.import_memory(descriptor)
         finally:
@@ -208,6 +204,8 @@ class ImportRig:
         dims = (ctypes.c_int64 * len(shape))(*shape)
         descriptor = C.TensorDescriptor(version, C.ELEMENT_TYPES[element_type], dims, len(shape), offset)
         value = ctypes.c_void_p()
+        if self.ctx is not None:
+            self.ctx.attempt(f"CreateTensorFromMemory of {list(shape)} float32 at offset {offset}")
         with self._calling("CreateTensorFromMemory"):
             self.api.interop("CreateTensorFromMemory", self.importer, handle, ctypes.byref(descriptor), ctypes.byref(value))
         if not value.value:
