@@ -22,7 +22,7 @@ examples:
   ort-conformance validate                      check the shipped specs
   ort-conformance validate myep.yaml            check a vendor's EP declaration with the catalogue
   ort-conformance probe --ep cpu                which copy directions work, found by trying
-  ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json
+  ort-conformance probe --ep-library=./libmy_ep.so --ep MyEp --json
   ort-conformance catalogue -o docs/contracts.md
   pytest --ep cpu                               a conformance run (report and junit.xml in reports/)
   ort-conformance bundle --vendor ACME -o acme.tar.gz   the submission bundle of that run
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                     "worker could not start.",
                     "  ort-conformance probe --ep cpu\n"
                     "  ort-conformance probe --ep cuda --no-throughput --fail-on broken,required_but_missing\n"
-                    "  ort-conformance probe --ep-library ./libmy_ep.so --ep MyEp --json")
+                    "  ort-conformance probe --ep-library=./libmy_ep.so --ep MyEp --json")
     probe.add_argument("--ep", metavar="NAME", help="EP alias or provider name (default: every EP listed by get_ep_devices())")
     probe.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first (needs --ep)")
     probe.add_argument("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option; repeatable")
@@ -107,14 +107,17 @@ def main(argv: list[str] | None = None) -> int:
     verify.add_argument("--library", metavar="PATH", help="also check that this EP library is the one the bundle was made with (sha256)")
 
     diff = command("diff", "compare two runs (report.json, report folders or bundles); exit 1 on regressions",
-                   "Lists regressions (a case that now fails, crashes, times out or errors, or a copy direction that\n"
-                   "broke), fixes, new findings against onnxruntime and contract changes. Exit 0, 1 on a\n"
-                   "regression, 2 when either side is not a report.",
+                   "Lists regressions (a case that now fails, crashes, times out or errors, a copy direction that\n"
+                   "broke, or a worse verdict), cases no longer checked, fixes, new findings against onnxruntime and\n"
+                   "contract changes; cases by their pytest ids. Exit 0, 1 on a regression (or, with\n"
+                   "--fail-on-findings, a new finding against onnxruntime), 2 when either side is not a report.",
                    "  ort-conformance diff old/report.json reports/\n"
                    "  ort-conformance diff old.tar.gz new.tar.gz --json")
     diff.add_argument("old", metavar="OLD", help="the earlier run: report.json, its folder, or a bundle")
     diff.add_argument("new", metavar="NEW", help="the later run, in any of the same forms")
     diff.add_argument("--json", action="store_true", help="print JSON instead of text")
+    diff.add_argument("--fail-on-findings", action="store_true",
+                      help="exit 1 on new findings against onnxruntime too (by default they are shown apart, not gating)")
 
     found = command("found", "regenerate \"What we found\" (Markdown) from conformance reports",
                     "One section per lane: what the EP spec claims, whether the run verified it, and each failure\n"
@@ -179,6 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:
+        # A path the system refuses before any command's own checks can word it (one longer
+        # than the system allows): one line, never a traceback.
+        from conformance.run.runfolder import shown
+
+        where = f"{shown(Path(str(exc.filename)))}: " if exc.filename else ""
+        print(f"ort-conformance: {where}cannot be used: {exc.strerror or exc}", file=sys.stderr)
+        return 2
 
 
 def _validate(args) -> int:
@@ -215,6 +226,7 @@ def _validate(args) -> int:
 def _probe(args) -> int:
     from conformance.isolation.controller import WorkerLost, WorkerRefused
     from conformance.run.probing import probe_eps
+    from conformance.tools import matrix_text
 
     try:
         options = ep_options(args.ep_option)
@@ -238,7 +250,8 @@ def _probe(args) -> int:
     if args.json:
         print(matrix.to_json())
     else:
-        _print_matrix(matrix.to_dict())
+        for line in matrix_text.lines(matrix.to_dict()):
+            print(line)
     failing = sorted(matrix.statuses() & set(args.fail_on))
     if failing:
         print(f"ort-conformance: pairs that are {' or '.join(failing)} (--fail-on {','.join(args.fail_on) or 'none'})", file=sys.stderr)
@@ -254,35 +267,6 @@ def statuses(text: str) -> tuple[str, ...]:
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"not a status: {', '.join(unknown) or repr(text)} (statuses: {', '.join(STATUSES)}, or none)")
     return names
-
-
-def _print_matrix(matrix: dict) -> None:
-    from conformance.report import NO_EP_DEVICE, imports_lines
-
-    for ep in matrix["eps"]:
-        for device in ep["devices"]:
-            print(f"{ep['ep']} — device {device['device']} (onnxruntime {ep['onnxruntime']})")
-            if not ep.get("ep_device", True):
-                print(f"  {NO_EP_DEVICE}: no memory info was advertised; the matrix covers plain CPU memory only")
-            if ep.get("unusable"):
-                print(f"  {ep['unusable']}")
-            if device.get("error"):
-                print(f"  probe lost: {device['error']}")
-                continue
-            width = max((len(p["source"]) for p in device["pairs"]), default=6)
-            for pair in device["pairs"]:
-                required = " (required)" if pair["required"] else ""
-                print(f"  {pair['source']:>{width}} -> {pair['destination']:<{width}}  {pair['status']}{required}: {pair['detail']}")
-                for method, figures in pair.get("throughput", {}).items():
-                    print(f"  {'':>{width}}    {method} GB/s: {_figures(figures)}")
-            if device.get("host_memcpy"):
-                print(f"  host memcpy GB/s: {_figures(device['host_memcpy'])}")
-            for line in imports_lines(device.get("imports")):
-                print(f"  {line}")
-
-
-def _figures(figures: dict) -> str:
-    return ", ".join(f"{size} {'-' if gbps is None else gbps}" for size, gbps in figures.items())
 
 
 def _catalogue(args) -> int:
@@ -397,7 +381,7 @@ def _diff(args) -> int:
         print(f"ort-conformance: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n" if args.json else diff.render(result))
-    return 1 if result.regressed else 0
+    return 1 if result.failed(fail_on_findings=args.fail_on_findings) else 0
 
 
 def _found(args) -> int:
@@ -470,40 +454,9 @@ def _merge(args) -> int:
 
 
 def _rebuild(args) -> int:
-    from conformance.run import journal, runfolder
-    from conformance import report, safe_io
-    from conformance.catalogue.spec import load_catalogue
-    from conformance.errors import SpecErrors
+    from conformance.tools.rebuild import rebuild
 
-    folder = Path(args.report_dir)
-    try:
-        lock = runfolder.claim(folder) if folder.is_dir() else None  # not while a run writes there
-        contents = journal.read(folder)
-    except (runfolder.FolderRefused, journal.JournalError) as exc:
-        print(f"ort-conformance: {exc}", file=sys.stderr)
-        return 2
-    try:
-        catalogue = load_catalogue(contents.run.get("specs"))
-    except SpecErrors as exc:
-        print(f"ort-conformance: the run's spec files cannot be read again:\n{exc}", file=sys.stderr)
-        return 2
-    digest = contents.digest
-    if digest and digest != catalogue.digest:
-        print(f"ort-conformance: {folder / journal.NAME}: the run's spec files changed since it ran (digest {digest[:12]}, now "
-              f"{catalogue.digest[:12]}): its report would describe other contracts", file=sys.stderr)
-        return 2
-    data = report.build(journal.record(contents, catalogue))
-    try:
-        written = report.write_all(data, folder)
-    except safe_io.UnsafeFile as exc:
-        print(f"ort-conformance: the report was not written: {exc}", file=sys.stderr)
-        return 3
-    finally:
-        if lock:
-            lock.close()
-    print(f"{len(contents.results)} results of a run that {'finished' if contents.finished else 'did not finish (interrupted)'}, "
-          f"verdict {data['verdict']}: " + ", ".join(str(p) for p in written))
-    return 0
+    return rebuild(Path(args.report_dir))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ device?", with `supports(source, destination)`, instead of trying copies at star
 matrix reads from and writes to the JSON that `ort-conformance probe --json` prints (schema
 `conformance/schemas/probe.schema.json`, version `SCHEMA`).
 
-A leaf module: it imports nothing of the kit, so that importing it (and `conformance.probe`)
+A leaf module: it imports nothing of the kit but the leaf of its errors, so that importing it (and `conformance.probe`)
 loads neither pytest, onnx, jsonschema nor onnxruntime.
 """
 
@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from conformance.errors import KitError
+
 SCHEMA = "ort-ep-conformance/probe/1"
 
 # The statuses of a pair, as conformance.engine.capabilities decides them (its docstring says each).
@@ -23,6 +25,23 @@ STATUSES: tuple[str, ...] = ("supported", "unverified", "broken", "required_but_
 
 # GB/s per size class ("4 KiB", "1 MiB", ...); None where the probe's time budget ran out.
 Figures = dict[str, "float | None"]
+
+
+# The memories every matrix may name; another EP device's DEFAULT memory is named
+# `Provider:Vendor:DeviceId` by the matrix that holds it (Device.memories).
+MEMORIES = ("cpu", "default", "host_accessible")
+
+
+class UnknownMemory(KitError, ValueError):
+    """A name given to `supports` that is no memory: one clear message naming the memories."""
+
+
+def require_memories(names: tuple[str, ...], known: set[str]) -> None:
+    """UnknownMemory for the first of `names` that is neither one of MEMORIES nor in `known`."""
+    for name in names:
+        if name not in MEMORIES and name not in known:
+            listed = ", ".join([*MEMORIES, *sorted(known - set(MEMORIES))])
+            raise UnknownMemory(f"{name!r} is not a memory; the memories are: {listed}")
 
 
 @dataclass(frozen=True)
@@ -75,9 +94,15 @@ class Device:
 
     def supports(self, source: str, destination: str) -> bool:
         """Whether a copy from `source` to `destination` moved the bytes intact here; False for
-        a direction the matrix does not have (a memory this device lacks)."""
+        a direction the matrix does not have (a memory this device lacks). UnknownMemory for a
+        name that is no memory (see MEMORIES): a typo is an error, not a "no"."""
+        require_memories((source, destination), self.memory_names())
         found = self.pair(source, destination)
         return found is not None and found.supported
+
+    def memory_names(self) -> set[str]:
+        """The memories this device's matrix names: its pairs' ends and its memories' facts."""
+        return {*self.memories, *(p.source for p in self.pairs), *(p.destination for p in self.pairs)}
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ep": self.ep, "device": self.label}
@@ -128,6 +153,7 @@ class CapabilityMatrix:
     def supports(self, source: str, destination: str, *, ep: str | None = None, device: str | None = None) -> bool:
         """Whether the copy works on every device probed (of provider or label `ep`, of label
         `device`, when given): False when one of them lacks it, and when none matches."""
+        require_memories((source, destination), {name for d in self.devices for name in d.memory_names()})
         chosen = [d for e in self.eps if ep in (None, e.name, e.label) for d in e.devices if device in (None, d.label)]
         return bool(chosen) and all(d.supports(source, destination) for d in chosen)
 

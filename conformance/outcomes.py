@@ -23,6 +23,9 @@ class Outcome(str, enum.Enum):
     CRASH = "crash"
     TIMEOUT = "timeout"
     ERROR = "error"
+    # Tried again (--conformance-rerun, or once after a crash or hang) and the tries' outcomes
+    # differ: counted as a failure, never certified, never waived; details["tries"] holds each.
+    FLAKY = "flaky"
 
 
 class Verdict(str, enum.Enum):
@@ -31,7 +34,8 @@ class Verdict(str, enum.Enum):
     INCOMPLETE = "incomplete"
 
 
-BROKEN = (Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT)
+BROKEN = (Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT, Outcome.FLAKY)
+RERUN = (Outcome.FAIL, Outcome.CRASH, Outcome.TIMEOUT)  # the outcomes a case is tried again after
 # Whose promise a result is (its subject): the EP's, onnxruntime's own layer's, or both, when
 # onnxruntime passed a bad request through without checking it and the EP accepted it. A broken
 # `both` result counts against the EP in the verdict and is listed among the findings against
@@ -152,9 +156,11 @@ def _decided(results: list[Result], *, interrupted: bool, strict: bool, subset: 
     it showed a failure or a self-exemption, which no larger run would undo. A subset outside a
     strict run is decided as usual; the reports label it partial."""
     deciding = [r for r in results if r.severity == "required" and r.against_ep]
-    broken = sorted({r.contract for r in deciding if r.outcome in BROKEN})
-    if broken:
-        return Verdict.NON_CONFORMANT, [f"required contract broken: {c}" for c in broken]
+    broken = sorted({r.contract for r in deciding if r.outcome in RERUN})
+    flaky = sorted({r.contract for r in deciding if r.outcome is Outcome.FLAKY} - set(broken))
+    if broken or flaky:
+        return Verdict.NON_CONFORMANT, ([f"required contract broken: {c}" for c in broken]
+                                        + [f"required contract flaky (its tries gave different outcomes): {c}" for c in flaky])
     reasons = []
     if interrupted:
         reasons.append("the run was interrupted before every check finished")

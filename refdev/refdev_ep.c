@@ -77,6 +77,9 @@ typedef enum {
   FAULT_MISPLACED_INPUTS,
   /* guard memory */
   FAULT_OVERRUN,
+  /* tries that differ: flaky results, and a crash that does not come back */
+  FAULT_INTERMITTENT,
+  FAULT_INTERMITTENT_ABORT,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -89,13 +92,15 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "import-no-bounds", "import-denies", "kernel-fails",
     "misplaced-inputs",
     "overrun",
+    "intermittent", "intermittent-abort",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
-  "import-no-bounds, import-denies, kernel-fails, misplaced-inputs, overrun"
+  "import-no-bounds, import-denies, kernel-fails, misplaced-inputs, overrun, intermittent, "   \
+  "intermittent-abort"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -456,6 +461,33 @@ static void sleep_ms(long ms) {
   }
 }
 
+/* --- intermittent faults (intermittent, intermittent-abort) ----------------------------------
+ * They fail some tries of a check and not others, as a flaky device or driver would: every Nth
+ * CopyTensors call of the process goes wrong (N = ORT_REFDEV_INTERMITTENT_EVERY, default 3) and
+ * the others are right. A check tried again in a fresh process starts the count again, so its
+ * retry passes where it makes fewer than N copies. */
+static long g_intermittent_calls = 0;
+
+static long intermittent_period(void) {
+  const char* v = getenv("ORT_REFDEV_INTERMITTENT_EVERY");
+  long n = v != NULL ? strtol(v, NULL, 10) : 0;
+  return n > 0 ? n : 3;
+}
+
+/* Whether this CopyTensors call is one of those that go wrong (counted only in these modes). */
+static bool intermittent_strikes(refdev_fault fault) {
+  if (fault != FAULT_INTERMITTENT && fault != FAULT_INTERMITTENT_ABORT) return false;
+  long n = __atomic_add_fetch(&g_intermittent_calls, 1, __ATOMIC_RELAXED);
+  return n % intermittent_period() == 0;
+}
+
+static void intermittent_abort(void) {
+  fprintf(stderr, "refdev: fault 'intermittent-abort': CopyTensors call %ld of this process calls abort()\n",
+          __atomic_load_n(&g_intermittent_calls, __ATOMIC_RELAXED));
+  fflush(stderr);
+  abort();
+}
+
 typedef struct copy_job {
   const void* src;
   void* dst;
@@ -502,6 +534,16 @@ static void copy_log(mem_kind sk, mem_kind dk, const void* src, const void* dst,
   fclose(log);
 }
 
+/* The copy that goes wrong in mode `intermittent`: one bit of the middle byte of its first
+ * non-empty destination flipped, after the copy (as `corrupt` does to every copy). */
+static void intermittent_corrupt(copy_job* jobs, size_t num_tensors) {
+  for (size_t i = 0; i < num_tensors; ++i) {
+    if (jobs[i].bytes == 0) continue;
+    ((unsigned char*)jobs[i].dst)[jobs[i].bytes / 2] ^= 0x10u;
+    return;
+  }
+}
+
 static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, const OrtValue** src_tensors,
                                                OrtValue** dst_tensors, OrtSyncStream** streams,
                                                size_t num_tensors) {
@@ -520,6 +562,8 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     fflush(stderr);
     for (;;) sleep_ms(1000);
   }
+  bool strikes = intermittent_strikes(fault);
+  if (strikes && fault == FAULT_INTERMITTENT_ABORT) intermittent_abort();
   if (num_tensors == 0) return NULL;
   if (src_tensors == NULL || dst_tensors == NULL) {
     return make_status(ORT_INVALID_ARGUMENT, "RefDev CopyTensors: NULL tensor list");
@@ -616,6 +660,7 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
       sleep_ms(20 + (long)(j->bytes >> 16));
     }
   }
+  if (strikes && fault == FAULT_INTERMITTENT) intermittent_corrupt(jobs, num_tensors);
   free(jobs);
   return NULL;
 }

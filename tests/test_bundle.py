@@ -5,6 +5,7 @@ run exits non-zero naming the regression."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import tarfile
 from pathlib import Path
@@ -144,11 +145,12 @@ def test_diff_of_a_run_with_itself_exits_zero(cpu_bundle, capsys):
 
 
 def test_diff_of_a_good_and_a_faulty_reference_ep_run_exits_one_naming_the_regression(refdev_library, tmp_path, capsys):
-    args = ("--ep-library", str(refdev_library), "--ep", "refdev")
+    args = (f"--ep-library={refdev_library}", "--ep=refdev")  # as the README gives it: pytest then prints ids as they are
     (tmp_path / "good").mkdir()
     (tmp_path / "bad").mkdir()
     good = conformance_run(tmp_path / "good", *args, env={"ORT_REFDEV_FAULT": None}).reports
-    bad = conformance_run(tmp_path / "bad", *args, env={"ORT_REFDEV_FAULT": "corrupt"}).reports
+    bad_run = conformance_run(tmp_path / "bad", *args, env={"ORT_REFDEV_FAULT": "corrupt"})
+    bad = bad_run.reports
     assert cli.main(["bundle", "--report-dir", str(bad), "-o", str(tmp_path / "bad.tar.gz")]) == 0
     assert cli.main(["verify", str(tmp_path / "bad.tar.gz"), "--library", str(refdev_library)]) == 0, "a failing run's bundle is still complete"
     (tmp_path / "other.so").write_bytes(refdev_library.read_bytes() + b"\0")
@@ -157,7 +159,12 @@ def test_diff_of_a_good_and_a_faulty_reference_ep_run_exits_one_naming_the_regre
     assert cli.main(["diff", str(good / "report.json"), str(tmp_path / "bad.tar.gz")]) == 1
     output = capsys.readouterr().out
     assert output.startswith("verdict: conformant -> non_conformant")
-    assert "copy.roundtrip-exact [refdev-float32-" in output and ": pass -> fail: CPU → DEFAULT → CPU changed the bytes" in output
+    assert "ort-conformance/copy::copy.roundtrip-exact[refdev-float32-" in output and ": pass -> fail: CPU → DEFAULT → CPU changed the bytes" in output
+    # Each regression named as pytest named it in the broken run's FAILED and ERROR lines.
+    regressions = output.split("\nREGRESSIONS (", 1)[1].split("\n", 1)[1]
+    cases = [line.strip().split(": ", 1)[0] for line in itertools.takewhile(lambda line: line.startswith("  "), regressions.splitlines())]
+    unnamed = [case for case in cases if f"FAILED {case}" not in bad_run.output and f"ERROR {case}" not in bad_run.output]
+    assert cases and not unnamed, (len(cases), unnamed[:3], bad_run.output[-1500:])
     assert "RefDevExecutionProvider refdev cpu>default: supported -> broken" in output
     assert cli.main(["diff", str(tmp_path / "bad.tar.gz"), str(good)]) == 0, "the way back is fixes, not regressions"
     assert "fixes (" in capsys.readouterr().out
@@ -198,11 +205,17 @@ def test_bundle_refuses_a_symlink_planted_among_the_runs_files_or_as_the_archive
     secret.write_text("a private key")
     run = tmp_path / "run"
     shutil.copytree(cpu_reports, run)
-    (run / "models" / "planted.onnx").symlink_to(secret)
+    (run / "models" / "planted.onnx").symlink_to(secret)  # not the run's: never read, never bundled
+    assert cli.main(["bundle", "--report-dir", str(run), "-o", str(tmp_path / "b.tar.gz")]) == 0
+    assert "models/planted.onnx" not in bundle.read(tmp_path / "b.tar.gz")
+    (tmp_path / "b.tar.gz").unlink()
+    model = sorted((run / "models").glob("*-*.onnx"))[0]  # one the run used, listed by its journal
+    model.unlink()
+    model.symlink_to(secret)
     assert cli.main(["bundle", "--report-dir", str(run), "-o", str(tmp_path / "b.tar.gz")]) == 2
-    assert f"{run / 'models' / 'planted.onnx'}: is a symlink: refusing to read through it" in capsys.readouterr().err
+    assert f"{model}: is a symlink: refusing to read through it" in capsys.readouterr().err
     assert not (tmp_path / "b.tar.gz").exists()
-    (run / "models" / "planted.onnx").unlink()
+    model.unlink()
     (tmp_path / "b.tar.gz").symlink_to(secret)
     assert cli.main(["bundle", "--report-dir", str(run), "-o", str(tmp_path / "b.tar.gz")]) == 2
     assert "b.tar.gz: is a symlink: refusing to write through it" in capsys.readouterr().err

@@ -125,6 +125,23 @@ def test_an_unknown_ep_version_or_memory_is_a_clear_error(table, question, messa
     assert isinstance(raised.value, LookupError)
 
 
+def test_a_memory_one_run_of_an_ep_lacks_is_answered_from_the_runs_that_have_it(tmp_path, cpu_reports, capsys):
+    """The same EP version set up two ways (refdev and refdev-host in the lanes): the run without
+    HOST_ACCESSIBLE memory answers not_advertised, and supports() goes by the run that has it."""
+    folders = runs_folder(tmp_path, cpu_reports)
+    plain = tmp_path / "reports" / "openvino-plain"
+    plain.mkdir()
+    data = json.loads((Path(folders[1]) / "report.json").read_text())
+    data["devices"][0]["memory"]["host_accessible"] = None
+    data["capabilities"][0]["pairs"] = [p for p in data["capabilities"][0]["pairs"] if "host_accessible" not in (p["source"], p["destination"])]
+    (plain / "report.json").write_text(json.dumps(data))
+    assert cli.main(["fleet", *folders, str(plain), "-o", str(tmp_path / "fleet")]) == 0
+    table_ = reader.load(tmp_path / "fleet")
+    answers = {a.run: a.status for a in table_.answers("openvino", "1.8.1", "host_accessible", "host_accessible")}
+    assert answers == {"openvino": "supported", "openvino-plain": "not_advertised"}
+    assert table_.supports("openvino", "1.8.1", "host_accessible", "host_accessible") is True
+
+
 def test_the_reader_needs_no_onnxruntime_and_loads_only_the_standard_library(table):
     code = ("import sys\nfor name in ('onnxruntime', 'numpy', 'jsonschema', 'yaml', 'pytest'): sys.modules[name] = None\n"
             "import conformance.fleet as f\n"

@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import time
 import tracemalloc
 from pathlib import Path
 
@@ -60,9 +59,8 @@ def one_error(path: Path) -> str:
 
 def test_a_fifo_named_like_a_spec_is_refused_without_being_opened(tmp_path):
     os.mkfifo(tmp_path / "x.yaml")
-    started = time.monotonic()
+    # Opened for a blocking read, a FIFO without a writer would never return: the error proves it was not.
     assert one_error(tmp_path / "x.yaml") == f"{tmp_path / 'x.yaml'}:1:1: not a regular file: a FIFO"
-    assert time.monotonic() - started < 5, "opened for a blocking read"
 
 
 def test_a_device_or_a_folder_named_like_a_spec_is_refused(tmp_path):
@@ -90,14 +88,13 @@ def test_an_alias_bomb_is_refused_quickly_and_in_little_memory(tmp_path):
     path.write_text(ALIAS_BOMB)
     assert len(ALIAS_BOMB) < 400
     tracemalloc.start()
-    started = time.monotonic()
     try:
         error = one_error(path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert error == f"{path}:6:8: the aliases expand this document past {yaml_marks.MAX_NODES} values (an alias bomb?)"
-    assert time.monotonic() - started < 2 and peak < 20 << 20
+    assert peak < 20 << 20  # refused before its aliases were expanded (how long it takes is a benchmark's)
 
 
 def test_a_recursive_alias_is_refused(tmp_path):

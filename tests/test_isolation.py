@@ -128,13 +128,11 @@ def test_a_crash_message_carries_the_tail_of_the_worker_log(tmp_path):
 def test_a_worker_that_hangs_is_a_timeout_and_is_killed():
     w = fake_worker("import time; time.sleep(60)")
     process = w.process
-    started = time.monotonic()
     with pytest.raises(WorkerLost) as lost:
         w._exchange({"op": "run"}, 0.5, "copy.x on cpu")
-    elapsed = time.monotonic() - started
     assert lost.value.outcome == "timeout"
     assert str(lost.value) == "copy.x on cpu did not finish within 0.5 s; the worker was killed and replaced"
-    assert 0.4 < elapsed < 5
+    # Killed, not waited for: its 60 s sleep never ended on its own.
     assert process.poll() == -signal.SIGKILL and w.process is None
 
 
@@ -449,10 +447,9 @@ def test_a_hang_in_a_batch_is_a_timeout_of_the_running_request_measured_from_the
     batch_of_three(w)
     assert w.collect("a")["n"] == 1
     process = w.process
-    started = time.monotonic()
     with pytest.raises(WorkerLost, match=r"^check b did not finish within 0\.5 s") as lost:
         w.collect("b")
-    assert lost.value.outcome == "timeout" and time.monotonic() - started < 5
+    assert lost.value.outcome == "timeout"
     assert process.poll() == -signal.SIGKILL and w.collect("c") is None
     # As after a crash, the replacement for the dropped request is already starting.
     assert w.process not in (None, process) and w.facts is None
@@ -494,15 +491,15 @@ def test_a_crash_after_the_call_returned_is_not_blamed_on_it():
 
 
 def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_the_timeout():
-    hang = ("for _ in range(100):\n"
+    # Announcements for 10 s, then an exit: were the timeout extended by each, the worker's end
+    # would be the outcome (a crash), not the timeout, whatever the machine's load.
+    hang = ("for _ in range(200):\n"
             "    sys.stdout.write(json.dumps({'id': None, 'progress': {'call': {'kind': 'copy_tensors', 'direction': 'cpu>default'}}}) + '\\n')\n"
-            "    sys.stdout.flush(); time.sleep(0.05)\ntime.sleep(60)")
+            "    sys.stdout.flush(); time.sleep(0.05)\nsys.exit(0)")
     w = fake_worker(ANNOUNCE_THEN.format(then=hang))
-    started = time.monotonic()
-    with pytest.raises(WorkerLost, match=r"within 0\.5 s \(stuck in copy_tensors cpu>default\)") as lost:
-        w._exchange({"op": "run"}, 0.5, "the check")
+    with pytest.raises(WorkerLost, match=r"within 2 s \(stuck in copy_tensors cpu>default\)") as lost:
+        w._exchange({"op": "run"}, 2.0, "the check")
     assert lost.value.outcome == "timeout" and lost.value.call == Call("copy_tensors", "cpu>default")
-    assert time.monotonic() - started < 3
 
 
 def test_a_lost_checks_result_carries_the_call_in_flight_as_its_wire_dict():

@@ -39,7 +39,13 @@ def test_after_sigkill_every_result_is_in_the_journal_and_rebuild_writes_the_rep
     contents = journal.read(reports)
     assert contents.finished is None and len(contents.results) >= before >= 3
     assert contents.eps and contents.eps[0]["label"] == "refdev"
+    # No older verdict stands beside the killed run's journal: the last run's set was moved
+    # aside when the run started, and the folder says the run did not finish.
+    assert not (reports / "report.json").exists()
+    assert json.loads((reports / "previous" / "report.json").read_text()) == {"verdict": "conformant"}
+    assert "ort-conformance rebuild" in (reports / runfolder.UNFINISHED).read_text()
     assert cli(["rebuild", str(reports)]) == 0
+    assert not (reports / runfolder.UNFINISHED).exists()
     assert "did not finish (interrupted)" in capsys.readouterr().out
     report = json.loads((reports / "report.json").read_text())
     assert report["run"]["interrupted"] is True and report["verdict"] in ("incomplete", "non_conformant")

@@ -54,12 +54,14 @@ def test_on_an_intel_cpu_the_lane_runs_natively(monkeypatch, lanes, tmp_path):
 
 def test_elsewhere_it_installs_qemu_user_with_apt_and_runs_the_eps_processes_under_an_intel_model(monkeypatch, lanes, tmp_path):
     cpu(monkeypatch, lanes, tmp_path, "AuthenticAMD")
+    monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
     seen = commands(monkeypatch, lanes)
     # qemu-x86_64 is on the PATH once apt-get has installed it
     monkeypatch.setattr(lanes.shutil, "which", lambda name: "/usr/bin/qemu-x86_64" if ["apt-get", "install", "-y", "-qq", "qemu-user"] in seen else None)
     plugin_lane(lanes).prepare()
     assert seen == [["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "qemu-user"]]
-    assert plugin_lane(lanes).environ(Path("python")) == {"ORT_CONFORMANCE_WRAPPER": "qemu-x86_64 -cpu Skylake-Client-v4"}
+    assert plugin_lane(lanes).environ(Path("python")) == {"ORT_CONFORMANCE_WRAPPER": "qemu-x86_64 -cpu Skylake-Client-v4",
+                                                          "PYTEST_ADDOPTS": "--conformance-timeout=180"}
 
 
 def test_an_emulator_already_there_is_not_installed_again_and_emulation_can_be_asked_for(monkeypatch, lanes, tmp_path):
@@ -68,7 +70,7 @@ def test_an_emulator_already_there_is_not_installed_again_and_emulation_can_be_a
     monkeypatch.setattr(lanes.shutil, "which", lambda name: "/usr/bin/" + name)
     seen = commands(monkeypatch, lanes)
     plugin_lane(lanes).prepare()
-    assert seen == [] and plugin_lane(lanes).environ(Path("python")) == {"ORT_CONFORMANCE_WRAPPER": lanes.EMULATOR}
+    assert seen == [] and plugin_lane(lanes).environ(Path("python"))["ORT_CONFORMANCE_WRAPPER"] == lanes.EMULATOR
 
 
 def test_an_emulator_that_cannot_be_installed_skips_the_lane_with_apts_reason(monkeypatch, lanes, tmp_path):

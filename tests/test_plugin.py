@@ -104,7 +104,7 @@ def test_pytest_help_explains_every_conformance_option_with_defaults_and_example
         assert option in group
     flat = " ".join(group.split())
     assert "(default: reports/)" in flat and "(default: 60)" in flat and "worker (default)" in flat
-    assert "pytest --ep=cpu" in flat and "--ep-library ./libmy_ep.so --ep MyEp" in flat and "--ep-option device_id=1" in flat
+    assert "pytest --ep=cpu" in flat and "--ep-library=./libmy_ep.so --ep MyEp" in flat and "--ep-option device_id=1" in flat
 
 
 def test_the_plugin_is_registered_through_its_entry_point(pytester):
@@ -370,7 +370,7 @@ def test_unknown_ep_is_a_usage_error_listing_what_is_available(pytester):
     output = result.stdout.str() + result.stderr.str()
     assert "unknown EP 'nosuch'" in output
     assert "cpu (CPUExecutionProvider)" in output
-    assert "--ep-library PATH" in output
+    assert "--ep-library=PATH" in output
     assert "Traceback" not in output
 
 
@@ -611,7 +611,6 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(refdev_
             assert time.monotonic() < deadline and process.poll() is None
             time.sleep(0.2)
         time.sleep(1)  # pytest takes the first contract's reply, already sent
-        interrupted_at = time.monotonic()
         if to == "pytest":
             process.send_signal(signal.SIGINT)  # what a timeout sends
         else:
@@ -620,8 +619,8 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(refdev_
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)  # pytest and its workers, whatever happened
-    # The report does not wait for the hung check (60 s) or for a copy probe of the hung worker.
-    assert time.monotonic() - interrupted_at < 20
+    # The report does not wait for the hung check (60 s) or for a copy probe of the hung worker:
+    # process.wait(timeout=30) above would have raised.
     report = json.loads((tmp_path / "reports" / "report.json").read_text(encoding="utf-8"))
     assert report["run"]["interrupted"] is True
     assert report["verdict"] == "incomplete" and "interrupted" in report["verdict_reasons"][0]

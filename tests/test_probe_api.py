@@ -15,7 +15,7 @@ from jsonschema import Draft202012Validator
 import conformance
 from conformance import cli
 from conformance.data import schemas_dir
-from conformance.matrix import SCHEMA, STATUSES, CapabilityMatrix, Device, Ep, Pair
+from conformance.matrix import SCHEMA, STATUSES, CapabilityMatrix, Device, Ep, Pair, UnknownMemory
 
 
 def probe_schema() -> dict:
@@ -62,6 +62,10 @@ def test_supports_answers_per_device_and_for_every_device():
     assert not matrix.supports("cpu", "default")  # one device lacks it
     assert not matrix.supports("default", "cpu", device="refdev:0")  # a direction not in the matrix
     assert not matrix.supports("cpu", "default", ep="nosuch")  # no device matches
+    # A name that is no memory is an error, not a "no": a typo would otherwise read as unsupported.
+    for ask in (lambda: matrix.supports("xx", "yy"), lambda: good.supports("cpu", "defualt"), lambda: matrix.supports("cpu", "gpu", ep="nosuch")):
+        with pytest.raises(UnknownMemory, match=r"is not a memory; the memories are: cpu, default, host_accessible"):
+            ask()
     assert matrix.statuses() == {"supported", "broken"}
     assert schema_problems(matrix.to_dict()) == []
 

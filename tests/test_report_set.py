@@ -46,9 +46,13 @@ safe_io._write_aside = full
     assert completed.returncode == pytest.ExitCode.INTERNAL_ERROR, completed.stdout[-2000:] + completed.stderr[-2000:]
     errors = [line for line in completed.stderr.splitlines() if line.strip()]
     assert errors == ["ERROR: the conformance report was not written: reports: cannot write report.json, report.md, report.html, summary.md, "
-                      "junit.xml: No space left on device (the folder is full); the files there before are unchanged"], completed.stderr
+                      "junit.xml: No space left on device (the folder is full); the files there before are unchanged; "
+                      "`ort-conformance rebuild reports` writes it from the journal once that is mended"], completed.stderr
     assert "Traceback" not in completed.stdout + completed.stderr
-    assert {name: (reports / name).read_text() for name in OLD} == OLD
+    # The previous set was moved aside whole when the run started: no verdict of another run stands.
+    assert {name: (reports / "previous" / name).read_text() for name in OLD} == OLD
+    assert not [name for name in OLD if (reports / name).exists()]
+    assert "ort-conformance rebuild" in (reports / "unfinished.txt").read_text()
     assert not [name for name in os.listdir(reports) if name.startswith(".report")]  # nothing left aside
     assert '"kind": "result"' in (reports / "journal.jsonl").read_text()  # rebuild can write it once there is room
 

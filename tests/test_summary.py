@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import time
 from pathlib import Path
 
 import headless
@@ -74,12 +73,10 @@ def test_thousands_of_failures_stay_under_the_limit_with_every_reason_linked(cpu
     assert set(LINK.findall(text)) <= ids_of(html.render(data))
 
 
-def test_report_html_of_thousands_of_results_renders_in_one_linear_pass(cpu_reports):
+def test_report_html_of_thousands_of_results_gives_each_case_one_unique_anchor(cpu_reports):
+    # How long it takes is benchmarks/'s to measure, not a test's to assert.
     data = many_failures(cpu_data(cpu_reports), 5000)
-    started = time.perf_counter()
     page = html.render(data)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 2.0, f"{elapsed:.2f} s for {len(data['results'])} results"
     ids = [e.attrs["id"] for e in headless.parse_dom(page).iter() if "id" in e.attrs]
     assert len(ids) == len(set(ids)), "every anchor is unique"
     assert sum(i.startswith("case-") for i in ids) == len(data["results"])

@@ -160,7 +160,9 @@ def test_a_hanging_call_is_shown_waited_for_before_its_timeout(refdev_library, p
     # 3 s into the wait, and 8 s: the seconds as they are when the line is written (a loaded
     # machine wakes late), the call once the check has announced it (a loaded machine starts late).
     waits = re.findall(r"^waiting on (.*): (\d) s of 9$", result.stdout.str(), re.M)
-    assert [int(seconds) for _, seconds in waits] in ([3, 8], [4, 8], [3, 9], [4, 9]), result.stdout.str()[-3000:]
+    # Twice: the hang, then its one try again in a fresh worker (conformance.run.reruns), which hangs too.
+    seconds = [int(seconds) for _, seconds in waits]
+    assert seconds[:2] in ([3, 8], [4, 8], [3, 9], [4, 9]) and seconds[2:] in ([3, 8], [4, 8], [3, 9], [4, 9]), result.stdout.str()[-3000:]
     assert waits[-1][0] == "copy_tensors cpu>default in copy.roundtrip-exact on refdev"
     result.stdout.fnmatch_lines(["*ERROR at call of copy.roundtrip-exact*"])
 

@@ -165,3 +165,4 @@ def test_an_emulator_is_said_plainly_and_measures_no_throughput(tmp_path):
     assert run.report["capabilities"][0]["host_memcpy"] == {}
     for name in ("summary.md", "report.md"):
         assert "CPU emulated: the EP's processes ran under" in (run.reports / name).read_text()
+    assert "CPU emulated: the EP's processes ran under" in run.output  # the terminal summary

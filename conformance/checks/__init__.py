@@ -26,6 +26,6 @@ def known_checks() -> dict[str, Check]:
 def load_all() -> None:
     # Importing registers. The modules import onnxruntime only inside functions, so the
     # registry is available to spec validation without an onnxruntime installed.
-    from conformance.checks import (capi_copy, copy, cpu_memory, create, ep_device, errors, identity, imported_memory,  # noqa: F401
+    from conformance.checks import (capi_bad_copy, capi_copy, copy, cpu_memory, create, ep_device, errors, identity, imported_memory,  # noqa: F401
                                     imported_refusals, iobinding, iobinding_calls, lifecycle, memory_info, packaging, placement, session,
                                     streams, update_inplace)

@@ -144,7 +144,7 @@ class ContractItem(pytest.Item):
             prefix = "" if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] "
             whose = "the onnxruntime package" if result.subject == "package" else "onnxruntime"
             pytest.xfail(f"finding against {whose}, not the EP: {prefix}{result.message}")
-        if result.outcome is Outcome.FAIL or result.outcome in PYTEST_ERRORS:
+        if result.outcome in (Outcome.FAIL, Outcome.FLAKY) or result.outcome in PYTEST_ERRORS:  # flaky: a failure, with its tries
             raise ContractFailure(result, self.contract)  # an error's report is marked one (see pytest_report_teststatus)
         if result.outcome is not Outcome.PASS:
             pytest.skip(f"[{result.outcome.value}] {result.message}")

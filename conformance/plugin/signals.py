@@ -6,7 +6,8 @@ default either ends Python at once, and the run writes nothing. `install` makes 
 KeyboardInterrupt as SIGINT does, so pytest ends the session as it does on Ctrl-C and the plugin
 writes the report of what ran, marked interrupted. `held` keeps all three from interrupting the
 writing of the report set: a second Ctrl-C there would otherwise leave a traceback and the old
-report; it is noted, and the run ends once the set is written. Must not know: pytest, reports.
+report; it is noted, and the run ends once the set is written. Once a run is interrupted,
+`note_from_now` does the same until its report is written. Must not know: pytest, reports.
 """
 
 from __future__ import annotations
@@ -40,17 +41,22 @@ def restore(replaced: dict[int, Any]) -> None:
         signal.signal(number, handler)
 
 
+def note_from_now() -> tuple[list[int], dict[int, Any]]:
+    """SIGINT, SIGTERM and SIGHUP noted from now on (in the list returned) rather than acted
+    on, and the handlers replaced, for `restore`. A run interrupted once is ending already: a
+    second Ctrl-C half a second later must not cut short the workers' end or its report."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        return received, {}
+    return received, {number: signal.signal(number, lambda signum, frame: received.append(signum)) for number in ENDING}
+
+
 @contextmanager
 def held() -> Iterator[list[int]]:
     """While in it, SIGINT, SIGTERM and SIGHUP are noted (in the list it yields) rather than
     acted on; the handlers before are back afterwards."""
-    received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-    before = {number: signal.signal(number, lambda signum, frame: received.append(signum)) for number in ENDING}
+    received, before = note_from_now()
     try:
         yield received
     finally:
-        for number, handler in before.items():
-            signal.signal(number, handler)
+        restore(before)

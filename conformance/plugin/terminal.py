@@ -11,7 +11,7 @@ choice between `<failure>` and `<error>` goes by the phase alone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
 from _pytest._code.code import ReprEntryNative, ReprExceptionInfo, ReprFileLocation, ReprTraceback
@@ -21,6 +21,7 @@ from conformance.outcomes import PYTEST_ERRORS, Outcome, Result
 if TYPE_CHECKING:
     from conformance.catalogue.contracts import Contract
     from conformance.isolation.controller import Waiting
+    from conformance.run.pool import EpUnderTest
 
 ERROR_VALUES = frozenset(outcome.value for outcome in PYTEST_ERRORS)
 
@@ -100,3 +101,26 @@ def duration(result: Result, measured: float) -> float:
     time pytest waited behind other requests; a crash or timeout has none of its own, and keeps
     the time waited for it (`measured`)."""
     return measured if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT) or not result.duration else result.duration
+
+
+def ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
+    """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own,
+    and the plugin package each plugin EP came from."""
+    for ep in eps:
+        if ep.facts.get("plugin_package"):
+            package = ep.facts["plugin_package"]
+            yield (f"{ep.label}: {ep.facts['provider']} from {package['name']} {package['version']}, library sha256 "
+                   f"{(ep.facts.get('library_sha256') or '?')[:16]}"), {}
+        if ep.facts.get("unusable"):
+            yield f"{ep.label}: nothing ran: {ep.facts['unusable']}", {"yellow": True}
+        if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
+            yield f"{ep.label}: EP spec {ep.facts['spec']}", {}
+
+
+def verdict_label(strict: bool, selection: dict[str, Any] | None) -> str:
+    """' (strict run)', and what a subset ran: a strict subset is never a certification, and a
+    non-strict one is partial."""
+    label = " (strict run" if strict else ""
+    if selection is not None and not selection["complete"]:
+        label += ("; " if strict else " (") + "partial run: " + selection["text"]
+    return label + (")" if label else "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any, Mapping
@@ -205,8 +206,9 @@ def write_all(data: dict[str, Any], directory: Path, others: Mapping[str, bytes]
     report.html), rendered, then written as one set with `others` (the run's junit.xml): all
     replaced, or (a full disk, a symlink planted at one of the names) none of them, with one
     safe_io.UnsafeFile naming the folder and why. The summary also goes on GitHub Actions' job
-    page when $GITHUB_STEP_SUMMARY is set. A renderer that raises leaves its file saying so,
-    and report.json's `not_computed` names it."""
+    page when $GITHUB_STEP_SUMMARY is set; one that cannot be appended to is one line on
+    stderr (it costs the job page's summary, not the report). A renderer that raises leaves its
+    file saying so, and report.json's `not_computed` names it."""
     from conformance.report import html, markdown, summary
 
     rendered: dict[str, str] = {}
@@ -219,7 +221,9 @@ def write_all(data: dict[str, Any], directory: Path, others: Mapping[str, bytes]
             rendered[name] = f"{name} could not be rendered ({failure}); report.json holds the run's results.\n"
     files: dict[str, bytes | str] = {"report.json": json_text(data), **rendered, **(others or {})}
     written = safe_io.write_set(directory, files)
-    summary.append_step_summary(rendered["summary.md"])
+    problem = summary.append_step_summary(rendered["summary.md"])
+    if problem:
+        sys.stderr.write(f"WARNING: {problem}\n")
     return written
 
 
@@ -239,7 +243,8 @@ def json_text(data: dict[str, Any]) -> str:
 
 
 # How a broken or errored case's headline words what happened to it.
-_HAPPENED = {Outcome.FAIL: "failed", Outcome.CRASH: "crashed", Outcome.TIMEOUT: "timed out", Outcome.ERROR: "could not be checked"}
+_HAPPENED = {Outcome.FAIL: "failed", Outcome.CRASH: "crashed", Outcome.TIMEOUT: "timed out", Outcome.ERROR: "could not be checked",
+             Outcome.FLAKY: "was flaky (its tries gave different outcomes)"}
 
 
 def reason_line(result: Result) -> str:
@@ -280,6 +285,9 @@ def describe_failure(result: Result, contract) -> str:
         head, *tail = result.message.splitlines() or [""]
         lines += [] if result.details.get("violations") else [f"  {result.outcome.value}: {head}"]
         lines += ["  output:"] + [f"    {line}" for line in tail] if tail else []
+    for number, attempt in enumerate(result.details.get("tries") or [], start=1):
+        said = (attempt["message"].strip().splitlines() or [""])[0][:300]
+        lines.append(f"  try {number}: {attempt['outcome']}" + (f": {said}" if said else ""))
     for violation in result.details.get("violations", []):
         lines.append(f"  violation: {violation['message']}")
         if violation.get("expected"):

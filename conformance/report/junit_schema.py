@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.outcomes import BROKEN, CASE_PROPERTIES, NOT_AGAINST_EP, PYTEST_ERRORS
+from conformance.outcomes import BROKEN, CASE_PROPERTIES, NOT_AGAINST_EP, PYTEST_ERRORS, Outcome, Result
 
 RESULT_TAGS = ("failure", "error", "skipped")
 
@@ -147,3 +147,23 @@ def _properties(case: ET.Element, path: str) -> list[Problem]:
     if outcome in PYTEST_ERRORS and not finding and kind != "error":
         return [Problem(f"{path} ({case.get('name')})", f"outcome {outcome} must be a JUnit error, not {kind}")]
     return []
+
+
+def case_kind(case: ET.Element) -> str:
+    """What JUnit says of a test case: failure, error, skipped, or passed."""
+    return next((tag for tag in RESULT_TAGS if case.find(tag) is not None), "passed")
+
+
+def expected_kind(result: Result) -> str:
+    """What JUnit must say of `result`'s case, as the plugin tells pytest: a strict run's
+    refusal fails; a finding against onnxruntime alone is an expected failure (skipped); a
+    failure fails; a crash, a timeout or an error is an error; a pass passes; the rest skip."""
+    if result.details.get("strict"):
+        return "failure"
+    if result.is_finding and not result.against_ep:
+        return "skipped"
+    if result.outcome is Outcome.FAIL:
+        return "failure"
+    if result.outcome in PYTEST_ERRORS:
+        return "error"
+    return "passed" if result.outcome is Outcome.PASS else "skipped"

@@ -43,7 +43,7 @@ pre { background: var(--pre); border: 1px solid var(--line); padding: 8px; overf
 .cap-supported { background: var(--cap-supported); } .cap-broken { background: var(--cap-broken); }
 .cap-required_but_missing { background: var(--cap-required_but_missing); } .cap-not_required { background: var(--cap-not_required); }
 .cap-unverified { background: var(--cap-unverified); } .cap-unsupported { background: var(--cap-unsupported); }
-.out-pass { color: var(--green); } .out-fail, .out-crash, .out-timeout { color: var(--red); font-weight: bold; }
+.out-pass { color: var(--green); } .out-fail, .out-crash, .out-timeout, .out-flaky { color: var(--red); font-weight: bold; }
 .out-error { color: var(--amber); font-weight: bold; } .out-not_run, .out-waived { color: var(--amber); }
 .out-not_applicable { color: var(--muted); }
 .runtime-counts, .runtime-counts span { color: var(--purple); font-weight: normal; }

@@ -15,7 +15,7 @@ from typing import Any
 from conformance import safe_io
 
 FOLDER = "repro"
-FAILING = ("fail", "crash", "timeout")
+FAILING = ("fail", "crash", "timeout", "flaky")
 SCRIPT = "# Reproduces: "  # how a standalone script (conformance.checks.context.snippets) begins
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=-]+")
 

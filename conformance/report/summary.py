@@ -103,13 +103,13 @@ def reasons(data: dict[str, Any]) -> list[Reason]:
 
 def terminal(data: dict[str, Any]) -> list[str]:
     """What the terminal summary says under the verdict: each reason, as summary.md has them,
-    then the EP's counts apart from onnxruntime's findings."""
+    then the EP's counts apart from onnxruntime's findings, and an emulated CPU (run_conditions)."""
     ep_counts, runtime_counts = tally(data["results"])
     lines = [f"  {reason.text}" + (f" ({reason.cases})" if reason.cases else "") for reason in reasons(data)]
     lines.append(f"{(data.get('ep') or {}).get('name', 'EP')}: {_counts(ep_counts) if ep_counts else 'no check of its own ran'}")
     if runtime_counts:
         lines.append(f"{RUNTIME_COUNTS.format(subject='runtime')}: {_counts(runtime_counts)}")
-    return lines
+    return lines + run_conditions(data)
 
 
 def _counts(counts: dict[str, int]) -> str:

@@ -70,6 +70,12 @@ def apply(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Result:
         details = dict(result.details, waiver=f"{NO_LONGER_NEEDED}: {waiver.location} ({waiver.url})",
                        waiver_status=_status(waiver, NO_LONGER_NEEDED))
         return dataclasses.replace(result, details=details, message=f"passed; {NO_LONGER_NEEDED}")
+    if result.outcome is Outcome.FLAKY:
+        # A waiver covers a known defect's failure; a case that passes one try and fails another
+        # is unstable, which no waiver makes certifiable (Kubernetes conformance takes no flake).
+        details = dict(result.details, waiver=f"not applied: a flaky case is never waived ({waiver.location})",
+                       waiver_status=_status(waiver, "not applied: flaky"))
+        return dataclasses.replace(result, details=details)
     if result.outcome in BROKEN or result.outcome is Outcome.NOT_RUN:
         details = dict(result.details, waived_outcome=result.outcome.value, waived_message=result.message,
                        waiver_status=_status(waiver, "applied"))

@@ -60,8 +60,9 @@ class Journal:
     def capabilities(self, label: str, matrices: list[dict[str, Any]]) -> None:
         self._write({"kind": "capabilities", "ep": label, "matrices": matrices})
 
-    def finished(self, verdict: str, interrupted: bool, finished: float) -> None:
-        self._write({"kind": "finished", "verdict": verdict, "interrupted": interrupted, "finished": finished})
+    def finished(self, verdict: str, interrupted: bool, finished: float, files: list[str] | None = None) -> None:
+        """The run's end; `files`: its worker logs and models (runfolder.run_files), what its bundle holds besides the reports."""
+        self._write({"kind": "finished", "verdict": verdict, "interrupted": interrupted, "finished": finished, "files": files or []})
 
     def _write(self, line: dict[str, Any]) -> None:
         if self._file is None:
@@ -103,6 +104,8 @@ class Contents:
     finished: dict[str, Any] | None = None
     cut_short: bool = False  # its last line was cut short (the process was killed writing it)
     last_written: float = 0.0  # the journal's modification time
+    duplicates: list[str] = field(default_factory=list)  # cases whose result line came again, the same: counted once
+    by_case: dict[str, Result] = field(default_factory=dict, repr=False)  # each case's result, to find those again
 
 
 def read(folder: Path | str) -> Contents:
@@ -137,7 +140,10 @@ def _contents(path: Path, lines: list[str], cut_short: bool) -> Contents:
         except (ValueError, KeyError, TypeError):
             if number == len(lines) and cut_short:
                 break  # the line being written when the run was killed
-            raise JournalError(f"{path}:{number}: not a journal line") from None
+            # A kill cuts the last line alone, and leaves it without its newline: a bad line
+            # anywhere else is damage done to the journal after it was written.
+            raise JournalError(f"{path}:{number}: damaged: line {number} of {len(lines)} is not a journal line, and a run "
+                               "that is killed cuts short only its last line; nothing is rebuilt from a damaged journal") from None
         if contents is None:
             if kind != "run" or line.get("schema") != SCHEMA:
                 raise JournalError(f"{path}:1: not a journal of this kit (expected its first line to be the run's, {SCHEMA})")
@@ -159,7 +165,7 @@ def _take(contents: Contents, kind: str, line: dict[str, Any], where: str) -> No
         elif kind == "collected":
             contents.collected = int(line["count"])
         elif kind == "result":
-            contents.results.append(Result.from_dict(line["result"]))
+            _add_result(contents, Result.from_dict(line["result"]), where)
         elif kind == "capabilities":
             contents.capabilities[line["ep"]] = list(line["matrices"])
         elif kind == "finished":
@@ -168,6 +174,21 @@ def _take(contents: Contents, kind: str, line: dict[str, Any], where: str) -> No
             raise JournalError(f"{where}: unknown kind of line {kind!r}")
     except (KeyError, TypeError, ValueError) as exc:
         raise JournalError(f"{where}: a {kind} line without what it holds ({type(exc).__name__}: {exc})") from None
+
+
+def _add_result(contents: Contents, result: Result, where: str) -> None:
+    """`result` appended; a case's result line written again, the same, counted once (and
+    named in `duplicates`); a second, different result of a case: JournalError (a run decides
+    each case once, so one of the two is not the run's)."""
+    key = result.nodeid or json.dumps([result.contract, result.ep, result.device, result.params], sort_keys=True, default=str)
+    seen = contents.by_case
+    if key in seen:
+        if seen[key] != result:
+            raise JournalError(f"{where}: a second result of {key}, not the same as the first: a run decides each case once")
+        contents.duplicates.append(key)
+        return
+    seen[key] = result
+    contents.results.append(result)
 
 
 def text(contents: Contents) -> str:

@@ -10,11 +10,13 @@ leaves as a `CaseReply`. Must not know: pytest, the plugin's items, the report.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from conformance.isolation.controller import WorkerLost, WorkerRefused
 from conformance.outcomes import CaseReply
+from conformance.run import reruns
 from conformance.run.attribution import outcome_of
 from conformance.run.pool import AnyWorker, EpUnderTest, WorkerPool
 
@@ -41,17 +43,24 @@ class Scheduler:
     """`lookahead`: this process runs the whole session in order (not an xdist worker, whose
     items arrive as the controller schedules them), so each worker's requests are planned and
     sent ahead; `probe_sizes`: the sizes the copy probe times (None: its own; [] where no check
-    runs, as with --collect-only: the directions are probed but not timed)."""
+    runs, as with --collect-only: the directions are probed but not timed); `reruns`: how often
+    a failed, crashed or timed-out case is tried again in a fresh worker (conformance.run.reruns)."""
 
-    def __init__(self, eps: list[EpUnderTest], pool: WorkerPool, *, lookahead: bool, probe_sizes: list | None = None):
+    def __init__(self, eps: list[EpUnderTest], pool: WorkerPool, *, lookahead: bool, probe_sizes: list | None = None, reruns: int = 0):
         self.eps = eps
         self.pool = pool
         self.lookahead = lookahead
         self.probe_sizes = probe_sizes
+        self.reruns = reruns
         self.plans: dict[AnyWorker, list[Planned]] = {}
         self.plan_position: dict[tuple[AnyWorker, str], int] = {}
 
     def run_case(self, planned: Planned) -> CaseReply:
+        """The case's reply, after its tries again in a fresh worker where it failed, crashed or
+        timed out (reruns.settle): a crash that does not come back is flaky, not quarantined."""
+        return reruns.settle(self._run_once(planned), lambda: self._run_once(dataclasses.replace(planned, own_process=True)), self.reruns)
+
+    def _run_once(self, planned: Planned) -> CaseReply:
         if planned.own_process:
             worker = self.pool.own(self._ep(planned))
             try:

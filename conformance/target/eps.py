@@ -169,7 +169,7 @@ def resolve(name: str, catalogue: Catalogue, *, library: str | None = None, opti
                 break
     target.devices = [d for d in ort.get_ep_devices() if d.ep_name == target.provider]
     if library and (target.provider in listed_before or not target.devices):
-        # --ep-library LIB --ep X --ep cpu: LIB is registered in every EP's worker, but it is the
+        # --ep-library=LIB --ep X --ep cpu: LIB is registered in every EP's worker, but it is the
         # library of the EP whose devices it added, not of the CPU EP, whose contracts are then
         # not the plugin library's (lifecycle.*, import.* of a plugin EP).
         target.library = target.library_sha256 = target.registration = None
@@ -256,7 +256,7 @@ def unknown_ep_message(name: str, catalogue: Catalogue, ort, library: str | None
     else:
         hints = [f"{ep.name}: {', '.join(ep.packages)}" for ep in catalogue.eps if ep.packages]
         lines.append("EPs the kit knows and the packages that provide them:\n  " + "\n  ".join(hints))
-    lines.append("a plugin EP library of your own: --ep-library PATH --ep EP_NAME")
+    lines.append("a plugin EP library of your own: --ep-library=PATH --ep EP_NAME")
     return "\n".join(lines)
 
 

@@ -246,6 +246,10 @@ class ModelCache:
             data = safe_io.read_in(directory, file_name, MAX_MODEL_BYTES, what="model")
             found = ModelName.parse(file_name)
             if data is not None and found is not None and found.holds(data):
+                # Dated now: a model in the shared folder is a run's when the run used it
+                # (runfolder.run_files), and the run's bundle holds only those.
+                with contextlib.suppress(OSError):
+                    os.utime(directory / file_name, follow_symlinks=False)
                 return data, directory / file_name
             if data is not None:
                 with contextlib.suppress(OSError):  # a regular file (read_in refuses a symlink): unlink never follows one

@@ -26,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from conformance.run import journal
+from conformance.run import journal, runfolder
 
 from conformance.report import junit_schema as junit, schema as report_schema
 
@@ -94,8 +94,10 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
         raise BundleError(report_dir, f"lacks {', '.join(missing)}: rerun the conformance run with this kit")
     sources = {name: report_dir / name for name in REQUIRED_FILES[:3]}
     sources["junit.xml"] = junit_file
-    sources.update((f"models/{path.name}", path) for path in sorted((report_dir / "models").glob("*.onnx")))
-    sources.update((f"logs/{path.name}", path) for path in sorted(report_dir.glob("worker-*.log")))
+    # The run's own logs and models, as its journal lists them: not those of an earlier run
+    # into the same folder (its logs, the models only it used).
+    sources.update((name, report_dir / name.removeprefix("logs/")) if name.startswith("logs/") else (name, report_dir / name)
+                   for name in _run_files(report_dir))
     sources[journal.NAME] = report_dir / journal.NAME  # whether the run ended: see unfinished
     files = {}
     for name, path in sources.items():
@@ -111,6 +113,28 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
         except safe_io.UnsafeFile as exc:
             raise BundleError(path, exc.message) from None
     return _intact_models(files)
+
+
+def _run_files(report_dir: Path) -> list[str]:
+    """The logs/ and models/ members of the run in `report_dir`: those its journal's `finished`
+    line lists; for a run that did not finish (its reports rebuilt), those runfolder.run_files
+    finds of it; without a journal (a kit that wrote none), every log and model there."""
+    try:
+        contents = journal.read(report_dir)
+    except journal.JournalError:
+        return runfolder.run_files(report_dir, 0.0)
+    listed = (contents.finished or {}).get("files")
+    if isinstance(listed, list):
+        return [name for name in listed if isinstance(name, str) and _is_run_file(name)]
+    started = contents.run.get("started")
+    return runfolder.run_files(report_dir, started if isinstance(started, (int, float)) else 0.0)
+
+
+def _is_run_file(name: str) -> bool:
+    """A logs/ or models/ member's name, of one plain file name."""
+    folder, _, base = name.partition("/")
+    return "/" not in base and base not in ("", ".", "..") and (
+        (folder == "logs" and runfolder.is_log(base)) or (folder == "models" and base.endswith(runfolder.MODEL_SUFFIX)))
 
 
 def _intact_models(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -324,11 +348,31 @@ def verify(bundle: Path, files: dict[str, bytes], *, required_contracts: set[str
         return problems + malformed
     if problem := unfinished(files.get(journal.NAME), report):
         problems.append(Problem(journal.NAME, problem))
+    problems += _foreign(files)
     problems += _versions(data, report)
     problems += _models(files)
     problems += _results(report, required_contracts or set())
     if "junit.xml" in files:
         problems += _junit(files["junit.xml"], report)
+    return problems
+
+
+def _foreign(files: dict[str, bytes]) -> list[Problem]:
+    """The members that are not the run's: a name no run writes, or a log or model its
+    journal's `finished` line does not list (an earlier run's, in the same folder)."""
+    listed: list[str] | None = None
+    try:
+        finished = journal.parse(files[journal.NAME], journal.NAME).finished if journal.NAME in files else None
+        listed = finished.get("files") if finished else None
+    except journal.JournalError:
+        pass  # unfinished() says so
+    known = {MANIFEST, journal.NAME, *REQUIRED_FILES}
+    problems = []
+    for name in sorted(set(files) - known):
+        if not _is_run_file(name):
+            problems.append(Problem(name, "not a file of a conformance run: a bundle holds one run's files alone"))
+        elif isinstance(listed, list) and name not in listed:
+            problems.append(Problem(name, f"not a file of this run: its {journal.NAME} does not list it (an earlier run's?)"))
     return problems
 
 
@@ -433,14 +477,19 @@ def _junit(text: bytes, report: dict[str, Any]) -> list[Problem]:
     except ET.ParseError as exc:
         return [Problem("junit.xml", f"not XML: {exc}")]
     problems = [Problem("junit.xml", str(p)) for p in junit.check(root)]
+    # Every case, by what JUnit says of it (failure, error, skipped, passed), against what
+    # report.json's result of it makes it: a <failure> planted in a not_applicable case is seen.
     cases: Counter[tuple[Any, ...]] = Counter()
     for case in root.iter("testcase"):
         values = {p.get("name"): p.get("value") for p in case.iter("property")}
-        cases[(values.get("contract"), values.get("ep"), values.get("device"), values.get("outcome"))] += 1
-    results = Counter((r["contract"], r["ep"], r["device"], r["outcome"]) for r in report["results"])
+        cases[(values.get("contract"), values.get("ep"), values.get("device"), values.get("outcome"), junit.case_kind(case))] += 1
+    try:
+        results = Counter((r["contract"], r["ep"], r["device"], r["outcome"], junit.expected_kind(Result.from_dict(r))) for r in report["results"])
+    except (TypeError, ValueError, KeyError):
+        return problems  # _results says which result is malformed
     for key in sorted(set(cases) | set(results), key=str):
         if cases[key] != results[key]:
-            contract, ep, device, outcome = key
-            problems.append(Problem("junit.xml",
-                                    f"{contract} on {ep} {device}, outcome {outcome}: {cases[key]} JUnit cases, {results[key]} results in report.json"))
+            contract, ep, device, outcome, kind = key
+            problems.append(Problem("junit.xml", f"{contract} on {ep} {device}, outcome {outcome} as a JUnit {kind}: "
+                                                 f"{cases[key]} JUnit cases, {results[key]} results in report.json"))
     return problems

@@ -27,6 +27,7 @@ from conformance.errors import KitError
 
 SCHEMA = "ort-ep-conformance/fleet/1"
 MEMORIES = ("cpu", "default", "host_accessible")
+NOT_ADVERTISED = "not_advertised"  # an answer's status where that run's EP device lacks the memory
 _ROW_KEYS = ("ep", "ep_label", "ep_version", "onnxruntime", "device", "memory", "copies", "run")
 
 
@@ -45,8 +46,9 @@ class UnknownMemory(FleetError, LookupError):
 @dataclass(frozen=True)
 class Answer:
     """One run's answer for one copy direction of one EP device. `status` is the copy matrix's
-    (supported, unverified, broken, required_but_missing, not_required, unsupported), or
-    `unknown` where the run has no matrix for it; `report` links the run's report."""
+    (supported, unverified, broken, required_but_missing, not_required, unsupported), `unknown`
+    where the run has no matrix for it, or `not_advertised` where that run's EP device lacks one of
+    the memories (the same EP set up otherwise in another run); `report` links the run's report."""
 
     ep: str
     ep_version: str | None
@@ -112,7 +114,14 @@ class Fleet:
                 device: str | None = None) -> list[Answer]:
         """Each run's answer for copying from `source` to `destination` (cpu, default,
         host_accessible, or another device's memory as the matrix names it), newest first."""
-        answers = [_answer(row, source, destination, self.path) for row in self.rows_of(ep, version, onnxruntime=onnxruntime, device=device)]
+        known = sorted({p["source"] for row in self.rows for p in row["copies"]} | set(MEMORIES))
+        for name in (source, destination):
+            if name.casefold() not in {k.casefold() for k in known}:
+                raise UnknownMemory(f"{self.path}: {name!r} is not a memory of the table; memories: {', '.join(known)}")
+        answers = [_answer(row, source, destination) for row in self.rows_of(ep, version, onnxruntime=onnxruntime, device=device)]
+        if all(answer.status == NOT_ADVERTISED for answer in answers):
+            runs = ", ".join(sorted({answer.run for answer in answers}))
+            raise UnknownMemory(f"{self.path}: {ep}{' ' + version if version else ''}: {answers[0].detail} in any run of the table ({runs})")
         return sorted(answers, key=lambda a: a.date or "", reverse=True)
 
     def supports(self, ep: str, version: str | None, source: str, destination: str, *, onnxruntime: str | None = None,
@@ -123,7 +132,8 @@ class Fleet:
         needed; `answers` says so)."""
         newest: dict[tuple, Answer] = {}
         for answer in self.answers(ep, version, source, destination, onnxruntime=onnxruntime, device=device):
-            newest.setdefault((answer.onnxruntime, answer.device, answer.ep_version), answer)
+            if answer.status != NOT_ADVERTISED:  # a run of the EP set up without that memory (another configuration)
+                newest.setdefault((answer.onnxruntime, answer.device, answer.ep_version), answer)
         return bool(newest) and all(answer.supported for answer in newest.values())
 
 
@@ -131,29 +141,36 @@ def _version(row: dict[str, Any]) -> str | None:
     return row["ep_version"] or row["onnxruntime"]
 
 
-def _endpoint(row: dict[str, Any], name: str, path: str) -> tuple[str, str]:
+class _NotHere(KitError):
+    """A memory this row's EP device does not advertise (the same EP may in another run)."""
+
+
+def _endpoint(row: dict[str, Any], name: str) -> tuple[str, str]:
     """(the matrix's name of memory `name` on this row's device, a note when it is another's)."""
     wanted = name.casefold()
     names = sorted({p["source"] for p in row["copies"]} | set(MEMORIES))
-    if wanted not in {n.casefold() for n in names}:
-        raise UnknownMemory(f"{path}: {name!r} is not a memory of the table; memories: {', '.join(names)}")
     memory = row["memory"]
     if wanted == "default" and (memory["default"] is None or memory["default"].get("device_type") == "cpu"):
         return "cpu", "its DEFAULT memory is plain CPU memory; "
     if wanted == "host_accessible" and memory["host_accessible"] is None:
-        raise UnknownMemory(f"{path}: {row['ep']} {_version(row) or ''} on device {row['device']} advertises no HOST_ACCESSIBLE memory "
-                            f"(run {row['run']['name']}); ask of cpu or default")
+        raise _NotHere("advertises no HOST_ACCESSIBLE memory")
+    if wanted not in {n.casefold() for n in names}:
+        raise _NotHere(f"has no memory {name!r} in its copy matrix")
     return next(n for n in names if n.casefold() == wanted), ""
 
 
-def _answer(row: dict[str, Any], source: str, destination: str, path: str) -> Answer:
-    (src, note_src), (dst, note_dst) = _endpoint(row, source, path), _endpoint(row, destination, path)
+def _answer(row: dict[str, Any], source: str, destination: str) -> Answer:
+    run = row["run"]
+    try:
+        (src, note_src), (dst, note_dst) = _endpoint(row, source), _endpoint(row, destination)
+    except _NotHere as why:
+        return Answer(row["ep"], row["ep_version"], row["onnxruntime"], row["device"], source, destination, NOT_ADVERTISED,
+                      f"device {row['device']} {why}", run["verdict"], run.get("date"), run["report"], run["name"])
     pair = next((p for p in row["copies"] if (p["source"], p["destination"]) == (src, dst)), None)
     if pair is None:
         status, detail = "unknown", row.get("probe_error") or "the run's copy matrix has no such pair"
     else:
         status, detail = pair["status"], pair["detail"]
-    run = row["run"]
     return Answer(row["ep"], row["ep_version"], row["onnxruntime"], row["device"], src, dst, status, (note_src or note_dst) + detail,
                   run["verdict"], run.get("date"), run["report"], run["name"])
 

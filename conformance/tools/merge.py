@@ -196,7 +196,10 @@ def _models(shards: list[ShardRun], out: Path) -> list[Path]:
     model in every shard), into OUT/models as a run leaves them for its bundle."""
     models: dict[str, bytes] = {}
     for run in shards:
-        for path in sorted((run.folder / "models").glob("*.onnx")):
+        # Those the shard's journal lists as its own (an older kit's journal lists none: every model there).
+        listed = (run.contents.finished or {}).get("files")
+        own = [run.folder / name for name in listed if name.startswith("models/")] if isinstance(listed, list) else None
+        for path in sorted((run.folder / "models").glob("*.onnx")) if own is None else own:
             if path.name not in models and (data := safe_io.read_in(path.parent, path.name, MAX_MEMBER_BYTES, what="model")) is not None:
                 models[path.name] = data
     return safe_io.write_set(out / "models", models) if models else []

@@ -1,0 +1,131 @@
+"""Tries again (`--conformance-rerun`, conformance/run/reruns.py): a failure told from a flake, a
+crash quarantined only when it comes back, and a flaky case never certified. refdev's
+`intermittent` modes fail some tries and not others."""
+
+from __future__ import annotations
+
+import argparse
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from conftest import conformance_run
+from conformance.outcomes import CaseReply, Outcome, Result, Verdict, verdict
+from conformance.report.schema import report_problems
+from conformance.run.reruns import reruns_option, settle, tries_wanted
+
+PASS, FAIL = CaseReply(Outcome.PASS, ""), CaseReply(Outcome.FAIL, "bytes differ", {"violations": [{"message": "bytes differ"}]})
+CRASH = CaseReply(Outcome.CRASH, "the process was killed by SIGKILL\nits last output", {"call": {"kind": "copy_tensors"}})
+
+
+def tries(*replies: CaseReply):
+    """`again` for settle: the replies in turn, and how many were asked for."""
+    queue = list(replies)
+    asked = []
+
+    def again() -> CaseReply:
+        asked.append(1)
+        return queue.pop(0)
+
+    return again, asked
+
+
+def test_a_pass_is_not_tried_again():
+    again, asked = tries()
+    assert settle(PASS, again, 3) is PASS and asked == []
+
+
+def test_a_failure_is_tried_again_only_when_asked_and_one_that_comes_back_stays_a_failure():
+    again, asked = tries()
+    assert settle(FAIL, again, 0) is FAIL and asked == []
+    again, asked = tries(FAIL, FAIL)
+    settled = settle(FAIL, again, 2)
+    assert (settled.outcome, settled.message, len(asked)) == (Outcome.FAIL, "bytes differ", 2)
+    assert [t["outcome"] for t in settled.details["tries"]] == ["fail", "fail", "fail"]
+
+
+def test_a_failure_that_passes_when_tried_again_is_flaky_with_every_try():
+    again, asked = tries(PASS, FAIL)
+    settled = settle(FAIL, again, 3)
+    assert settled.outcome is Outcome.FLAKY and len(asked) == 1  # the tries stop at the first that differs
+    assert settled.details["tries"] == [{"outcome": "fail", "message": "bytes differ"}, {"outcome": "pass", "message": ""}]
+    assert settled.details["violations"] == FAIL.details["violations"]
+    assert settled.message == "its 2 tries gave different outcomes: try 1 fail: bytes differ; try 2 pass"
+
+
+def test_a_crash_is_tried_once_more_without_being_asked_and_quarantined_only_when_it_comes_back():
+    assert tries_wanted(CRASH, 0) == 1 and tries_wanted(CaseReply(Outcome.TIMEOUT, ""), 0) == 1 and tries_wanted(FAIL, 0) == 0
+    again, _ = tries(CRASH)
+    twice = settle(CRASH, again, 0)
+    assert twice.outcome is Outcome.CRASH and twice.details["call"] == CRASH.details["call"] and len(twice.details["tries"]) == 2
+    again, _ = tries(PASS)
+    once = settle(CRASH, again, 0)
+    assert once.outcome is Outcome.FLAKY and once.details["call"] == CRASH.details["call"]
+    assert once.message.startswith("its 2 tries gave different outcomes: try 1 crash: the process was killed by SIGKILL; try 2 pass")
+
+
+@pytest.mark.parametrize("text", ["-1", "11", "two", ""])
+def test_a_rerun_count_that_is_not_one_is_refused(text):
+    with pytest.raises(argparse.ArgumentTypeError, match="expects a number of tries from 0 to 10"):
+        reruns_option(text)
+
+
+def result(outcome: Outcome, contract: str = "copy.roundtrip-exact", severity: str = "required") -> Result:
+    return Result(contract, "RefDevExecutionProvider", "refdev", {}, outcome, "", "copy.yaml:1", severity, "ep")
+
+
+def test_a_flaky_required_case_makes_the_run_non_conformant_named_as_flaky():
+    decided, reasons = verdict([result(Outcome.PASS, "copy.required-directions"), result(Outcome.FLAKY)])
+    assert decided is Verdict.NON_CONFORMANT
+    assert reasons == ["required contract flaky (its tries gave different outcomes): copy.roundtrip-exact"]
+    assert verdict([result(Outcome.PASS), result(Outcome.FLAKY, "other", "recommended")])[0] is Verdict.CONFORMANT
+
+
+def test_a_waiver_never_covers_a_flaky_case(tmp_path):
+    from conformance.catalogue.contracts import Waiver
+    from conformance.rules import waivers
+
+    waiver = Waiver(contract="copy.roundtrip-exact", reason="a known defect", url="https://example.invalid/1")
+    spec = type("Spec", (), {"waivers": (waiver,)})()
+    facts = {"onnxruntime": {"version": "1.32.0"}, "devices": []}
+    flaky = result(Outcome.FLAKY)
+    assert waivers.matching(flaky, spec, facts) is waiver
+    kept = waivers.apply(flaky, spec, facts)
+    assert kept.outcome is Outcome.FLAKY and kept.details["waiver"].startswith("not applied: a flaky case is never waived")
+    assert waivers.apply(result(Outcome.FAIL), spec, facts).outcome is Outcome.WAIVED
+
+
+# --- refdev's intermittent modes -------------------------------------------------------------------
+
+
+def test_refdevs_intermittent_mode_gives_flaky_cases_and_no_certification(refdev_library, tmp_path):
+    run = conformance_run(tmp_path, "--ep-library", str(refdev_library), "--ep", "refdev", "-k", "copy.roundtrip-exact",
+                          "--conformance-rerun=2", "--conformance-strict", env={"ORT_REFDEV_FAULT": "intermittent"})
+    report = run.report
+    assert report_problems(report) == []
+    flaky = [r for r in report["results"] if r["outcome"] == "flaky"]
+    assert flaky and report["summary"]["flaky"] == len(flaky)
+    assert report["verdict"] == "non_conformant" and run.exit_code == 1
+    assert "required contract flaky (its tries gave different outcomes): copy.roundtrip-exact" in report["verdict_reasons"]
+    for case in flaky:
+        outcomes = [t["outcome"] for t in case["details"]["tries"]]
+        assert outcomes[0] == "fail" and outcomes[-1] == "pass" and all(t["message"] for t in case["details"]["tries"][:-1])
+        assert case["message"].startswith(f"its {len(outcomes)} tries gave different outcomes: try 1 fail: ")
+    # JUnit: each flaky case a failure, its outcome property flaky, every try in its text
+    cases = {case.get("name"): case for case in ET.parse(run.reports / "junit.xml").getroot().iter("testcase")}
+    first = cases[flaky[0]["nodeid"].split("::")[-1]]
+    assert {p.get("name"): p.get("value") for p in first.iter("property")}["outcome"] == "flaky"
+    failure = first.find("failure")
+    assert failure is not None and failure.get("message").startswith("[flaky] its ")
+    assert "try 1: fail: " in failure.text and "try 2: pass" in failure.text
+    assert "flaky" in (run.reports / "summary.md").read_text() and "flaky" in (run.reports / "report.md").read_text()
+
+
+def test_a_crash_that_does_not_come_back_is_flaky_and_quarantines_nothing(refdev_library, tmp_path):
+    run = conformance_run(tmp_path, "--ep-library", str(refdev_library), "--ep", "refdev", "-k", "copy.roundtrip-exact",
+                          env={"ORT_REFDEV_FAULT": "intermittent-abort", "ORT_REFDEV_INTERMITTENT_EVERY": "25"})
+    results = run.report["results"]
+    flaky = [r for r in results if r["outcome"] == "flaky"]
+    assert flaky and all(r["details"]["tries"][0]["outcome"] == "crash" and r["details"]["tries"][1]["outcome"] == "pass" for r in flaky)
+    assert not [r for r in results if r["outcome"] in ("crash", "not_run")]  # nothing quarantined
+    assert run.report["verdict"] == "non_conformant"
