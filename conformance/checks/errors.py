@@ -199,7 +199,7 @@ def _binding_naming(ctx, setup, request: str, binding: str) -> Naming:
     bad = bindings._bad_value_type(setup, request)
     if request == "unreachable-device":
         return device(bindings.unreachable_device(ctx))
-    if request == "wrong-shape-buffer":
+    if request in ("wrong-shape-buffer", "wrong-shape-numpy"):
         return shapes(bindings.WRONG_BUFFER_SHAPE, bindings.BINDING_SHAPE)
     if request == "unknown-name":
         unknown = [bindings.UNKNOWN_NAMES["input" if binding == "input" else "output"]]
