@@ -198,7 +198,7 @@ def _binding_naming(ctx: CheckContext, setup, request: str, binding: str) -> Nam
     bad = bad_bindings.bad_value_type(setup, request)
     if request == "unreachable-device":
         return device(bad_bindings.unreachable_device(ctx))
-    if request == "wrong-shape-buffer":
+    if request in ("wrong-shape-buffer", "wrong-shape-numpy"):
         return shapes(bad_bindings.WRONG_BUFFER_SHAPE, bad_bindings.BINDING_SHAPE)
     if request == "unknown-name":
         unknown = [bad_bindings.UNKNOWN_NAMES["input" if binding == "input" else "output"]]

@@ -306,7 +306,8 @@ same("the producer's memory after a write into a tensor that outlived its {outli
 def unregister(target_library: str) -> str:
     return f'''name = "refdev-unregistered"
 fd = os.memfd_create(name)  # a copy of the library, registered here alone: the unload is then seen
-os.write(fd, open({target_library!r}, "rb").read())
+with open({target_library!r}, "rb") as library, os.fdopen(os.dup(fd), "wb") as copy:
+    copy.write(library.read())
 call("RegisterExecutionProviderLibrary", env, ctypes.c_char_p(name.encode()), ctypes.c_char_p(f"/proc/self/fd/{{fd}}".encode()))
 device = devices_of(env, EP)[DEVICE]
 importer = importer_of(device)

@@ -43,7 +43,7 @@ def _denied_type(rig: ImportRig, own: str) -> str:
     raise NotApplicable("the importer claims every handle type onnxruntime names: none to label a handle with wrongly")
 
 
-def _try(ctx: CheckContext, rig: ImportRig, kind: str, request: str, bad: bool, other: ImportRig | None, denied: str) -> tuple[str, str] | None:
+def _try(rig: ImportRig, kind: str, request: str, bad: bool, other: ImportRig | None, denied: str) -> tuple[str, str] | None:
     """One request, bad or its valid twin, on a fresh handle: None when accepted, else (the call
     that refused, its message)."""
     producer = rig.source(kind)
@@ -90,9 +90,9 @@ def rejects_bad(ctx: CheckContext, request: str, handle: str = "opaque-fd") -> I
     ctx.attempt(f"the valid twin of: {BAD_IMPORTS[request]}",
                 scripts.script(ctx, handle, f"{BAD_IMPORTS[request]} is refused, its valid twin accepted",
                                scripts.rejects_bad(request, HANDLE_TYPES.get(denied, -1), BAD_IMPORTS[request])))
-    twin = _try(ctx, rig, handle, request, False, other, denied)
+    twin = _try(rig, handle, request, False, other, denied)
     ctx.attempt(BAD_IMPORTS[request])
-    refused = _try(ctx, rig, handle, request, True, other, denied)
+    refused = _try(rig, handle, request, True, other, denied)
     if twin is not None:
         bad_said = f"{refused[0]}: {refused[1]}" if refused else "accepted"
         raise NotRun(f"the valid twin of this request (a fresh handle, the same importer) was refused too, so a refusal proves nothing: "
@@ -179,8 +179,8 @@ def unregister_while_imported(ctx: CheckContext, handle: str = "opaque-fd") -> I
     before = set(env.devices(target.provider))
     name = f"{target.registration}-unregistered"
     fd = os.memfd_create(name)  # held until the process ends: the mapping reads it
-    with open(target.library, "rb") as library:
-        os.write(fd, library.read())
+    with open(target.library, "rb") as library, os.fdopen(os.dup(fd), "wb") as copy:
+        copy.write(library.read())
     with ctx.precondition("registering a copy of the EP library"):
         env.register(name, f"/proc/self/fd/{fd}")
     devices = [device for device in env.devices(target.provider) if device not in before]

@@ -13,7 +13,7 @@ from typing import Any
 from conformance.calls import Call
 from conformance.checks.context import CheckContext, steps
 from conformance.checks.context.reference import reference, small_integers
-from conformance.findings import NotRun
+from conformance.findings import NotApplicable, NotRun
 from conformance.target import tensors
 from conformance.target.eps import memory_device_type
 from conformance.target.guard import GuardedArray
@@ -138,6 +138,13 @@ def bind_bad(ctx: CheckContext, setup: BindingSetup, binding, which: str, reques
             (binding.bind_ortvalue_input if which == "input" else binding.bind_ortvalue_output)(UNKNOWN_NAMES[which], value)
         return BadBinding(f"a valid value under the name {UNKNOWN_NAMES[which]!r}, which the model does not have", value=value,
                           value_type=(setup.dt, BINDING_SHAPE))
+    if request == "wrong-shape-numpy":
+        if which != "input":
+            raise NotApplicable("bind_cpu_input binds an input only: IOBinding has no numpy call for an output")
+        array = tensors.sentinel(setup.dt, WRONG_BUFFER_SHAPE, OUTPUT_SENTINEL)
+        with ctx.calling(call):
+            binding.bind_cpu_input(name, array)
+        return BadBinding(f"a numpy array of shape {list(WRONG_BUFFER_SHAPE)} (bind_cpu_input)", buffer=None)
     if request == "wrong-shape-buffer":
         guarded = GuardedArray.holding(tensors.sentinel(setup.dt, WRONG_BUFFER_SHAPE, OUTPUT_SENTINEL))
         bind = binding.bind_input if which == "input" else binding.bind_output
@@ -173,6 +180,8 @@ def binding_snippet(ctx: CheckContext, setup: BindingSetup, which: str, request:
     elif request == "unknown-name":
         bind = (f"{sn.sentinel('valid', setup.dt, BINDING_SHAPE, OUTPUT_SENTINEL)}\n{sn.place('unknown', 'valid', setup.memory, setup.dt)}\n"
                 f"b.bind_ortvalue_{which}({UNKNOWN_NAMES[which]!r}, unknown)  # a name the model does not have")
+    elif request == "wrong-shape-numpy":
+        bind = f"b.bind_cpu_input({name!r}, sentinel({list(WRONG_BUFFER_SHAPE)}, np.float32, {OUTPUT_SENTINEL:#x}))  # a numpy array of the wrong shape"
     elif request == "wrong-shape-buffer":
         bind = (f"buf = sentinel({list(WRONG_BUFFER_SHAPE)}, np.float32, {OUTPUT_SENTINEL:#x})  # host memory of the wrong shape\n"
                 f"b.bind_{which}({name!r}, 'cpu', 0, np.float32, {list(WRONG_BUFFER_SHAPE)}, buf.ctypes.data)")
