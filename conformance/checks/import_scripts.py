@@ -17,6 +17,7 @@ import os
 from conformance.target.interop import capi as C
 from conformance.target.interop import host, mapping, slots, vulkan
 from conformance.target.interop.rig import HANDLE_KINDS
+from conformance.checks.context import CheckContext
 
 CALLS = ["GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "UnregisterExecutionProviderLibrary", "GetEpDevices",
          "EpDevice_EpName", "GetInteropApi", "CreateCpuMemoryInfo", "CreateTensorWithDataAsOrtValue", "ReleaseValue", "GetTensorMutableData",
@@ -163,7 +164,7 @@ def same(what, expected, got):
 '''
 
 
-def script(ctx, kind: str, title: str, body: str, *, register: bool = True) -> str:
+def script(ctx: CheckContext, kind: str, title: str, body: str, *, register: bool = True) -> str:
     """A complete script for handle kind `kind`: the producer's source, the helpers, the EP's
     importer (`importer`, of `device` in `env`; not made when `register` is False), then `body`."""
     target = ctx.target

@@ -22,6 +22,7 @@ from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.target.interop.capi import HANDLE_TYPES, OrtError
 from conformance.target.interop.handed import Handed
 from conformance.target.interop.rig import HANDLE_KINDS, ImportRig, NoImporter, c_device, create_importer, pattern
+from conformance.checks.context import CheckContext
 
 BAD_IMPORTS = {
     "size-past-allocation": "ImportMemory with size_bytes 1 MiB past the allocation",
@@ -79,7 +80,7 @@ def _try(rig: ImportRig, kind: str, request: str, bad: bool, other: ImportRig | 
 
 @check("import.rejects-bad")
 @interop_outputs
-def rejects_bad(ctx, request: str, handle: str = "opaque-fd") -> Iterator[Violation]:
+def rejects_bad(ctx: CheckContext, request: str, handle: str = "opaque-fd") -> Iterator[Violation]:
     """A bad import is refused with an error, right after its valid twin (the same request made
     right, on a fresh handle, by the same importer) was accepted."""
     rig = ImportRig.for_context(ctx)
@@ -110,7 +111,7 @@ def rejects_bad(ctx, request: str, handle: str = "opaque-fd") -> Iterator[Violat
 
 @check("import.lifetime")
 @interop_outputs
-def lifetime(ctx, request: str, handle: str = "opaque-fd") -> Iterator[Violation]:
+def lifetime(ctx: CheckContext, request: str, handle: str = "opaque-fd") -> Iterator[Violation]:
     """A tensor stays usable after its handle (and the importer that made it) are released:
     reads give the producer's bytes and writes still reach it; and a handle may be released after
     the importer that made it. `request`: 'tensor-outlives-handle', 'tensor-outlives-importer'
@@ -162,7 +163,7 @@ def _mapped(name: str) -> bool:
 
 @check("import.unregister-while-imported")
 @interop_outputs
-def unregister_while_imported(ctx, handle: str = "opaque-fd") -> Iterator[Violation]:
+def unregister_while_imported(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violation]:
     """The EP library is unregistered while a handle and a tensor made from it are alive: either
     onnxruntime refuses, or the library stays loaded until they are released, and releasing them
     is then safe. A copy of the library (in a memfd) is registered in the C environment alone, so
@@ -232,7 +233,7 @@ def unregister_while_imported(ctx, handle: str = "opaque-fd") -> Iterator[Violat
 
 
 @check("import.unsupported-is-success")
-def unsupported_is_success(ctx) -> Iterator[Violation]:
+def unsupported_is_success(ctx: CheckContext) -> Iterator[Violation]:
     """An EP device that imports nothing says so as onnxruntime's guide asks: success and no
     importer (CreateExternalResourceImporterForDevice), not an error status."""
     api, _, device = c_device(ctx)
