@@ -226,6 +226,7 @@ def _validate(args) -> int:
 def _probe(args) -> int:
     from conformance.isolation.controller import WorkerLost, WorkerRefused
     from conformance.run.probing import probe_eps
+    from conformance.tools import matrix_text
 
     try:
         options = ep_options(args.ep_option)
@@ -249,7 +250,8 @@ def _probe(args) -> int:
     if args.json:
         print(matrix.to_json())
     else:
-        _print_matrix(matrix.to_dict())
+        for line in matrix_text.lines(matrix.to_dict()):
+            print(line)
     failing = sorted(matrix.statuses() & set(args.fail_on))
     if failing:
         print(f"ort-conformance: pairs that are {' or '.join(failing)} (--fail-on {','.join(args.fail_on) or 'none'})", file=sys.stderr)
@@ -265,35 +267,6 @@ def statuses(text: str) -> tuple[str, ...]:
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"not a status: {', '.join(unknown) or repr(text)} (statuses: {', '.join(STATUSES)}, or none)")
     return names
-
-
-def _print_matrix(matrix: dict) -> None:
-    from conformance.report import NO_EP_DEVICE, imports_lines
-
-    for ep in matrix["eps"]:
-        for device in ep["devices"]:
-            print(f"{ep['ep']} — device {device['device']} (onnxruntime {ep['onnxruntime']})")
-            if not ep.get("ep_device", True):
-                print(f"  {NO_EP_DEVICE}: no memory info was advertised; the matrix covers plain CPU memory only")
-            if ep.get("unusable"):
-                print(f"  {ep['unusable']}")
-            if device.get("error"):
-                print(f"  probe lost: {device['error']}")
-                continue
-            width = max((len(p["source"]) for p in device["pairs"]), default=6)
-            for pair in device["pairs"]:
-                required = " (required)" if pair["required"] else ""
-                print(f"  {pair['source']:>{width}} -> {pair['destination']:<{width}}  {pair['status']}{required}: {pair['detail']}")
-                for method, figures in pair.get("throughput", {}).items():
-                    print(f"  {'':>{width}}    {method} GB/s: {_figures(figures)}")
-            if device.get("host_memcpy"):
-                print(f"  host memcpy GB/s: {_figures(device['host_memcpy'])}")
-            for line in imports_lines(device.get("imports")):
-                print(f"  {line}")
-
-
-def _figures(figures: dict) -> str:
-    return ", ".join(f"{size} {'-' if gbps is None else gbps}" for size, gbps in figures.items())
 
 
 def _catalogue(args) -> int:
@@ -481,66 +454,9 @@ def _merge(args) -> int:
 
 
 def _rebuild(args) -> int:
-    from conformance.run import journal, runfolder
-    from conformance import report
-    from conformance.catalogue.spec import load_catalogue
-    from conformance.errors import SpecErrors
+    from conformance.tools.rebuild import rebuild
 
-    folder = Path(args.report_dir)
-    try:
-        lock = runfolder.claim(folder) if folder.is_dir() else None  # not while a run writes there
-        contents = journal.read(folder)
-    except (runfolder.FolderRefused, journal.JournalError) as exc:
-        print(f"ort-conformance: {exc}", file=sys.stderr)
-        return 2
-    try:
-        catalogue = load_catalogue(contents.run.get("specs"))
-    except SpecErrors as exc:
-        print(f"ort-conformance: the run's spec files cannot be read again:\n{exc}", file=sys.stderr)
-        return 2
-    digest = contents.digest
-    if digest and digest != catalogue.digest:
-        print(f"ort-conformance: {folder / journal.NAME}: the run's spec files changed since it ran (digest {digest[:12]}, now "
-              f"{catalogue.digest[:12]}): its report would describe other contracts", file=sys.stderr)
-        return 2
-    data = report.build(journal.record(contents, catalogue))
-    try:
-        return _write_rebuilt(folder, contents, data)
-    finally:
-        if lock:
-            lock.close()
-
-
-def _write_rebuilt(folder: Path, contents, data: dict) -> int:
-    """The rebuilt report set (with its junit.xml, so that the folder can be bundled) and the
-    failing cases' scripts written, saying exactly what was written and what was not."""
-    from conformance.run import runfolder
-    from conformance import report, safe_io
-    from conformance.report import repro_files
-    from conformance.tools import rebuilt_junit
-
-    try:
-        written = report.write_all(data, folder, {"junit.xml": rebuilt_junit.render(data)})
-    except safe_io.UnsafeFile as exc:
-        print(f"ort-conformance: the report was not written: {exc}", file=sys.stderr)
-        return 3
-    runfolder.mark_finished(folder)
-    notes = ["the last line, cut short when the run was killed, was left out"] if contents.cut_short else []
-    if contents.duplicates:
-        cases = sorted(set(contents.duplicates))
-        notes.append(f"{len(contents.duplicates)} result lines written again were counted once: {', '.join(cases[:5])}"
-                     + (f" and {len(cases) - 5} more" if len(cases) > 5 else ""))
-    print(f"{len(contents.results)} results of a run that {'finished' if contents.finished else 'did not finish (interrupted)'}, "
-          f"verdict {data['verdict']}: " + ", ".join(str(p) for p in written))
-    for note in notes:
-        print(f"note: {note}")
-    try:
-        repro_files.write(data, folder)
-    except safe_io.UnsafeFile as exc:
-        print(f"ort-conformance: the reproducers (repro/) were not written: {exc}; the report was: "
-              f"{', '.join(p.name for p in written)}", file=sys.stderr)
-        return 3
-    return 0
+    return rebuild(Path(args.report_dir))
 
 
 if __name__ == "__main__":

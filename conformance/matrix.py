@@ -5,7 +5,7 @@ device?", with `supports(source, destination)`, instead of trying copies at star
 matrix reads from and writes to the JSON that `ort-conformance probe --json` prints (schema
 `conformance/schemas/probe.schema.json`, version `SCHEMA`).
 
-A leaf module: it imports nothing of the kit, so that importing it (and `conformance.probe`)
+A leaf module: it imports nothing of the kit but the leaf of its errors, so that importing it (and `conformance.probe`)
 loads neither pytest, onnx, jsonschema nor onnxruntime.
 """
 
@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from conformance.errors import KitError
 
 SCHEMA = "ort-ep-conformance/probe/1"
 
@@ -30,7 +32,7 @@ Figures = dict[str, "float | None"]
 MEMORIES = ("cpu", "default", "host_accessible")
 
 
-class UnknownMemory(ValueError):
+class UnknownMemory(KitError, ValueError):
     """A name given to `supports` that is no memory: one clear message naming the memories."""
 
 

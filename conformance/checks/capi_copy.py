@@ -22,6 +22,7 @@ from conformance.findings import NotApplicable, Violation
 from conformance.target.guard import GuardedArray
 from conformance.target.interop import capi as C
 from conformance.target.interop import rig, slots
+from conformance.checks.context import CheckContext
 
 SENTINEL = 0x5A  # what a CPU destination holds before the copy
 READ_BACK = "the read-back destination (default>cpu)"
@@ -37,25 +38,37 @@ class _Copier:
         self.values: list[ctypes.c_void_p] = []
         self.guards: dict[str, GuardedArray] = {}
 
-    def cpu(self, name: str, array: np.ndarray) -> ctypes.c_void_p:
+    def cpu(self, name: str, array: np.ndarray, dtype: tensors.DType | None = None) -> ctypes.c_void_p:
+        """A tensor over `array` between canaries (of the case's shape and type, or of the array's and `dtype`)."""
         guarded = GuardedArray.holding(array)
         self.guards[name] = guarded
-        value = C.cpu_tensor_at(self.api, guarded.address, guarded.array.nbytes, self.shape, self.element_type)
+        shape, element_type = (self.shape, self.element_type) if dtype is None else (tuple(array.shape), C.ELEMENT_TYPES[dtype.name])
+        value = C.cpu_tensor_at(self.api, guarded.address, guarded.array.nbytes, shape, element_type)
         self.values.append(value)
         return value
 
-    def device_tensor(self) -> ctypes.c_void_p:
+    def device_tensor(self, dtype: tensors.DType | None = None, shape: tuple[int, ...] | None = None) -> ctypes.c_void_p:
+        """A tensor in the EP device's DEFAULT memory (of the case's shape and type, or of `dtype` and `shape`)."""
+        element_type = self.element_type if dtype is None else C.ELEMENT_TYPES[dtype.name]
         with self.ctx.calling(Call("CreateTensorAsOrtValue", "default")):
-            value = C.device_tensor(self.api, self.env, self.device, "default", self.shape, self.element_type)
+            value = C.device_tensor(self.api, self.env, self.device, "default", shape or self.shape, element_type)
         self.values.append(value)
         return value
 
-    def copy(self, source: ctypes.c_void_p, destination: ctypes.c_void_p, direction: str) -> None:
-        with self.ctx.calling(Call("CopyTensors", direction)):
+    def copy(self, source: ctypes.c_void_p, destination: ctypes.c_void_p, direction: str, note: str = "") -> None:
+        with self.ctx.calling(Call("CopyTensors", direction, note)):
             C.copy_tensors(self.api, self.env, [source], [destination])
 
     def overruns(self) -> list[str]:
         return [f"{name}: {overrun.describe()}" for name, guarded in self.guards.items() for overrun in guarded.check()]
+
+    def overrun_violations(self, what: str, snippet: str, subject: str = "") -> Iterator[Violation]:
+        """`what` (the copies made) wrote outside a host tensor: the canaries of every guarded buffer, proved intact or not."""
+        overruns = self.overruns()
+        self.ctx.prove("canaries_intact", not overruns)
+        if overruns:
+            yield Violation(f"{what} wrote outside a host tensor: {'; '.join(overruns)}", expected="canaries intact", actual="; ".join(overruns),
+                            reproducer=snippet, subject=subject)
 
     def close(self) -> None:
         for value in self.values:
@@ -63,7 +76,7 @@ class _Copier:
 
 
 @check("copy.c-api")
-def c_api_copy(ctx, direction: str, dtype: str = "float32", shape: str = "7x13") -> Iterator[Violation]:
+def c_api_copy(ctx: CheckContext, direction: str, dtype: str = "float32", shape: str = "7x13") -> Iterator[Violation]:
     source_kind, destination_kind = direction.split(">")
     dt = tensors.DTYPES[dtype]
     shp = tensors.parse_shape(shape, dt)
@@ -105,18 +118,17 @@ def c_api_copy(ctx, direction: str, dtype: str = "float32", shape: str = "7x13")
         if diff:
             yield Violation(f"CopyTensors {direction} through the C API did not deliver the source bytes: {diff.describe()}",
                             expected="byte-identical destination", actual=diff.describe(), reproducer=snippet)
-        overruns = copier.overruns()
-        ctx.prove("canaries_intact", not overruns)
-        if overruns:
-            yield Violation(f"CopyTensors {direction} through the C API wrote outside a host tensor: {'; '.join(overruns)}",
-                            expected="canaries intact", actual="; ".join(overruns), reproducer=snippet)
+        yield from copier.overrun_violations(f"CopyTensors {direction} through the C API", snippet)
     finally:
         copier.close()
 
 
-def _snippet(ctx, direction: str, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
-    """A script of its own: ctypes over the wheel's libonnxruntime.so (the slot indices the kit
-    read from onnxruntime's header), the EP library registered in a C environment, the copy."""
+def c_script_header(ctx: CheckContext, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
+    """The lines a C-path script begins with: ctypes over the wheel's libonnxruntime.so (the
+    slot indices the kit read from onnxruntime's header), the EP library registered in a C
+    environment, `device` the EP device under test, and helpers: `device_tensor` and
+    `cpu_tensor` (SHAPE and TYPE, from `dtype` and `shape`, unless given others), `guarded`
+    host bytes between canaries, `copy` (CopyTensors of one pair)."""
     target = ctx.target
     wanted = ["GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "GetEpDevices", "EpDevice_EpName", "EpDevice_MemoryInfo",
               "GetSharedAllocator", "CreateTensorAsOrtValue", "CreateCpuMemoryInfo", "CreateTensorWithDataAsOrtValue", "CopyTensors",
@@ -125,8 +137,7 @@ def _snippet(ctx, direction: str, dtype: tensors.DType, shape: tuple[int, ...]) 
     register = (f"call('RegisterExecutionProviderLibrary', env, ctypes.c_char_p({target.registration!r}.encode()), "
                 f"ctypes.c_char_p({os.path.abspath(target.library)!r}.encode()))"
                 if target.registration and target.library else "# a built-in EP: nothing to register")
-    source_kind, destination_kind = direction.split(">")
-    body = f"""import ctypes, os
+    return f"""import ctypes, os
 P = ctypes.c_void_p
 SLOT = {index!r}  # OrtApi slot indices, from onnxruntime_c_api.h
 CAPI = os.path.join(os.path.dirname(ort.__file__), 'capi')  # the wheel's C library, beside its Python extension
@@ -148,23 +159,28 @@ info = ctypes.CFUNCTYPE(P, P, ctypes.c_int)(api[SLOT['EpDevice_MemoryInfo']])(de
 allocator = P()
 call('GetSharedAllocator', env, P(info), ctypes.byref(allocator))
 SHAPE, TYPE, NBYTES = {list(shape)!r}, {C.ELEMENT_TYPES[dtype.name]}, {tensors.element_count(shape) * np.dtype(dtype.storage).itemsize}
-dims = (ctypes.c_int64 * len(SHAPE))(*SHAPE)
-def device_tensor():
+def device_tensor(shape=SHAPE, type_=TYPE):
     v = P()
-    call('CreateTensorAsOrtValue', allocator, dims, ctypes.c_size_t(len(SHAPE)), ctypes.c_int(TYPE), ctypes.byref(v))
+    call('CreateTensorAsOrtValue', allocator, (ctypes.c_int64 * len(shape))(*shape), ctypes.c_size_t(len(shape)), ctypes.c_int(type_), ctypes.byref(v))
     return v
 cpu_info = P()
 call('CreateCpuMemoryInfo', ctypes.c_int(0), ctypes.c_int(0), ctypes.byref(cpu_info))
-def cpu_tensor(buffer):
+def cpu_tensor(buffer, shape=SHAPE, type_=TYPE):  # over the bytes between the canaries of a `guarded` buffer
     v = P()
-    call('CreateTensorWithDataAsOrtValue', cpu_info, P(ctypes.addressof(buffer) + 64), ctypes.c_size_t(NBYTES), dims, ctypes.c_size_t(len(SHAPE)),
-         ctypes.c_int(TYPE), ctypes.byref(v))
+    call('CreateTensorWithDataAsOrtValue', cpu_info, P(ctypes.addressof(buffer) + 64), ctypes.c_size_t(len(buffer) - 128),
+         (ctypes.c_int64 * len(shape))(*shape), ctypes.c_size_t(len(shape)), ctypes.c_int(type_), ctypes.byref(v))
     return v
 def guarded(fill):  # 64 canary bytes (0xC3) on each side of the tensor's bytes
-    return (ctypes.c_uint8 * (NBYTES + 128))(*([0xC3] * 64 + list(fill) + [0xC3] * 64))
+    return (ctypes.c_uint8 * (len(fill) + 128))(*([0xC3] * 64 + list(fill) + [0xC3] * 64))
 def copy(src, dst):
     call('CopyTensors', env, (P * 1)(src), (P * 1)(dst), None, ctypes.c_size_t(1))
-data = bytes((i * 37 + 11) % 256 for i in range(NBYTES))
+"""
+
+
+def _snippet(ctx: CheckContext, direction: str, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
+    """A script of its own: the C path's set-up (`c_script_header`), then the copy."""
+    source_kind, destination_kind = direction.split(">")
+    body = c_script_header(ctx, dtype, shape) + f"""data = bytes((i * 37 + 11) % 256 for i in range(NBYTES))
 source_buffer, landing = guarded(data), guarded([{SENTINEL}] * NBYTES)
 """
     if source_kind == "cpu":

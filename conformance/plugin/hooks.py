@@ -7,27 +7,29 @@ says how pytest and JUnit are told), everything else is a skip with its reason (
 is decided before anything runs). A broken `runtime`-subject contract is a finding against
 onnxruntime and shows as xfail, so it does not fail a conformant EP's run. Without `--ep` the
 plugin does nothing.
+
+This module holds pytest's hooks and the run's plugin object (`ConformanceRun`); the command
+line is `arguments.py`'s, the catalogue as this process holds it `loading.py`'s, and the items
+`items.py`'s.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.plugin import ids, signals, terminal
+from conformance.plugin import arguments, ids, loading, signals, terminal
 
 from conformance.run import runfolder
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
-from conformance.errors import SpecError
 from conformance.isolation.controller import WorkerLost, WorkerRefused, handover
 from conformance.isolation.in_process import InProcessWorker
-from conformance.options import WRAPPER_VARIABLE, emulator_of, ep_options, seconds, unknown_options, wrapper_command
+from conformance.options import emulator_of, unknown_options
 from conformance.outcomes import Result
 from conformance.plugin.items import CASES_KEY, RESULT_KEY, ContractFile, ContractItem
 from conformance.run.pool import AnyWorker, EpUnderTest, WorkerPool
@@ -36,8 +38,6 @@ from conformance.record import EpRecord, RunRecord
 from conformance.run.scheduler import Scheduler
 from conformance.plugin.selection import SelectionWatch, case_key, compare
 from conformance.plugin import shards
-from conformance.plugin.shards import shard_option
-from conformance.run.reruns import reruns_option
 
 # The rest of the kit (the catalogue and its YAML, applicability, waivers, reports) is imported
 # where it is first used: pytest imports this plugin in every run of an environment the kit is
@@ -51,52 +51,14 @@ SIGNALS_KEY = pytest.StashKey[dict]()  # the handlers signals.install replaced
 JUNIT_KEY: pytest.StashKey[JunitFiles] = pytest.StashKey()  # the report folder's junit.xml, by the process that writes the report
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    arguments.add_options(parser)
+
+
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from conformance.plugin import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("conformance", "ONNX Runtime EP conformance (ort-ep-conformance)")
-    group.addoption("--ep", action="append", default=[], metavar="NAME",
-                    help="EP to check: an alias from the EP specs (cpu, webgpu, refdev, ...) or the provider's own name "
-                         "(e.g. CUDAExecutionProvider); repeatable. "
-                         "Without --ep the plugin collects nothing. Spec files named on the command line "
-                         "(myep.yaml) are checked with the shipped catalogue; one declaring a shipped EP replaces its shipped spec. "
-                         "Examples: pytest --ep=cpu; pytest --ep=cpu --junitxml=reports/junit.xml -n 2")
-    group.addoption("--ep-library", metavar="PATH",
-                    help="register this plugin EP library first; --ep names the EP it provides "
-                         "(e.g. pytest --ep-library=./libmy_ep.so --ep MyEp)")
-    group.addoption("--ep-option", action="append", default=[], metavar="KEY=VALUE",
-                    help="provider option for the EP (keys starting with 'session.' become session config entries); "
-                         "repeatable (e.g. --ep-option device_id=1)")
-    group.addoption("--conformance-report", metavar="DIR", default="reports",
-                    help="folder for report.json, report.md, report.html and the models used (default: reports/)")
-    group.addoption("--conformance-timeout", metavar="SECONDS", type=seconds, default=60.0,
-                    help="time one check may take before its worker is killed and the check recorded as timeout (default: 60)")
-    group.addoption("--conformance-isolation", choices=("worker", "none"), default="worker",
-                    help="worker (default): checks run in a child process per EP; none: in the pytest process (for measurements "
-                         "only), except contracts marked isolated or own_process (bad requests, the library's lifecycle), which "
-                         "always run in a worker: they can take the process down. An EP that aborts in another check takes "
-                         "pytest down with it: the results before are in the journal (ort-conformance rebuild)")
-    group.addoption("--conformance-wrapper", metavar="COMMAND",
-                    help="run every process the kit starts that loads an EP (workers, their spares, the fork server, own-process "
-                         "checks, the probe) under this command, e.g. \"qemu-x86_64 -cpu Skylake-Client-v4\", \"taskset -c 0\", "
-                         f"\"valgrind -q\" (default: ${WRAPPER_VARIABLE}, else the ini option conformance_wrapper); "
-                         "under a qemu emulator the report says the CPU was emulated and measures no GB/s figures")
-    parser.addini("conformance_wrapper", "the command every process that loads an EP runs under (see --conformance-wrapper)", default="")
-    group.addoption("--conformance-strict", action="store_true", default=False,
-                    help="certification mode: a required contract that could not run on an EP device (or declared not applicable "
-                         "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
-    group.addoption("--conformance-rerun", metavar="N", type=reruns_option, default=0,
-                    help="try a case that failed, crashed or timed out again, up to N times, each in a fresh worker (default 0; "
-                         "a crash or hang is always tried once more before its call is quarantined); a case whose tries' outcomes "
-                         "differ is flaky: it counts as a failure and never certifies")
-    group.addoption("--conformance-shard", metavar="K/N", type=shard_option, default=None,
-                    help="run shard K of N: a deterministic Kth of the cases (by node id; the same split on every machine), "
-                         "e.g. one job of a CI matrix; a shard alone never certifies: `ort-conformance merge` of all N report "
-                         "folders gives the run's report and verdict")
 
 
 class ConformanceRun:
@@ -110,9 +72,9 @@ class ConformanceRun:
         self.isolated = config.getoption("conformance_isolation") == "worker"
         self.strict = config.getoption("conformance_strict")
         self.library = config.getoption("ep_library")
-        self.options, self.wrapper = _parse_options(config.getoption("ep_option")), _wrapper(config)  # wrapper: see --conformance-wrapper
-        self.spec_selections = _spec_selections(config)  # spec files and items named on the command line
-        self.spec_paths = [str(p) for p in shipped_spec_dirs()] + _user_spec_files(self.spec_selections)
+        self.options, self.wrapper = arguments.parse_options(config.getoption("ep_option")), arguments.wrapper(config)  # wrapper: see --conformance-wrapper
+        self.spec_selections = arguments.spec_selections(config)  # spec files and items named on the command line
+        self.spec_paths = [str(p) for p in shipped_spec_dirs()] + arguments.user_spec_files(self.spec_selections)
         self.catalogue: Catalogue  # loaded by start(), once the workers are launched
         self.contract_files: dict[Path, list[Contract]] = {}  # each spec file's contracts (_by_file)
         self.eps: list[EpUnderTest] = []
@@ -130,7 +92,7 @@ class ConformanceRun:
         self.report_data: dict[str, Any] | None = None  # report.json's data, once written
         self.noting: tuple[list[int], dict[int, Any]] | None = None  # signals noted since the run was interrupted (signals.note_from_now)
         # Planned ahead only where this process runs the whole session in order (isolation none: only the isolated contracts' worker).
-        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=_probe_sizes(config, self.wrapper),
+        self.scheduler = Scheduler(self.eps, self.pool, lookahead=self.primary, probe_sizes=arguments.probe_sizes(config, self.wrapper),
                                    reruns=config.getoption("conformance_rerun"))
 
     def start(self, names: list[str]) -> None:
@@ -140,8 +102,8 @@ class ConformanceRun:
         launched = _launch(self, names)
         # With workers, the check ids are cross-checked by them (they import the checks anyway):
         # this process then never imports numpy or onnx, and its start-up does not slow theirs.
-        self.catalogue = _load(self.spec_paths, check_ids=not self.isolated)
-        self.contract_files = _by_file(self.catalogue)
+        self.catalogue = loading.load(self.spec_paths, check_ids=not self.isolated)
+        self.contract_files = loading.by_file(self.catalogue)
         # The workers read no YAML: they are handed what this process has read and validated,
         # by the time they have imported onnxruntime (a fifth of a worker's start otherwise).
         self.pool.hand_over(handover(self.catalogue, read_recipes()))
@@ -155,7 +117,7 @@ class ConformanceRun:
         launched = launched or {name: _in_process(self, name) for name in names}  # --conformance-isolation none
         for name in names:
             ep = self._ready(name, launched[name])
-            _refuse_twice(self.eps, ep)
+            loading.refuse_twice(self.eps, ep)
             ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
             self.eps.append(ep)
         self.folder.journal.eps([ep.facts for ep in self.eps], self.catalogue.digest, _machine())
@@ -171,7 +133,7 @@ class ConformanceRun:
             facts = worker.ready()
         except WorkerRefused as exc:
             if exc.errors:
-                raise _invalid_specs(exc.errors) from None
+                raise loading.invalid_specs(exc.errors) from None
             raise pytest.UsageError(str(exc)) from None
         except WorkerLost as exc:
             raise pytest.UsageError(f"EP '{name}' could not be loaded{_under(self.wrapper)}: {exc}") from None
@@ -279,13 +241,14 @@ def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
     terminalreporter.section("conformance")
     colour = {"conformant": {"green": True}, "non_conformant": {"red": True}}.get(run.verdict, {"yellow": True})
     verdict = run.report_data.get("verdict_text", run.verdict) if run.report_data is not None else run.verdict
-    terminalreporter.write_line(f"verdict: {verdict}" + _verdict_label(run.strict, run.selection), bold=True, **colour)
+    terminalreporter.write_line(f"verdict: {verdict}" + terminal.verdict_label(run.strict, run.selection), bold=True, **colour)
     for line in summary.terminal(run.report_data) if run.report_data is not None else []:
         terminalreporter.write_line(line)
-    for line, markup in _ep_lines(run.eps):
+    for line, markup in terminal.ep_lines(run.eps):
         terminalreporter.write_line(line, **markup)
-    for path in run.written:
-        terminalreporter.write_line(f"report: {path}")
+    for line in terminal.written_lines(run.written, run.report_dir):
+        terminalreporter.write_line(line)
+
 
 
 def _warn_of_unknown_options(run: ConformanceRun) -> None:
@@ -294,20 +257,6 @@ def _warn_of_unknown_options(run: ConformanceRun) -> None:
         for ep in run.eps:
             for text in unknown_options(run.options, ep.facts["provider"], ep.facts["devices"]):
                 run.config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
-
-
-def _ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
-    """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own,
-    and the plugin package each plugin EP came from."""
-    for ep in eps:
-        if ep.facts.get("plugin_package"):
-            package = ep.facts["plugin_package"]
-            yield (f"{ep.label}: {ep.facts['provider']} from {package['name']} {package['version']}, library sha256 "
-                   f"{(ep.facts.get('library_sha256') or '?')[:16]}"), {}
-        if ep.facts.get("unusable"):
-            yield f"{ep.label}: nothing ran: {ep.facts['unusable']}", {"yellow": True}
-        if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
-            yield f"{ep.label}: EP spec {ep.facts['spec']}", {}
 
 
 def _open_folder(run: ConformanceRun) -> None:
@@ -375,15 +324,6 @@ def _machine() -> str:
     return machine()
 
 
-def _verdict_label(strict: bool, selection: dict[str, Any] | None) -> str:
-    """' (strict run)', and what a subset ran: a strict subset is never a certification, and a
-    non-strict one is partial."""
-    label = " (strict run" if strict else ""
-    if selection is not None and not selection["complete"]:
-        label += ("; " if strict else " (") + "partial run: " + selection["text"]
-    return label + (")" if label else "")
-
-
 def _selection(run: ConformanceRun) -> dict[str, Any]:
     """Which part of the catalogue ran: its checks for these EP devices against the results
     (conformance.plugin.selection says why by comparison, not by the options)."""
@@ -391,9 +331,9 @@ def _selection(run: ConformanceRun) -> dict[str, Any]:
                 for ep in run.eps for device in ep.facts["devices"] for params in contract.cases())
     ran = (case_key(r.ep, r.contract, r.device, r.params) for r in run.results)
     # Named as the user wrote them, not as the shipped copy they stand for (see _spec_selections).
-    given = [arg for arg in run.config.invocation_params.args if _names_specs(arg)]
+    given = [arg for arg in run.config.invocation_params.args if arguments.names_specs(arg)]
     given = given if len(given) == len(run.spec_selections) else run.spec_selections
-    chosen = [as_given for as_given, arg in zip(given, run.spec_selections, strict=True) if "::" in arg or _inside(arg, contracts_dir())]
+    chosen = [as_given for as_given, arg in zip(given, run.spec_selections, strict=True) if "::" in arg or arguments.inside(arg, contracts_dir())]
     return compare(expected, ran, shards.named(run.config) + run.watch.how(chosen)).to_dict()
 
 
@@ -414,12 +354,6 @@ def _record(run: ConformanceRun, interrupted: bool) -> RunRecord:
         selection=run.selection, wrapper=" ".join(run.wrapper), emulated=emulator_of(run.wrapper) or "", cpu=cpu_vendor(),
         shard=shards.as_dict(run.config),
     )
-
-
-def _refuse_twice(eps: list[EpUnderTest], ep: EpUnderTest) -> None:
-    same = next((other for other in eps if other.facts["provider"] == ep.facts["provider"]), None)
-    if same:
-        raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts['provider']}): give it once")
 
 
 def _launch(run: ConformanceRun, names: list[str]) -> dict[str, AnyWorker]:
@@ -443,143 +377,21 @@ def _in_process(run: ConformanceRun, name: str) -> InProcessWorker:
 def _start_listing(run: ConformanceRun, names: list[str]) -> None:
     """--collect-only: the items are listed from the catalogue alone, without a worker, the EP's
     library or a device (and without a report); each EP is taken as one device named by its label."""
-    run.catalogue = _load(run.spec_paths, check_ids=False)
-    run.contract_files = _by_file(run.catalogue)
+    run.catalogue = loading.load(run.spec_paths, check_ids=False)
+    run.contract_files = loading.by_file(run.catalogue)
     for name in names:
-        ep = _unprobed(run.catalogue, name)
-        _refuse_twice(run.eps, ep)
+        ep = loading.unprobed(run.catalogue, name)
+        loading.refuse_twice(run.eps, ep)
         ep.spec = run.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
         run.eps.append(ep)
-
-
-def _by_file(catalogue: Catalogue) -> dict[Path, list[Contract]]:
-    """The catalogue's spec files, resolved, each with its contracts (a contract's `file` is
-    its file resolved; EP declarations are files without contracts): indexed once, so that
-    collecting a file does not look through every contract of every other file."""
-    files: dict[Path, list[Contract]] = {Path(f).resolve(): [] for f in catalogue.files}
-    for contract in catalogue.contracts:
-        files.setdefault(Path(contract.file), []).append(contract)
-    return files
-
-
-def _unprobed(catalogue: Catalogue, name: str) -> EpUnderTest:
-    """EP `name` as the catalogue alone describes it (--collect-only): its provider and label from
-    its declaration, or from the name given, and one device."""
-    from conformance.target.eps import EpTarget
-
-    spec = catalogue.ep_spec(name)
-    target = EpTarget(name, spec.provider if spec else name, spec, [], {})
-    facts = {"requested": name, "provider": target.provider, "label": target.label, "declared": spec is not None,
-             "devices": [{"index": 0, "label": target.label}]}
-    return EpUnderTest(name, facts, None)
 
 
 def _isolated(item: pytest.Item) -> bool:
     return isinstance(item, ContractItem) and item.contract.isolated
 
 
-def _probe_sizes(config: pytest.Config, wrapper: tuple[str, ...]) -> list[int] | None:
-    """The copy probe's sizes: none timed under --collect-only, nor under an emulator, whose GB/s
-    figures would be the emulator's (options.emulator_of); the probe's own otherwise."""
-    return [] if config.option.collectonly or emulator_of(wrapper) else None
-
-
 def _under(wrapper: tuple[str, ...]) -> str:
     return f" under the wrapper {' '.join(wrapper)!r}" if wrapper else ""
-
-
-def _wrapper(config: pytest.Config) -> tuple[str, ...]:
-    """--conformance-wrapper, else $ORT_CONFORMANCE_WRAPPER, else the ini option (options.wrapper_command)."""
-    given = config.getoption("conformance_wrapper")
-    for text in (given, os.environ.get(WRAPPER_VARIABLE), config.getini("conformance_wrapper")):
-        if text is not None:
-            try:
-                return wrapper_command(text)
-            except ValueError as exc:
-                raise pytest.UsageError(f"--conformance-wrapper: {exc}") from None
-    return ()
-
-
-def _parse_options(pairs: list[str]) -> dict[str, str]:
-    try:
-        return ep_options(pairs)
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def _user_spec_args(config: pytest.Config) -> list[str]:
-    """Spec files named on the command line, or items of them (`copy.yaml::copy.roundtrip-exact[...]`),
-    or shipped families and cases by their id (`ort-conformance/copy::copy.roundtrip-exact[...]`)."""
-    return [arg for arg in config.args if _names_specs(arg)]
-
-
-def _names_specs(arg: str) -> bool:
-    return Path(arg.split("::")[0]).suffix in (".yaml", ".yml") or ids.shipped_argument(arg, contracts_dir()) is not None
-
-
-def _spec_selections(config: pytest.Config) -> list[str]:
-    """Those arguments, with a checkout's copy of a shipped spec file, or an id, named as the shipped file."""
-    selections = []
-    for arg in _user_spec_args(config):
-        by_id = ids.shipped_argument(arg, contracts_dir())
-        file, separator, item = (by_id or arg).partition("::")
-        selections.append(_shipped_copy_of(file) + separator + item)
-    return selections
-
-
-def _shipped_copy_of(file: str) -> str:
-    """The shipped spec file that `file` is, or `file` itself. A checkout's `specs/contracts/x.yaml`
-    is the shipped file when the kit was installed from that checkout (not editable): the
-    installed package carries a copy, which is the one the catalogue holds."""
-    path = Path(file)
-    for folder in shipped_spec_dirs():
-        if _inside(file, folder):
-            return file
-        shipped = folder / path.name
-        if path.parent.name == folder.name and shipped.is_file() and path.is_file() and shipped.read_bytes() == path.read_bytes():
-            return str(shipped)
-    return file
-
-
-def _user_spec_files(selections: list[str]) -> list[str]:
-    """The files of those selections that the shipped specs do not already hold, each once."""
-    files = dict.fromkeys(arg.split("::")[0] for arg in selections)
-    return [file for file in files if not any(_inside(file, folder) for folder in shipped_spec_dirs())]
-
-
-def _inside(file: str, folder: Path) -> bool:
-    return Path(file).resolve().is_relative_to(folder.resolve())
-
-
-def _refuse_other_args(config: pytest.Config) -> None:
-    """With --ep only spec files are collected: a test file or folder named on the command line
-    would be dropped without a word, so it is a usage error."""
-    if config.args_source != pytest.Config.ArgsSource.ARGS:
-        return  # testpaths or the current folder, not the user's choice
-    specs = _user_spec_args(config)
-    others = [arg for arg in config.args if arg not in specs]
-    if others:
-        raise pytest.UsageError(f"with --ep, pytest collects the contract catalogue and the spec files (*.yaml) named on the "
-                                f"command line; not {', '.join(others)}")
-
-
-def _load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
-    """The catalogue, validated; `check_ids`: also that every contract names a known check
-    (which imports the checks, and with them numpy and onnx)."""
-    from conformance.checks import CHECKS, load_all
-    from conformance.catalogue.spec import load_catalogue
-    from conformance.errors import SpecErrors
-
-    if check_ids:
-        load_all()
-    try:
-        return load_catalogue(paths, known_checks=CHECKS if check_ids else ())
-    except SpecErrors as exc:
-        raise _invalid_specs(exc.errors) from None
-
-
-def _invalid_specs(errors: Sequence[SpecError]) -> pytest.UsageError:
-    return pytest.UsageError(f"invalid spec files ({len(errors)} error{'s' if len(errors) != 1 else ''}):\n" + "\n".join(f"  {e}" for e in errors))
 
 
 # --- hooks -----------------------------------------------------------------------------------
@@ -598,7 +410,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if given:
             raise pytest.UsageError(f"{' and '.join(given)} without --ep: name the EP to check (--ep NAME)")
         return
-    _refuse_other_args(config)
+    arguments.refuse_other_args(config)
     run = ConformanceRun(config)
     config.stash[RUN_KEY] = run
     config.stash[CASES_KEY] = run  # what the items read of it (items.CaseSource)
@@ -630,7 +442,7 @@ def pytest_configure(config: pytest.Config) -> None:
     contracts = contracts_dir()
     # Items (file::id) and shipped contract files named on the command line select those; other
     # spec files (an EP declaration, a vendor's contracts) add to the whole catalogue.
-    selected = any("::" in arg or _inside(arg, contracts) for arg in user_specs)
+    selected = any("::" in arg or arguments.inside(arg, contracts) for arg in user_specs)
     config.args[:] = user_specs + ([] if selected else [str(contracts)])
 
 
@@ -648,7 +460,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
     run = parent.config.stash.get(RUN_KEY, None)
     if run is None or file_path.resolve() not in run.contract_files:
         return None
-    if _inside(str(file_path), contracts_dir()):
+    if arguments.inside(str(file_path), contracts_dir()):
         # A shipped family's file has the id of its family, not of the folder the kit is installed in (see ids.py).
         family = next(c.family for c in run.catalogue.contracts if Path(c.file) == file_path.resolve())
         return ContractFile.from_parent(parent, path=file_path, nodeid=ids.file_id(family))

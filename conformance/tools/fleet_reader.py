@@ -141,7 +141,7 @@ def _version(row: dict[str, Any]) -> str | None:
     return row["ep_version"] or row["onnxruntime"]
 
 
-class _NotHere(Exception):
+class _NotHere(KitError):
     """A memory this row's EP device does not advertise (the same EP may in another run)."""
 
 
