@@ -40,7 +40,7 @@ def test_help_lists_the_commands(capsys):
     assert "pytest --ep cpu" in out
 
 
-@pytest.mark.parametrize("command", ["validate", "probe", "catalogue", "bundle", "verify", "diff", "found", "fleet", "answers"])
+@pytest.mark.parametrize("command", ["validate", "probe", "catalogue", "bundle", "verify", "diff", "found", "fleet", "answers", "merge"])
 def test_each_command_help_says_what_it_does_its_exit_status_and_an_example(capsys, command):
     with pytest.raises(SystemExit) as exit_info:
         cli.main([command, "--help"])

@@ -122,7 +122,7 @@ def openvino_claims(rows: list[dict[str, Any]], fleet_dir: Path, out_dir: Path) 
     openvino = [row for row in rows if row["ep"] == OPENVINO]
     if not openvino:
         return out + ["No run of the OpenVINO EP is in this table, so none of these claims is weighed here. The OpenVINO lanes of",
-                      "`lanes/run` measure it; regenerate this page from their fleet table (lanes/README.md, \"The fleet table\").", ""]
+                      "`lanes/run` measure it; regenerate this page from their fleet table (lanes/README.md, \"The fleet table and the answers page\").", ""]
     for row in openvino:
         link = lambda anchor, row=row: _link(row, anchor, fleet_dir, out_dir)  # noqa: E731
         out += [f"### {_heading(row)} ({row['onnxruntime_package'] or 'package not stated'})", ""]
