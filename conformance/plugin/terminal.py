@@ -45,7 +45,7 @@ def failure_repr(result: Result, contract: Contract, style: str, report_dir: Pat
         # pytest's FAILURES section prints the crash line itself, and pytest 9 prints this
         # representation before it: a failure's is empty, or each line would show twice. Its
         # ERRORS section (a crash, a timeout, an error) prints only this.
-        text = "" if result.outcome is Outcome.FAIL else f"{crash.path}:{crash.lineno}: {crash.message}\n"
+        text = "" if result.outcome not in PYTEST_ERRORS else f"{crash.path}:{crash.lineno}: {crash.message}\n"
     elif style == "short":
         text = report.describe_briefly(result, contract, script) + "\n"
     elif style == "auto":
