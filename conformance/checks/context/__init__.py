@@ -7,15 +7,16 @@ quarantined), `evidence` (`evidence.Evidence`: what the check proved, as data), 
 (`sessions.Sessions`: sessions built once per worker and shared, their node assignment, runs
 that stay on the EP, refused sessions explained; `taken.TakenModels` finds a model a narrow EP takes) and `snippets` (`snippets.Snippets`:
 reproducer code). They share one `DeviceUnderTest`. Checks call `ctx.place(...)`, `ctx.session(...)`:
-each is the part's own method under its own name on the context, typed as the part's, so that
-mypy and an editor follow `ctx.place` to `Memories.place`; the device's and the guard's data
-are properties. A stand-in set on the context for a part's method replaces the part's too.
+each is declared on the context with the part's own function (`place =
+_PartsMethod("memories", Memories.place)`), typed as it, so that mypy and an editor follow
+`ctx.place` to `Memories.place`; the device's and the guard's data are properties. A stand-in
+set on the context for a part's method is set on the part, and one set on the part is what the
+context calls.
 """
 
 from __future__ import annotations
 
-import inspect
-from typing import Any
+from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar
 
 from conformance.calls import Call
 from conformance.checks.context.device import DeviceUnderTest
@@ -29,6 +30,25 @@ from conformance.target.eps import EpTarget, import_onnxruntime
 from conformance.target.models import ModelCache
 
 __all__ = ["ASSIGNMENT_CONFIG", "CheckContext", "SessionInfo"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _PartsMethod(Generic[P, R]):
+    """A method of the context that is one of its part's (`part`), named with the part's own
+    function (`method`): typed as that function, so that mypy and an editor follow `ctx.place` to
+    `Memories.place`, and looked up on the part at each call, so that a stand-in set on the part
+    (or on the context, which sets the part's) is what the check and the other parts both use."""
+
+    def __init__(self, part: str, method: Callable[Concatenate[Any, P], R]):
+        self.part, self.name = part, method.__name__
+
+    def __get__(self, context: Any, owner: type | None = None) -> Callable[P, R]:
+        return getattr(getattr(context, self.part), self.name)
+
+    def __set__(self, context: Any, stand_in: Callable[P, R]) -> None:
+        setattr(getattr(context, self.part), self.name, stand_in)
 
 
 class CheckContext:
@@ -44,21 +64,6 @@ class CheckContext:
         # Whether the rule a contested contract holds for some EPs and builds (its `contested`)
         # applies to this EP device and build: set by the runner for each case.
         self.contested_rule_holds = False
-        self._name_the_parts_methods()
-        parts = (self.under_test, self.guard, self.evidence, self.memories, self.sessions, self.snippets, self.taken_models)
-        # Each method named above -> the part it is of: where a stand-in set on the context goes too.
-        self._parts_of = {name: value.__self__ for name, value in vars(self).items()
-                          if inspect.ismethod(value) and any(value.__self__ is part for part in parts)}
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        """A stand-in set on the context for one of its parts' methods (a test's monkeypatch)
-        replaces the part's own too, so that the parts calling one another use it as the check
-        does (a copy stood in for is the one `read` makes)."""
-        part = self.__dict__.get("_parts_of", {}).get(name)
-        if part is not None:
-            setattr(part, name, value)
-        super().__setattr__(name, value)
-
     def begin(self, on_progress=None, quarantined: list[dict[str, Any]] | None = None) -> None:
         """A new check starts (see CallGuard.begin); it has proved nothing yet."""
         self.guard.begin(on_progress, quarantined)
@@ -105,19 +110,34 @@ class CheckContext:
     def quarantined(self) -> dict[Call, str]:
         return self.guard.quarantined
 
-    def _name_the_parts_methods(self) -> None:
-        """The parts' methods a check calls, each by its own name on the context: typed as the
-        part's (a stand-in a test puts on the context replaces it there)."""
-        under_test, guard, evidence, memories, sessions, snippets = (self.under_test, self.guard, self.evidence, self.memories,
-                                                                    self.sessions, self.snippets)
-        self.require_api = under_test.require_api
-        self.attempt, self.calling, self.precondition = guard.attempt, guard.calling, guard.precondition
-        self.prove, self.prove_item, self.tally, self.compare = evidence.prove, evidence.prove_item, evidence.tally, evidence.compare
-        self.memory_info, self.memory_facts, self.is_cpu_memory = memories.memory_info, memories.memory_facts, memories.is_cpu_memory
-        self.require_memory, self.describe_memory, self.only_plain_cpu = memories.require_memory, memories.describe_memory, memories.only_plain_cpu
-        self.wrap_cpu, self.allocate, self.copy, self.read, self.place, self.watch = (memories.wrap_cpu, memories.allocate, memories.copy,
-                                                                                      memories.read, memories.place, memories.watch)
-        self.session, self.create_session, self.cpu_session, self.running = sessions.session, sessions.create_session, sessions.cpu_session, sessions.running
-        self.assignment_of, self.require_nodes_on_ep = sessions.assignment_of, sessions.require_nodes_on_ep
-        self.session_on_ep = self.taken_models.session_on_ep
-        self.preamble, self.session_snippet, self.memory_expr = snippets.preamble, snippets.session_snippet, snippets.memory_expr
+    # The parts' methods a check calls, each under its own name.
+    require_api = _PartsMethod("under_test", DeviceUnderTest.require_api)
+    attempt = _PartsMethod("guard", CallGuard.attempt)
+    calling = _PartsMethod("guard", CallGuard.calling)
+    precondition = _PartsMethod("guard", CallGuard.precondition)
+    prove = _PartsMethod("evidence", Evidence.prove)
+    prove_item = _PartsMethod("evidence", Evidence.prove_item)
+    tally = _PartsMethod("evidence", Evidence.tally)
+    compare = _PartsMethod("evidence", Evidence.compare)
+    memory_info = _PartsMethod("memories", Memories.memory_info)
+    memory_facts = _PartsMethod("memories", Memories.memory_facts)
+    is_cpu_memory = _PartsMethod("memories", Memories.is_cpu_memory)
+    require_memory = _PartsMethod("memories", Memories.require_memory)
+    describe_memory = _PartsMethod("memories", Memories.describe_memory)
+    only_plain_cpu = _PartsMethod("memories", Memories.only_plain_cpu)
+    wrap_cpu = _PartsMethod("memories", Memories.wrap_cpu)
+    allocate = _PartsMethod("memories", Memories.allocate)
+    copy = _PartsMethod("memories", Memories.copy)
+    read = _PartsMethod("memories", Memories.read)
+    place = _PartsMethod("memories", Memories.place)
+    watch = _PartsMethod("memories", Memories.watch)
+    session = _PartsMethod("sessions", Sessions.session)
+    create_session = _PartsMethod("sessions", Sessions.create_session)
+    cpu_session = _PartsMethod("sessions", Sessions.cpu_session)
+    running = _PartsMethod("sessions", Sessions.running)
+    assignment_of = _PartsMethod("sessions", Sessions.assignment_of)
+    require_nodes_on_ep = _PartsMethod("sessions", Sessions.require_nodes_on_ep)
+    session_on_ep = _PartsMethod("taken_models", TakenModels.session_on_ep)
+    preamble = _PartsMethod("snippets", Snippets.preamble)
+    session_snippet = _PartsMethod("snippets", Snippets.session_snippet)
+    memory_expr = _PartsMethod("snippets", Snippets.memory_expr)
