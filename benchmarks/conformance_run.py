@@ -49,6 +49,7 @@ class Run:
     checks: int  # results in report.json
     pytest_seconds: float  # what pytest reports ("... in X s"): collection and the test loop
     exit_code: int
+    checks_seconds: float = 0.0  # the checks' own time, as their workers timed them (report.json's durations)
 
 
 def conformance_run(ep_args: list[str], extra: list[str], repeat: int) -> Run:
@@ -63,8 +64,8 @@ def conformance_run(ep_args: list[str], extra: list[str], repeat: int) -> Run:
             report = Path(tmp) / "report.json"
             if not report.exists():
                 raise RuntimeError(f"the conformance run wrote no report:\n{completed.stdout[-2000:]}{completed.stderr[-2000:]}")
-            checks = len(json.loads(report.read_text())["results"])
-        run = Run(wall, checks, _pytest_seconds(completed.stdout), completed.returncode)
+            results = json.loads(report.read_text())["results"]
+        run = Run(wall, len(results), _pytest_seconds(completed.stdout), completed.returncode, sum(r["duration"] for r in results))
         if best is None or run.wall < best.wall:
             best = run
     return best

@@ -519,6 +519,21 @@ static OrtStatus* check_pointer(const void* p, size_t bytes, mem_kind kind, size
   return NULL;
 }
 
+/* Copy record: with ORT_REFDEV_COPY_LOG naming a file, every copy onnxruntime asks of the data
+ * transfer appends "<source kind> <destination kind> <bytes> <source imported> <destination
+ * imported> <source address> <destination address>" (imported: 1 where the bytes are imported
+ * memory), so that the copies asked around a run with imported outputs can be read afterwards
+ * (refdev/README.md, "Imports"). */
+static void copy_log(mem_kind sk, mem_kind dk, const void* src, const void* dst, size_t bytes) {
+  const char* path = getenv("ORT_REFDEV_COPY_LOG");
+  if (path == NULL || path[0] == '\0') return;
+  FILE* log = fopen(path, "a");
+  if (log == NULL) return;
+  fprintf(log, "%s %s %zu %d %d %p %p\n", kind_name(sk), kind_name(dk), bytes, sk != MEM_CPU && reg_is_plain(src, false) ? 1 : 0,
+          dk != MEM_CPU && reg_is_plain(dst, false) ? 1 : 0, src, dst);
+  fclose(log);
+}
+
 /* The copy that goes wrong in mode `intermittent`: one bit of the middle byte of its first
  * non-empty destination flipped, after the copy (as `corrupt` does to every copy). */
 static void intermittent_corrupt(copy_job* jobs, size_t num_tensors) {
@@ -603,6 +618,7 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
 
   for (size_t i = 0; i < num_tensors; ++i) {
     copy_job* j = &jobs[i];
+    copy_log(j->skind, j->dkind, j->src, j->dst, j->bytes);
     if (j->bytes == 0) continue;
     size_t n = fault == FAULT_SHORT_COPY ? j->bytes / 2 : j->bytes;
     bool misread = fault == FAULT_IMPORT_MISREAD;

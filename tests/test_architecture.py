@@ -5,6 +5,7 @@ can hold in mind. See docs/architecture.md for the layers these keep."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -253,3 +254,23 @@ def test_every_package_of_the_kit_is_installed():
     listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
     packages = {".".join(path.parent.relative_to(PACKAGE.parent).parts) for path in PACKAGE.rglob("__init__.py")}
     assert packages - listed == set()
+
+
+def _families_registered() -> dict[str, set[str]]:
+    """Each module of checks/ -> the contract families whose checks it registers (`@check("copy.x")`
+    registers one of family copy); a helper module of a family registers none."""
+    found = {}
+    for name, path in _modules().items():
+        if path.parent == PACKAGE / "checks" and path.name not in ("__init__.py", "registry.py"):
+            found[name] = {m.split(".")[0] for m in re.findall(r'@check\("([^"]+)"', path.read_text(encoding="utf-8"))}
+    return found
+
+
+def test_no_check_family_borrows_from_another():
+    """What families share lives in checks/context/ (reference values, the bad requests and the
+    valid request beside each), not in another family's module: a module registering checks of
+    some families imports no module registering checks of another."""
+    graph, families = import_graph(_modules()), _families_registered()
+    borrowed = {name: sorted(target for target in graph[name] if families.get(target) and not families[target] <= families[name])
+                for name in families if families[name]}
+    assert len([name for name in families if families[name]]) > 10 and not {name: b for name, b in borrowed.items() if b}

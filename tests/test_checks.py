@@ -813,7 +813,7 @@ def test_a_write_past_a_host_buffer_the_kit_handed_out_fails_the_check_against_t
         ctypes.memset(value.data_ptr() + value.tensor_size_in_bytes(), 0xEE, 1)  # what a careless copy does
         return read(value, kind, dtype, shape)
 
-    monkeypatch.setattr(ctx.memories, "read", read_after_an_overrun)
+    monkeypatch.setattr(ctx, "read", read_after_an_overrun)  # the context sets its part's too
     result = runner.run("update-inplace.from-numpy", 0, params)
     assert result["outcome"] == "fail", result
     assert "wrote 1 byte after the end (at +364)" in result["message"]
@@ -1006,7 +1006,7 @@ def test_an_iobinding_refusal_that_does_not_say_what_is_wrong_fails(runner, ctx,
     result = runner.run("errors.iobinding-refusal", 0, params)
     assert result["outcome"] == "pass", result
     wrap_sessions(monkeypatch, ctx, RefusingSession)
-    monkeypatch.setattr("conformance.checks.iobinding._require_valid_run", lambda ctx, setup: None)
+    monkeypatch.setattr("conformance.checks.context.bad_bindings.require_valid_run", lambda ctx, setup: None)
     outcome, message = run(runner, "errors.iobinding-refusal", **params)
     assert outcome is Outcome.FAIL and message.startswith(f"the refusal of run_with_iobinding with a bad output ({request_name}) does not name both")
 
@@ -1135,7 +1135,7 @@ def test_a_refused_buffer_bound_by_address_that_is_written_past_fails(runner, ct
             self._session.run_with_iobinding(binding._binding, run_options)
 
     wrap_sessions(monkeypatch, ctx, Session)
-    monkeypatch.setattr("conformance.checks.iobinding._require_valid_run", lambda ctx, setup: None)
+    monkeypatch.setattr("conformance.checks.context.bad_bindings.require_valid_run", lambda ctx, setup: None)
     outcome, message = run(runner, "iobinding.rejects-bad-output", **params)
     assert outcome is Outcome.FAIL
     assert message == "the refused run wrote 4 bytes after the end (at +36) of the buffer bound to a host buffer of shape [3, 3] by address"
@@ -1170,3 +1170,18 @@ def test_c_api_copy_on_an_ep_device_whose_default_memory_is_the_cpus_is_not_appl
 
     with pytest.raises(NotApplicable, match="plain CPU memory"):
         list(capi_copy.c_api_copy(ctx, "cpu>default"))
+
+
+def test_a_copy_that_writes_its_source_fails_copy_source_unchanged(runner, ctx, monkeypatch):
+    # Plain onnxruntime refuses a CPU→CPU copy_tensors: the stand-in copies as a data transfer should.
+    monkeypatch.setattr(ctx, "copy", CheckingCopy())
+    assert run(runner, "copy.source-unchanged", direction="cpu>default", dtype="float32", shape="7x13")[0] is Outcome.PASS
+
+    def scribbling_copy(sources, destinations, direction="", stream=None, note=""):
+        CheckingCopy()(sources, destinations)
+        sources[0].numpy().reshape(-1).view(np.uint8)[:4] = 0  # the source used as scratch space
+
+    monkeypatch.setattr(ctx, "copy", scribbling_copy)
+    outcome, message = run(runner, "copy.source-unchanged", direction="cpu>default", dtype="float32", shape="7x13")
+    assert outcome is Outcome.FAIL
+    assert message.startswith("copy_tensors cpu>default changed its source (cpu memory): ")

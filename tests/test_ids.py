@@ -3,12 +3,14 @@
 pytest runs from, so that pytest's cache (`--lf`, `--ff`, `--sw`) finds its items again; JUnit
 names its class `ort_conformance.<family>` and its suite after the EP; the report folder always
 holds the run's junit.xml. These tests run pytest in processes of their own, with the pytest that
-runs them: test_the_id_tests_pass_under_pytest_8 runs them again under pytest 8."""
+runs them (the newest pytest the kit promises, as CI installs it):
+test_the_id_tests_pass_under_the_oldest_pytest_promised runs them again under the oldest."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -181,28 +183,49 @@ def test_a_junitxml_naming_the_report_folders_file_is_written_once_through_no_sy
     assert run.exit_code == 0
 
 
-# --- under pytest 8 --------------------------------------------------------------------------
+# --- the pytest versions the kit promises --------------------------------------------------
 
 
-def test_the_id_tests_pass_under_pytest_8(tmp_path, refdev_library):
-    """This module's pytest runs again, under pytest 8: a virtual environment with pytest<9 that
-    sees this one's packages (the kit, onnxruntime, xdist) after its own."""
-    venv = tmp_path / "pytest8"
+def _pytest_requirement() -> str:
+    """pyproject.toml's requirement on pytest: the range the kit promises, both ends tested."""
+    tomllib = pytest.importorskip("tomllib")
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    return next(d for d in dependencies if re.match(r"pytest\b", d))[len("pytest"):]
+
+
+def test_the_suite_runs_under_a_pytest_the_kit_promises():
+    """CI installs the newest pytest the requirement allows and runs the suite under it: the top
+    of the range is tested there, its bottom by the test below."""
+    from packaging.specifiers import SpecifierSet
+
+    assert pytest.__version__ in SpecifierSet(_pytest_requirement()), (pytest.__version__, _pytest_requirement())
+
+
+def test_the_id_tests_pass_under_the_oldest_pytest_promised(tmp_path, refdev_library):
+    """This module's pytest runs again under the oldest pytest pyproject.toml promises: a virtual
+    environment with exactly that pytest that sees this one's packages (the kit, onnxruntime,
+    xdist) after its own. The private parts of pytest the kit relies on (plugin/terminal.py,
+    plugin/junit_writer.py) are exercised by these runs."""
+    from packaging.version import Version
+
+    oldest = re.search(r">=\s*([0-9.]+)", _pytest_requirement())
+    assert oldest, f"pyproject.toml promises no oldest pytest: {_pytest_requirement()}"
+    venv = tmp_path / "oldest-pytest"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
-    install = subprocess.run([str(python), "-m", "pip", "install", "-q", "pytest>=8,<9"], capture_output=True, text=True, timeout=240)
+    install = subprocess.run([str(python), "-m", "pip", "install", "-q", f"pytest=={oldest.group(1)}"], capture_output=True, text=True, timeout=240)
     if install.returncode != 0:
-        pytest.skip(f"pip could not install pytest 8 here: {install.stderr.strip().splitlines()[-1:] or install.returncode}")
+        pytest.skip(f"pip could not install pytest {oldest.group(1)} here: {install.stderr.strip().splitlines()[-1:] or install.returncode}")
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True,
                           check=True).stdout.strip()
     ours = subprocess.run([sys.executable, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], capture_output=True, text=True,
                           check=True).stdout.strip()
     # addsitedir (not a plain path line) so that this environment's own .pth files (the editable kit's) are read too
     Path(site, "zz-ort-conformance-tests.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
-    version = subprocess.run([str(python), "-c", "import pytest; print(pytest.__version__)"], capture_output=True, text=True).stdout
-    assert version.startswith("8."), version
-    completed = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not pytest_8", str(Path(__file__))],
-                               cwd=ROOT, capture_output=True, text=True, timeout=600)
+    version = subprocess.run([str(python), "-c", "import pytest; print(pytest.__version__)"], capture_output=True, text=True).stdout.strip()
+    assert Version(version) == Version(oldest.group(1)), version
+    completed = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not oldest_pytest and not promises",
+                                str(Path(__file__))], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-2000:]
     assert " passed" in completed.stdout and "skipped" not in completed.stdout.splitlines()[-1], completed.stdout[-2000:]
 

@@ -61,7 +61,7 @@ def test_elsewhere_it_installs_qemu_user_with_apt_and_runs_the_eps_processes_und
     plugin_lane(lanes).prepare()
     assert seen == [["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "qemu-user"]]
     assert plugin_lane(lanes).environ(Path("python")) == {"ORT_CONFORMANCE_WRAPPER": "qemu-x86_64 -cpu Skylake-Client-v4",
-                                                          "PYTEST_ADDOPTS": "--conformance-timeout=180"}
+                                                          "PYTEST_ADDOPTS": "--conformance-timeout=300"}
 
 
 def test_an_emulator_already_there_is_not_installed_again_and_emulation_can_be_asked_for(monkeypatch, lanes, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import os
 import signal
 import subprocess
@@ -235,18 +236,23 @@ def test_a_crash_finding_names_the_step_it_died_in_and_how_to_reproduce_it(cpu_r
     assert reproducer.startswith("# Reproduces: IOBinding refuses a bad input") and "b.bind_input('x', 'npu', 0" in reproducer
     assert reproducer.endswith("works('the run after binding again', s.run_with_iobinding, b)\n"
                                "same_bytes('the output after binding again', np.maximum(xs, 0), read(y, ys, 1))\n")
-    assert "reproduce with" not in crash["message"] and "b.bind_input" in (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8")
+    assert "reproduce with" not in crash["message"]
+    # report.md names the script, which repro/ holds
+    (script,) = [link for link in re.findall(r"\]\((repro/[^)]+)\)", (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8"))
+                 if link.startswith("repro/iobinding.rebind-after-failure_cpu-unreachable-device-input-default")]
+    assert "b.bind_input" in (cpu_run.path / "reports" / script).read_text(encoding="utf-8")
 
 
 def test_runtime_finding_is_listed_in_report_md(cpu_run):
     text = (cpu_run.path / "reports" / "report.md").read_text(encoding="utf-8")
     findings = text.split("## Findings against onnxruntime", 1)[1].split("\n## ", 1)[0]
-    assert "`update-inplace.rejects-mismatch` [cpu-numpy-element-type] — fail" in findings
+    assert "### `update-inplace.rejects-mismatch`: " in findings
+    assert re.search(r"^\| cpu \| numpy \| element-type \| fail \| .* \| \[repro/update-inplace\.rejects-mismatch_cpu-numpy-element-type\.py\]", findings, re.M)
 
 
 def test_a_failing_ep_contract_shows_statement_spec_line_and_reproducer(pytester):
     pytester.makefile(".yaml", vendor=FAILING_VENDOR_CONTRACT)
-    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor", timeout=TIMEOUT)
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor", "--tb=long", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         "*vendor.strict-binding [[]required, subject: ep[]] failed on CPUExecutionProvider (cpu)*",
@@ -304,7 +310,8 @@ def test_fail_is_a_junit_failure(faked):
     assert kind(case) == "failure"
     assert properties(case)["outcome"] == "fail"
     text = case.find("failure").text
-    assert "expected: 0x01" in text and "actual:   0x02" in text and "print('repro')" in text
+    # what the terminal shows by default (--tb=auto): the violation, expected and actual, the spec line, how to reproduce
+    assert "expected: 0x01" in text and "actual:   0x02" in text and "  reproduce: " in text
 
 
 @pytest.mark.parametrize("name, outcome", [

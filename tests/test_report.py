@@ -17,7 +17,7 @@ from conformance.tools import diff
 from conformance.checks import known_checks
 from conformance.catalogue.claims import spec_claims
 from conformance.catalogue.contracts import CLAIMS
-from conformance.report import NO_EP_DEVICE, html, markdown, throughput
+from conformance.report import NO_EP_DEVICE, evidence, groups, html, markdown, throughput
 from conformance.catalogue.spec import load_catalogue
 
 import headless
@@ -117,8 +117,8 @@ def test_report_md_marks_the_unverified_claims():
     data["ep"]["unverified"] = ["whether the EP lists an EP device"]
     section = lines_under(markdown.render(data), "## What the spec claims")
     assert "1 of 2 claims verified" in section[2] and "**1 unverified**" in section[2]
-    assert "| memory | value of memory | yes | lane x |" in section
-    assert "| copy_directions | value of copy_directions | **no** | no run on the hardware yet |" in section
+    assert "| memory | value of memory | yes | - | lane x |" in section  # a report without what the run showed of it
+    assert "| copy_directions | value of copy_directions | **no** | - | no run on the hardware yet |" in section
     assert "- whether the EP lists an EP device" in section
 
 
@@ -204,7 +204,7 @@ def test_a_run_of_two_eps_shows_the_claims_of_each():
     second = dict(data["ep"], name="OtherEP", label="other", claims=[claim("memory", False)])
     data["eps"].append(second)
     text = markdown.render(data)
-    assert "| memory | value of memory | **no** | lane x |" in lines_under(text, "## What the spec claims: OtherEP")
+    assert "| memory | value of memory | **no** | - | lane x |" in lines_under(text, "## What the spec claims: OtherEP")
     dom = headless.parse_dom(html.render(data))
     assert not dom.by_id("spec-claims-table").find_all("tr", "claim-unverified")
     assert len(dom.by_id("spec-claims-table-other").find_all("tr", "claim-unverified")) == 1
@@ -258,6 +258,43 @@ def test_a_record_of_an_interrupted_or_short_run_is_incomplete(fields, verdict):
     from conformance import report
 
     assert report.build(run_record(**fields))["verdict"] == verdict
+
+
+def test_a_claim_is_verified_only_where_this_run_backs_it():
+    claims = [dict(claim("copy_directions", True), value="cpu>default, default>cpu"), claim("memory", True), claim("session_memory", False),
+              claim("packages", True)]
+    pairs = [{"source": "cpu", "destination": "default", "status": "supported"}, {"source": "default", "destination": "cpu", "status": "broken"}]
+    results = [{"ep": "DevEP", "contract": "memory-info.declaration", "outcome": "pass"},
+               {"ep": "DevEP", "contract": "memory-info.session-inputs", "outcome": "pass"},
+               {"ep": "DevEP", "contract": "memory-info.session-outputs", "outcome": "pass"}]
+    shown = {c["claim"]: c for c in evidence.in_this_run(claims, "DevEP", results, [{"ep": "DevEP", "pairs": pairs}])}
+    assert not shown["copy_directions"]["verified"], "a broken pair of the copy matrix contradicts the spec's 'verified'"
+    assert shown["copy_directions"]["this_run"] == {"status": "contradicted", "evidence": "the copy matrix: default>cpu broken"}
+    assert shown["memory"]["verified"] and shown["session_memory"]["verified"], "passed here, whatever the spec said"
+    assert shown["packages"]["verified"] and shown["packages"]["this_run"]["status"] == "not_shown", "nothing here bears on it: the spec's word"
+    pairs[1]["status"] = "supported"
+    results[1]["outcome"] = "fail"
+    shown = {c["claim"]: c for c in evidence.in_this_run(claims, "DevEP", results, [{"ep": "DevEP", "pairs": pairs}])}
+    assert shown["copy_directions"]["verified"] and not shown["session_memory"]["verified"]
+    assert shown["session_memory"]["this_run"]["evidence"] == "memory-info.session-inputs broke"
+    # Without an EP device the matrix is the host's: it shows nothing of the EP's copies.
+    unlisted = {c["claim"]: c for c in evidence.in_this_run(claims, "DevEP", results, [{"ep": "DevEP", "pairs": pairs}], ep_device=False)}
+    assert unlisted["copy_directions"]["this_run"]["status"] == "not_shown"
+    text = markdown.render(report_data(claims=list(shown.values())))
+    assert ("| copy_directions | cpu>default, default>cpu | yes | shown by this run: the copy matrix: every claimed direction delivered the bytes "
+            "| lane x |") in text
+
+
+def test_the_cases_of_one_defect_share_one_message_pattern():
+    def case(direction, dtype, got):
+        return {"contract": "copy.x", "params": {"direction": direction, "dtype": dtype}, "outcome": "fail", "message": "m", "details": {"violations": [
+            {"message": f"copy_tensors {direction} of {dtype} did not deliver: 1 of 60 bytes differ; first: @30: expected 0x7f got {got}"}]}}
+
+    cases = [case("cpu>default", "float32", "0x7c"), case("default>cpu", "int64", "0x01")]
+    (group,) = groups.grouped(cases, {})
+    assert group.patterns == [("copy_tensors {direction} of {dtype} did not deliver: # of # bytes differ; first: @#: expected # got #", 2)]
+    assert group.params == ["direction", "dtype"] and [row.reproducer for row in group.rows] == ["", ""]
+    assert groups.pattern(dict(cases[0], params={})) == "copy_tensors cpu>default of float32 did not deliver: # of # bytes differ; first: @#: expected # got #"
 
 
 def test_the_reports_show_each_contracts_provenance_and_api_level_and_mark_a_contested_case():

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 from conftest import conformance_run
 
+from conformance.catalogue.spec import load_catalogue, shipped_spec_dirs
 from conformance.isolation.controller import Worker
 from conformance.isolation.fork_client import ForkServer
 from conformance.isolation.launcher import parent_variable, spawn_command
 from conformance.options import WRAPPER_VARIABLE, emulator_of, wrapper_command
 from conformance.orphans import PARENT
+from conformance.tools import found
 
 ROUNDTRIP = "ort-conformance/copy::copy.roundtrip-exact"
 
@@ -166,3 +168,5 @@ def test_an_emulator_is_said_plainly_and_measures_no_throughput(tmp_path):
     for name in ("summary.md", "report.md"):
         assert "CPU emulated: the EP's processes ran under" in (run.reports / name).read_text()
     assert "CPU emulated: the EP's processes ran under" in run.output  # the terminal summary
+    found_md = found.render(found.load_reports([run.reports / "report.json"]), load_catalogue([str(p) for p in shipped_spec_dirs()]))
+    assert f"- **CPU emulated: the EP's processes ran under {stand_in} -cpu Skylake-Client-v4" in found_md  # docs/found.md

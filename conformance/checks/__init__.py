@@ -9,10 +9,14 @@ finds the contract does not apply (or cannot be shown here), or cannot run here,
 `NotApplicable` or `NotRun` with the reason (both from `conformance.findings`). Checks know nothing of pytest,
 subprocesses or waivers: the runner adds the contract, EP and parameters to what they yield.
 
-The registry itself is `conformance.checks.registry`; this package loads the check modules into it.
+The registry itself is `conformance.checks.registry`; this package finds the check modules
+(`load_all`) and loads them into it.
 """
 
 from __future__ import annotations
+
+import importlib
+import pkgutil
 
 from conformance.checks.registry import CHECKS, Check, check  # noqa: F401
 
@@ -24,8 +28,11 @@ def known_checks() -> dict[str, Check]:
 
 
 def load_all() -> None:
-    # Importing registers. The modules import onnxruntime only inside functions, so the
-    # registry is available to spec validation without an onnxruntime installed.
-    from conformance.checks import (capi_bad_copy, capi_copy, copy, cpu_memory, create, ep_device, errors, identity, imported_memory,  # noqa: F401
-                                    imported_refusals, iobinding, iobinding_calls, lifecycle, memory_info, packaging, placement, session,
-                                    streams, update_inplace)
+    """Every family registered: each module of this package is imported once, which registers
+    its checks (`@check`). Discovered, not listed: a new family is its module and nothing else.
+    The subpackage `context` is what checks work with, not a family. The modules import
+    onnxruntime only inside functions, so the registry is available to spec validation without
+    an onnxruntime installed."""
+    for module in pkgutil.iter_modules(__path__):
+        if not module.ispkg:
+            importlib.import_module(f"{__name__}.{module.name}")

@@ -10,24 +10,25 @@ from __future__ import annotations
 from typing import Iterator
 
 from conformance.checks import capi_copy
-from conformance.checks import copy as copies
+from conformance.checks.context import bad_copies
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
 from conformance.target import tensors
 from conformance.target.interop import capi as C
 from conformance.target.interop import rig
+from conformance.checks.context import CheckContext
 
 REQUESTS = ("size-mismatch", "fewer-elements", "type-mismatch", "other-element-size")
 
 
 def _end(request: str, which: str) -> tuple[tensors.DType, tuple[int, ...]]:
     """(element type, shape) of the request's source or destination."""
-    (_, dtype, shape), = copies.BAD_REQUESTS[request][which]
+    (_, dtype, shape), = bad_copies.BAD_REQUESTS[request][which]
     return tensors.DTYPES[dtype], shape
 
 
 @check("copy.c-api-bad-requests")
-def c_api_bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
+def c_api_bad_requests(ctx: CheckContext, request: str, direction: str) -> Iterator[Violation]:
     if request not in REQUESTS:
         raise NotApplicable(f"'{request}' is a request of lists, which the C path's one-pair calls here do not make")
     source_kind, destination_kind = direction.split(">")
@@ -38,7 +39,7 @@ def c_api_bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]
         raise NotApplicable("the EP device's DEFAULT memory is plain CPU memory: CopyTensors has no device end to refuse for")
     snippet = _snippet(ctx, request, direction, (src_dt, src_shape), (dst_dt, dst_shape))
     ctx.attempt(f"CopyTensors {direction} through the C API with a bad request ({request})", snippet)
-    passed_through = request in copies.PASSED_THROUGH
+    passed_through = request in bad_copies.PASSED_THROUGH
     copier = capi_copy._Copier(ctx, api, env, device, dst_dt, dst_shape)
     try:
         with ctx.precondition(f"making the tensors of the request and a valid CopyTensors {direction}"):
@@ -94,7 +95,7 @@ def _read(copier, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]
     return copier.guards[landing].array
 
 
-def _snippet(ctx, request: str, direction: str, source, destination) -> str:
+def _snippet(ctx: CheckContext, request: str, direction: str, source, destination) -> str:
     """The script: the C path's set-up, the bad pair refused, the destination unchanged, then a valid copy into it."""
     source_kind, destination_kind = direction.split(">")
     (src_dt, src_shape), (dst_dt, dst_shape) = source, destination

@@ -22,6 +22,7 @@ from conformance.findings import NotApplicable, Violation
 from conformance.target.guard import GuardedArray
 from conformance.target.interop import capi as C
 from conformance.target.interop import rig, slots
+from conformance.checks.context import CheckContext
 
 SENTINEL = 0x5A  # what a CPU destination holds before the copy
 READ_BACK = "the read-back destination (default>cpu)"
@@ -75,7 +76,7 @@ class _Copier:
 
 
 @check("copy.c-api")
-def c_api_copy(ctx, direction: str, dtype: str = "float32", shape: str = "7x13") -> Iterator[Violation]:
+def c_api_copy(ctx: CheckContext, direction: str, dtype: str = "float32", shape: str = "7x13") -> Iterator[Violation]:
     source_kind, destination_kind = direction.split(">")
     dt = tensors.DTYPES[dtype]
     shp = tensors.parse_shape(shape, dt)
@@ -122,7 +123,7 @@ def c_api_copy(ctx, direction: str, dtype: str = "float32", shape: str = "7x13")
         copier.close()
 
 
-def c_script_header(ctx, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
+def c_script_header(ctx: CheckContext, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
     """The lines a C-path script begins with: ctypes over the wheel's libonnxruntime.so (the
     slot indices the kit read from onnxruntime's header), the EP library registered in a C
     environment, `device` the EP device under test, and helpers: `device_tensor` and
@@ -176,7 +177,7 @@ def copy(src, dst):
 """
 
 
-def _snippet(ctx, direction: str, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
+def _snippet(ctx: CheckContext, direction: str, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
     """A script of its own: the C path's set-up (`c_script_header`), then the copy."""
     source_kind, destination_kind = direction.split(">")
     body = c_script_header(ctx, dtype, shape) + f"""data = bytes((i * 37 + 11) % 256 for i in range(NBYTES))

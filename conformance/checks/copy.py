@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Iterator
 
+import numpy as np
+
 from conformance.target import tensors
 from conformance.checks.registry import check
+from conformance.checks.context import CheckContext, bad_copies
+from conformance.checks.context.snippets import Snippets
 from conformance.checks.context import steps
 from conformance.target.eps import memory_label
 from conformance.findings import NotApplicable, Violation, message_line
 
-DESTINATION_SENTINEL = 0x5A
 
-
-def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = False) -> Iterator[Violation]:
+def _copy(ctx: CheckContext, direction: str, dtype: str, shape: str, *, may_refuse: bool = False) -> Iterator[Violation]:
     source_kind, destination_kind = direction.split(">")
     for kind in (source_kind, destination_kind):
         ctx.require_memory(kind)
@@ -24,7 +26,7 @@ def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = Fal
     snippet = steps.copy(ctx.snippets, source_kind, destination_kind, dt, shp, may_refuse=may_refuse)
     ctx.attempt(f"placing the values for copy_tensors {direction}", snippet)  # a crash while placing has the script too
     source = ctx.place(values, source_kind, dt)
-    destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), destination_kind, dt)
+    destination = ctx.place(tensors.sentinel(dt, shp, bad_copies.DESTINATION_SENTINEL), destination_kind, dt)
     ctx.attempt(f"copy_tensors {direction}", snippet)
     try:
         ctx.copy([source], [destination], direction)
@@ -43,19 +45,65 @@ def _copy(ctx, direction: str, dtype: str, shape: str, *, may_refuse: bool = Fal
 
 
 @check("copy.direction", apis=("copy_tensors",))
-def direction(ctx, direction: str, dtype: str = "float32", shape: str = "3x5") -> Iterator[Violation]:
+def direction(ctx: CheckContext, direction: str, dtype: str = "float32", shape: str = "3x5") -> Iterator[Violation]:
     yield from _copy(ctx, direction, dtype, shape)
 
 
 @check("copy.optional-direction", apis=("copy_tensors",))
-def optional_direction(ctx, direction: str, dtype: str = "float32", shape: str = "3x5") -> Iterator[Violation]:
+def optional_direction(ctx: CheckContext, direction: str, dtype: str = "float32", shape: str = "3x5") -> Iterator[Violation]:
     """A copy the EP need not offer: a refusal passes (the copy matrix records it as
     not_required); a copy that is done must deliver the bytes."""
     yield from _copy(ctx, direction, dtype, shape, may_refuse=True)
 
 
+@check("copy.source-unchanged", apis=("copy_tensors",))
+def source_unchanged(ctx: CheckContext, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
+    """The source read back after the copy as it was read before it, through the same path both
+    times: a read that is itself wrong (the EP's copy out of its memory) cannot pass for the copy
+    writing its source, nor hide it."""
+    source_kind, destination_kind = direction.split(">")
+    for kind in (source_kind, destination_kind):
+        ctx.require_memory(kind)
+    dt = tensors.DTYPES[dtype]
+    shp = tensors.parse_shape(shape, dt)
+    snippet = _source_unchanged_script(ctx.snippets, source_kind, destination_kind, dt, shp)
+    ctx.attempt(f"placing the source in {source_kind} memory and reading it", snippet)
+    with ctx.precondition(f"placing the source in {source_kind} memory and reading it back"):
+        source = ctx.place(tensors.sample(dt, shp, seed=5), source_kind, dt)
+        before = ctx.read(source, source_kind, dt, shp)
+        before = before.copy() if isinstance(before, np.ndarray) else before  # a CPU value's read is a view of it
+        destination = ctx.place(tensors.sentinel(dt, shp, bad_copies.DESTINATION_SENTINEL), destination_kind, dt)
+    ctx.attempt(f"copy_tensors {direction}", snippet)
+    try:
+        ctx.copy([source], [destination], direction)
+    except Exception as exc:
+        # Nothing was copied, so nothing is shown of the source; whether the EP must offer this
+        # direction is the copy.*-directions contracts' to say.
+        raise NotApplicable(f"copy_tensors {direction} is refused here ({message_line(exc)}): no copy to judge") from None
+    with ctx.precondition(f"reading the source back from {source_kind} memory"):
+        after = ctx.read(source, source_kind, dt, shp)
+    memory = {"source": ctx.memory_facts(source_kind), "destination": ctx.memory_facts(destination_kind)}
+    ctx.prove("memory", {end: memory_label(facts) for end, facts in memory.items()})
+    diff = ctx.compare(before, after)
+    if diff:
+        yield Violation(f"copy_tensors {direction} changed its source ({source_kind} memory): {diff.describe()}",
+                        expected="the source's bytes unchanged (CopyTensors takes its sources as const)", actual=diff.describe(),
+                        memory=memory, reproducer=snippet)
+
+
+def _source_unchanged_script(sn: Snippets, source_kind: str, destination_kind: str, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """copy.source-unchanged's reproducer: the source read before and after copy_tensors, compared."""
+    what = f"copy_tensors {source_kind}>{destination_kind} of {dt.name} {list(shape)}"
+    body = [sn.values("values", dt, shape, 5), sn.place("source", "values", source_kind, dt),
+            f"before = np.array({sn.read('source', 'values', source_kind, dt)}, copy=True)",
+            sn.sentinel("landing", dt, shape, bad_copies.DESTINATION_SENTINEL), sn.place("destination", "landing", destination_kind, dt),
+            f"works({what!r}, ort.copy_tensors, [source], [destination], None)",
+            f"same_bytes('the source after {what}', before, {sn.read('source', 'values', source_kind, dt)}{sn.nbytes(dt, shape)})"]
+    return sn.script(f"{what} leaves its source unchanged on {sn.under_test.target.provider}", "\n".join(body))
+
+
 @check("copy.roundtrip", apis=("copy_tensors",))
-def roundtrip(ctx, dtype: str, shape: str) -> Iterator[Violation]:
+def roundtrip(ctx: CheckContext, dtype: str, shape: str) -> Iterator[Violation]:
     """CPU → DEFAULT → CPU: `place` copies in, `read` copies out into a sentinel-filled buffer."""
     dt = tensors.DTYPES[dtype]
     if dt.name == "string":
@@ -74,7 +122,7 @@ def roundtrip(ctx, dtype: str, shape: str) -> Iterator[Violation]:
 
 
 @check("copy.host-accessible-alias")
-def host_accessible_alias(ctx, dtype: str = "float32") -> Iterator[Violation]:
+def host_accessible_alias(ctx: CheckContext, dtype: str = "float32") -> Iterator[Violation]:
     """Writes through one numpy() view of a HOST_ACCESSIBLE value and reads through a second
     one taken afterwards: if numpy() copied instead of aliasing, the write would not show."""
     ctx.require_memory("host_accessible")
@@ -101,62 +149,22 @@ def host_accessible_alias(ctx, dtype: str = "float32") -> Iterator[Violation]:
         yield Violation(f"a write through numpy() did not reach the HOST_ACCESSIBLE value: {diff.describe()}", memory=memory, reproducer=snippet)
 
 
-# Each bad request: the sources and destinations it passes to copy_tensors, as
-# (memory end, element type, shape). "src" and "dst" stand for the two ends of the case's
-# direction. `valid` is the same call made right (what must work for the refusal to mean
-# anything); `request` is the bad call; `watched` are the destination indexes of `request` that
-# must come out of the refusal unchanged.
-_F32, _I32 = "float32", "int32"
-BAD_REQUESTS: dict[str, dict[str, list[tuple[str, str, tuple[int, ...]]]]] = {
-    "size-mismatch": {"sources": [("src", _F32, (7,))], "destinations": [("dst", _F32, (2, 3))]},
-    "type-mismatch": {"sources": [("src", _I32, (2, 3))], "destinations": [("dst", _F32, (2, 3))]},
-    # a copy sized by the destination reads past the source
-    "fewer-elements": {"sources": [("src", _F32, (5,))], "destinations": [("dst", _F32, (2, 3))]},
-    # the same element count, another element size: 48 bytes into 24
-    "other-element-size": {"sources": [("src", "float64", (2, 3))], "destinations": [("dst", _F32, (2, 3))]},
-    # pair 0 goes src→dst, pair 1 dst→src: one call, two memory infos on each side
-    "mixed-memory": {"sources": [("src", _F32, (2, 3)), ("dst", _F32, (2, 3))], "destinations": [("dst", _F32, (2, 3)), ("src", _F32, (2, 3))]},
-    "unequal-lists": {"sources": [("src", _F32, (2, 3)), ("src", _F32, (2, 3))], "destinations": [("dst", _F32, (2, 3))]},
-    "empty-lists": {"sources": [], "destinations": []},
-}
-# The bad requests onnxruntime hands to the EP's data transfer unchecked and the EP must refuse
-# all the same: each pair of a list of equal lengths and one memory info per side goes to the
-# EP's CopyTensors as it is, and a pair of unequal sizes makes the copy read or write past a
-# buffer of the EP's memory. Where the EP accepts one (WebGPU copies a 7-float source into a
-# 6-float destination), the defect is both onnxruntime's and the EP's (subject "both"). An
-# element type of the same size is onnxruntime's alone to check: a data transfer copies bytes.
-PASSED_THROUGH = ("size-mismatch", "fewer-elements", "other-element-size")
-
-
-def _ends(spec: list[tuple[str, str, tuple[int, ...]]], source_kind: str, destination_kind: str):
-    return [({"src": source_kind, "dst": destination_kind}[end], tensors.DTYPES[dtype], shape) for end, dtype, shape in spec]
-
-
-def _valid_copy(ctx, source_kind: str, destination_kind: str) -> None:
-    """The same direction, asked right: if this fails, a refused bad request proves nothing."""
-    float32 = tensors.DTYPES["float32"]
-    with ctx.precondition(f"a valid copy_tensors {source_kind}>{destination_kind} of the same values"):
-        source = ctx.place(tensors.sample(float32, (2, 3), seed=8), source_kind, float32)
-        destination = ctx.place(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), destination_kind, float32)
-        ctx.copy([source], [destination], f"{source_kind}>{destination_kind}")
-
-
 @check("copy.bad-requests", apis=("copy_tensors",))
-def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
+def bad_requests(ctx: CheckContext, request: str, direction: str) -> Iterator[Violation]:
     """Tries one bad request for real, after showing the same direction works when asked
     right; the destinations are sentinel-filled, so a partial copy shows."""
     source_kind, destination_kind = direction.split(">")
     if request == "mixed-memory" and ctx.memory_facts(source_kind) == ctx.memory_facts(destination_kind):
         raise NotApplicable(f"{source_kind} and {destination_kind} are the same memory on this EP device; nothing to mix")
-    sources = _ends(BAD_REQUESTS[request]["sources"], source_kind, destination_kind)
-    destinations = _ends(BAD_REQUESTS[request]["destinations"], source_kind, destination_kind)
+    sources = bad_copies.ends(bad_copies.BAD_REQUESTS[request]["sources"], source_kind, destination_kind)
+    destinations = bad_copies.ends(bad_copies.BAD_REQUESTS[request]["destinations"], source_kind, destination_kind)
     for pair in sorted({(s[0], d[0]) for s, d in zip(sources, destinations, strict=False)} or {(source_kind, destination_kind)}):
-        _valid_copy(ctx, *pair)
+        bad_copies.valid_copy(ctx, *pair)
     with ctx.precondition(f"placing valid values for {direction}"):
         src_values = [ctx.place(tensors.sample(dt, shp, seed=8), kind, dt) for kind, dt, shp in sources]
-        dst_values = [ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), kind, dt) for kind, dt, shp in destinations]
+        dst_values = [ctx.place(tensors.sentinel(dt, shp, bad_copies.DESTINATION_SENTINEL), kind, dt) for kind, dt, shp in destinations]
     # Only the EP's own copies are its to refuse: a CPU-to-CPU copy is onnxruntime's.
-    shared = "both" if request in PASSED_THROUGH and not (ctx.is_cpu_memory(source_kind) and ctx.is_cpu_memory(destination_kind)) else ""
+    shared = "both" if request in bad_copies.PASSED_THROUGH and not (ctx.is_cpu_memory(source_kind) and ctx.is_cpu_memory(destination_kind)) else ""
     snippet = steps.bad_copy(ctx.snippets, request, sources, destinations)
     ctx.attempt(f"copy_tensors with a bad request ({request})", snippet)
     try:
@@ -174,14 +182,14 @@ def bad_requests(ctx, request: str, direction: str) -> Iterator[Violation]:
     for index, ((kind, dt, shp), value) in enumerate(zip(destinations, dst_values, strict=False)):
         with ctx.precondition("reading the destination back"):
             got = ctx.read(value, kind, dt, shp)
-        if ctx.compare(tensors.payload(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), dt), got):
+        if ctx.compare(tensors.payload(tensors.sentinel(dt, shp, bad_copies.DESTINATION_SENTINEL), dt), got):
             yield Violation(f"the bad request ({request}) wrote into destination {index} ({kind} memory)",
                             expected="destination unchanged", actual="bytes changed", reproducer=snippet, subject=shared)
     if refused:
         yield from _after_refusal(ctx, request, sources, src_values, destinations, dst_values, source_kind, snippet)
 
 
-def _after_refusal(ctx, request: str, sources, src_values, destinations, dst_values, source_kind: str, snippet: str) -> Iterator[Violation]:
+def _after_refusal(ctx: CheckContext, request: str, sources, src_values, destinations, dst_values, source_kind: str, snippet: str) -> Iterator[Violation]:
     """The state after a refusal: each source still holds its values, and each destination
     refused takes a valid copy of its own type and shape (from the memory its pair's source
     was in) with the right bytes, so the refusal left nothing half-done behind it."""

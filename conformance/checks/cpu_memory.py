@@ -20,6 +20,7 @@ from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps
 from conformance.findings import NotApplicable, Violation
+from conformance.checks.context import CheckContext
 
 SHAPE = (3, 5)
 SENTINEL = 0x5A
@@ -38,13 +39,13 @@ def _cpu_bytes(value) -> bytes:
     return ctypes.string_at(value.data_ptr(), size) if size else b""
 
 
-def _identity_on_cpu(ctx, dt: tensors.DType):
+def _identity_on_cpu(ctx: CheckContext, dt: tensors.DType):
     """A session of the identity model on the CPU EP alone (no EP under test in it), one per
     element type and worker."""
     return ctx.cpu_session("identity", dt, SHAPE)
 
 
-def _cpu_path(ctx, path: str, dt: tensors.DType, values: np.ndarray) -> tensors.Bytes | list[str]:
+def _cpu_path(ctx: CheckContext, path: str, dt: tensors.DType, values: np.ndarray) -> tensors.Bytes | list[str]:
     """Does `path` from `values` into CPU memory; returns the bytes it delivered."""
     ort = ctx.ort
     landing = tensors.sentinel(dt, SHAPE, SENTINEL)
@@ -76,7 +77,7 @@ def _cpu_path(ctx, path: str, dt: tensors.DType, values: np.ndarray) -> tensors.
 
 
 @check("cpu-memory.copy-paths")
-def copy_paths(ctx, path: str, dtype: str) -> Iterator[Violation]:
+def copy_paths(ctx: CheckContext, path: str, dtype: str) -> Iterator[Violation]:
     dt = _numpy_type(dtype)
     values = tensors.sample(dt, SHAPE, seed=12)
     snippet = steps.cpu_path(ctx.snippets, path, dt, SHAPE, ctx.models.get("identity", dt, SHAPE)[1] if path.startswith("iobinding") else None)
@@ -90,7 +91,7 @@ def copy_paths(ctx, path: str, dtype: str) -> Iterator[Violation]:
 
 
 @check("cpu-memory.host-accessible-writes")
-def host_accessible_writes(ctx, path: str, dtype: str) -> Iterator[Violation]:
+def host_accessible_writes(ctx: CheckContext, path: str, dtype: str) -> Iterator[Violation]:
     ctx.require_memory("host_accessible")
     dt = _numpy_type(dtype)
     values = tensors.sample(dt, SHAPE, seed=13)

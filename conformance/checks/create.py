@@ -20,6 +20,7 @@ from conformance.checks.context import steps
 from conformance.target.eps import memory_label
 from conformance.findings import NotApplicable, Violation, message_line
 from conformance.target.guard import GuardedArray
+from conformance.checks.context import CheckContext
 
 DESTINATION_SENTINEL = 0x5A
 # What ortvalue_from_numpy is asked with: no device arguments, or the CPU named explicitly
@@ -27,7 +28,7 @@ DESTINATION_SENTINEL = 0x5A
 NUMPY_DEVICE_ARGS = {"default-args": (), "device-args": ("cpu", 0)}
 
 
-def _guarded_source(ctx, values: np.ndarray, layout: str) -> tuple[np.ndarray, GuardedArray]:
+def _guarded_source(ctx: CheckContext, values: np.ndarray, layout: str) -> tuple[np.ndarray, GuardedArray]:
     """`values` laid out as asked, in a guarded host buffer: `strided` as every other element
     of a wider array (canaries in the gaps), `transposed` as the transpose of a C array
     (Fortran order), `read-only` contiguous but not writeable."""
@@ -43,7 +44,7 @@ def _guarded_source(ctx, values: np.ndarray, layout: str) -> tuple[np.ndarray, G
     return source, guarded
 
 
-def _described(ctx, value, dt: tensors.DType, shape: tuple[int, ...], what: str, snippet: str) -> Iterator[Violation]:
+def _described(ctx: CheckContext, value, dt: tensors.DType, shape: tuple[int, ...], what: str, snippet: str) -> Iterator[Violation]:
     """What the value says of itself against what was asked: shape, element type, size in bytes."""
     said = {"shape()": list(value.shape()), "element_type()": value.element_type(), "tensor_size_in_bytes()": value.tensor_size_in_bytes()}
     asked = {"shape()": list(shape), "element_type()": dt.onnx_type, "tensor_size_in_bytes()": dt.nbytes(tensors.element_count(shape))}
@@ -61,7 +62,7 @@ def _host_bytes(value) -> bytes:
 
 
 @check("create.from-numpy")
-def from_numpy(ctx, dtype: str, shape: str, layout: str = "contiguous", form: str = "default-args") -> Iterator[Violation]:
+def from_numpy(ctx: CheckContext, dtype: str, shape: str, layout: str = "contiguous", form: str = "default-args") -> Iterator[Violation]:
     dt = tensors.DTYPES[dtype]
     if not dt.numpy_native or dt.name == "string":
         raise NotApplicable(f"ortvalue_from_numpy cannot express {dt.name}: numpy has no such element type" if dt.name != "string"
@@ -86,7 +87,7 @@ def from_numpy(ctx, dtype: str, shape: str, layout: str = "contiguous", form: st
 
 
 @check("create.read-only-source")
-def read_only_source(ctx, dtype: str = "float32", shape: str = "2x3", write: str = "update-inplace") -> Iterator[Violation]:
+def read_only_source(ctx: CheckContext, dtype: str = "float32", shape: str = "2x3", write: str = "update-inplace") -> Iterator[Violation]:
     """A value made from a read-only array must not become a way to write into it: onnxruntime
     may copy the array, or alias it and refuse writes, but a write it accepts through the value
     must leave the array as it was."""
@@ -119,7 +120,7 @@ SHAPE_AND_TYPE_FORMS = ("default-args", "device-args", "memory-info")
 
 
 @check("create.from-shape-and-type")
-def from_shape_and_type(ctx, dtype: str, shape: str, memory: str, form: str = "") -> Iterator[Violation]:
+def from_shape_and_type(ctx: CheckContext, dtype: str, shape: str, memory: str, form: str = "") -> Iterator[Violation]:
     ctx.require_memory(memory)
     form = form or ("default-args" if memory == "cpu" else "memory-info")
     dt = tensors.DTYPES[dtype]

@@ -10,29 +10,30 @@ from typing import Any, Iterator
 
 from conformance.calls import Call
 from conformance.checks.registry import check
-from conformance.checks.session import SESSION_SHAPE
+from conformance.checks.context.sessions import SESSION_SHAPE
 from conformance.findings import NotApplicable, Violation
 from conformance.target import tensors
 from conformance.target.eps import memory_label
+from conformance.checks.context import CheckContext
 
 
-def _devices(ctx) -> list:
+def _devices(ctx: CheckContext) -> list:
     """The EP's OrtEpDevices as a fresh get_ep_devices() call lists them."""
     with ctx.calling(Call("get_ep_devices")):
         return [d for d in ctx.ort.get_ep_devices() if d.ep_name == ctx.target.provider]
 
 
-def _require_device(ctx) -> None:
+def _require_device(ctx: CheckContext) -> None:
     if ctx.device is None:
         raise NotApplicable(f"{ctx.target.provider} has no OrtEpDevice in this build: it has no EP device to query")
 
 
-def _script(ctx, title: str, body: str) -> str:
+def _script(ctx: CheckContext, title: str, body: str) -> str:
     return ctx.snippets.script(title, body)
 
 
 @check("ep-device.name-stable", apis=("ep_devices",))
-def name_stable(ctx) -> Iterator[Violation]:
+def name_stable(ctx: CheckContext) -> Iterator[Violation]:
     """PR 28968 CheckTypeIsNonEmptyAndStable: the name is non-empty, the same on repeated
     queries and on independent instances (here: two get_ep_devices() calls, two sessions)."""
     _require_device(ctx)
@@ -76,7 +77,7 @@ def _queries(device) -> dict[str, Any]:
 
 
 @check("ep-device.queries-stable", apis=("ep_devices",))
-def queries_stable(ctx) -> Iterator[Violation]:
+def queries_stable(ctx: CheckContext) -> Iterator[Violation]:
     """PR 28968 CheckMetadataQueriesAreCallable: the read-only queries answer, and answer the
     same on another listing of the same device."""
     _require_device(ctx)
@@ -112,7 +113,7 @@ ALLOCATION_BYTES = 256  # as PR 28968's CheckPreferredAllocatorsAllocateUsableMe
 
 
 @check("memory-info.allocator-well-formed", apis=("memory_info_alloc",))
-def allocator_well_formed(ctx, memory: str) -> Iterator[Violation]:
+def allocator_well_formed(ctx: CheckContext, memory: str) -> Iterator[Violation]:
     """PR 28968 CheckPreferredAllocatorInfoIsConsistent, CheckPreferredAllocatorsAreNonNullAndRepeatable
     and CheckPreferredAllocatorsAllocateUsableMemory: the memory info names itself, has a valid
     allocator type and the memory type it was asked for; allocating from it works again and
@@ -155,7 +156,7 @@ assert all(addresses) and len(set(addresses)) == len(addresses), f'expected {ALL
         yield from _usable_from_the_cpu(ctx, values, memory_label(facts), snippet)
 
 
-def _usable_from_the_cpu(ctx, values, label: str, snippet: str) -> Iterator[Violation]:
+def _usable_from_the_cpu(ctx: CheckContext, values, label: str, snippet: str) -> Iterator[Violation]:
     """CPU-accessible memory holds what the CPU writes into it (PR 28968 writes 0xAB and reads it back)."""
     import ctypes
 

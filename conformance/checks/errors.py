@@ -2,7 +2,8 @@
 
 The requests are the refusal contracts' own (copy.bad-requests, update-inplace.rejects-mismatch,
 iobinding.rejects-bad-output and iobinding.rebind-after-failure), taken from their families'
-tables by the request names the YAML gives, so that a request added there is judged here by
+tables (`checks/context/bad_copies.py`, `bad_updates.py`, `bad_bindings.py`, shared with those
+families) by the request names the YAML gives, so that a request added there is judged here by
 naming it in specs/contracts/errors.yaml. What the message must name is derived from the same
 definition: both sizes of a size mismatch, both element types of a type mismatch, both shapes
 (or the dimension that differs, with both values) of a shape mismatch, the device it could not
@@ -17,10 +18,8 @@ from typing import Iterator
 
 from conformance.target import tensors
 from conformance.calls import Call
-from conformance.checks import copy as copies
-from conformance.checks import iobinding as bindings
-from conformance.checks import update_inplace as updates
 from conformance.checks.registry import check
+from conformance.checks.context import CheckContext, bad_bindings, bad_copies, bad_updates
 from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 
@@ -93,7 +92,7 @@ def device(name: str) -> Naming:
     return Naming(f"the device it cannot reach ({name})", ((rf"\b{re.escape(name)}\b",), (rf"DeviceType:\s*{DEVICE_CODES[name]}\b",)))
 
 
-def _judge(ctx, what: str, exc: Exception, naming: Naming, snippet: str, subject: str = "") -> Iterator[Violation]:
+def _judge(ctx: CheckContext, what: str, exc: Exception, naming: Naming, snippet: str, subject: str = "") -> Iterator[Violation]:
     """The refusal's message against what it must name."""
     text = str(exc)
     ctx.prove("refused", message_line(exc)[:200])
@@ -127,27 +126,27 @@ def _copy_naming(request: str, sources, destinations) -> Naming:
 
 
 @check("errors.copy-refusal", apis=("copy_tensors",))
-def copy_refusal(ctx, request: str, direction: str = "cpu>default") -> Iterator[Violation]:
+def copy_refusal(ctx: CheckContext, request: str, direction: str = "cpu>default") -> Iterator[Violation]:
     """Makes copy.bad-requests' request `request` and reads the refusal."""
     source_kind, destination_kind = direction.split(">")
-    sources = copies._ends(copies.BAD_REQUESTS[request]["sources"], source_kind, destination_kind)
-    destinations = copies._ends(copies.BAD_REQUESTS[request]["destinations"], source_kind, destination_kind)
+    sources = bad_copies.ends(bad_copies.BAD_REQUESTS[request]["sources"], source_kind, destination_kind)
+    destinations = bad_copies.ends(bad_copies.BAD_REQUESTS[request]["destinations"], source_kind, destination_kind)
     naming = _copy_naming(request, sources, destinations)
     sn, body = ctx.snippets, []
     for index, (kind, dt, shape) in enumerate(sources):
         body += [sn.values(f"values{index}", dt, shape, 8 + index), sn.place(f"source{index}", f"values{index}", kind, dt)]
     for index, (kind, dt, shape) in enumerate(destinations):
-        body += [sn.sentinel(f"landing{index}", dt, shape, copies.DESTINATION_SENTINEL), sn.place(f"destination{index}", f"landing{index}", kind, dt)]
+        body += [sn.sentinel(f"landing{index}", dt, shape, bad_copies.DESTINATION_SENTINEL), sn.place(f"destination{index}", f"landing{index}", kind, dt)]
     call = (f"ort.copy_tensors([{', '.join(f'source{i}' for i in range(len(sources)))}], "
             f"[{', '.join(f'destination{i}' for i in range(len(destinations)))}], None)")
     what = f"copy_tensors' bad request {request} ({direction})"
     snippet = steps.refusal_message(sn, what, body, call, naming.what, naming.alternatives)
     for pair in sorted({(s[0], d[0]) for s, d in zip(sources, destinations, strict=False)} or {(source_kind, destination_kind)}):
-        copies._valid_copy(ctx, *pair)  # a refusal of every copy says nothing of the request
+        bad_copies.valid_copy(ctx, *pair)  # a refusal of every copy says nothing of the request
     with ctx.precondition(f"placing the values of the request in {direction}"):
         src_values = [ctx.place(tensors.sample(dt, shp, seed=8), kind, dt) for kind, dt, shp in sources]
-        dst_values = [ctx.place(tensors.sentinel(dt, shp, copies.DESTINATION_SENTINEL), kind, dt) for kind, dt, shp in destinations]
-    passed_through = request in copies.PASSED_THROUGH and not (ctx.is_cpu_memory(source_kind) and ctx.is_cpu_memory(destination_kind))
+        dst_values = [ctx.place(tensors.sentinel(dt, shp, bad_copies.DESTINATION_SENTINEL), kind, dt) for kind, dt, shp in destinations]
+    passed_through = request in bad_copies.PASSED_THROUGH and not (ctx.is_cpu_memory(source_kind) and ctx.is_cpu_memory(destination_kind))
     ctx.attempt(f"copy_tensors with a bad request ({request})", snippet)
     try:
         ctx.copy(src_values, dst_values, direction, note=f"bad request {request}")
@@ -160,11 +159,11 @@ def copy_refusal(ctx, request: str, direction: str = "cpu>default") -> Iterator[
 # --- update_inplace ----------------------------------------------------------------------
 
 @check("errors.update-inplace-refusal")
-def update_inplace_refusal(ctx, source: str, request: str, memory: str = "default") -> Iterator[Violation]:
+def update_inplace_refusal(ctx: CheckContext, source: str, request: str, memory: str = "default") -> Iterator[Violation]:
     """Makes update-inplace.rejects-mismatch's request `request` into a float32 [2, 3] value."""
-    updates.require_source(ctx, source, memory)
+    bad_updates.require_source(ctx, source, memory)
     float32 = tensors.DTYPES["float32"]
-    src_name, src_shape = updates.MISMATCHES[request]
+    src_name, src_shape = bad_updates.MISMATCHES[request]
     src_dt = tensors.DTYPES[src_name]
     if src_dt.nbytes(tensors.element_count(src_shape)) == float32.nbytes(6) and src_dt != float32:
         naming = types(src_dt, float32)  # the sizes agree: only the element types can say what is wrong
@@ -195,42 +194,42 @@ def update_inplace_refusal(ctx, source: str, request: str, memory: str = "defaul
 
 # --- IOBinding ---------------------------------------------------------------------------
 
-def _binding_naming(ctx, setup, request: str, binding: str) -> Naming:
-    bad = bindings._bad_value_type(setup, request)
+def _binding_naming(ctx: CheckContext, setup, request: str, binding: str) -> Naming:
+    bad = bad_bindings.bad_value_type(setup, request)
     if request == "unreachable-device":
-        return device(bindings.unreachable_device(ctx))
+        return device(bad_bindings.unreachable_device(ctx))
     if request in ("wrong-shape-buffer", "wrong-shape-numpy"):
-        return shapes(bindings.WRONG_BUFFER_SHAPE, bindings.BINDING_SHAPE)
+        return shapes(bad_bindings.WRONG_BUFFER_SHAPE, bad_bindings.BINDING_SHAPE)
     if request == "unknown-name":
-        unknown = [bindings.UNKNOWN_NAMES["input" if binding == "input" else "output"]]
+        unknown = [bad_bindings.UNKNOWN_NAMES["input" if binding == "input" else "output"]]
         return Naming(f"the unknown name {unknown[0]!r}", ((re.escape(unknown[0]),),))
     if bad is None:
         raise NotApplicable(f"a refusal of '{request}' has no quantity its message must name")
     dt, shape = bad
-    return types(dt, setup.dt, ("bound", "the model's")) if dt != setup.dt else shapes(shape, bindings.BINDING_SHAPE)
+    return types(dt, setup.dt, ("bound", "the model's")) if dt != setup.dt else shapes(shape, bad_bindings.BINDING_SHAPE)
 
 
 @check("errors.iobinding-refusal")
-def iobinding_refusal(ctx, request: str, binding: str, memory: str = "default") -> Iterator[Violation]:
+def iobinding_refusal(ctx: CheckContext, request: str, binding: str, memory: str = "default") -> Iterator[Violation]:
     """Makes the bad binding of iobinding.rejects-bad-output (or, for an input,
     iobinding.rebind-after-failure) and reads run_with_iobinding's refusal."""
     # An input bound to a device onnxruntime cannot reach may abort the process instead of being
     # refused (onnxruntime 1.32 with plain CPU memory): the contract runs each case in a process
     # of its own (own_process), so that crash is this case's finding and takes no other case.
-    setup = bindings._binding_setup(ctx, memory)
-    bindings._require_valid_run(ctx, setup)
+    setup = bad_bindings.binding_setup(ctx, memory)
+    bad_bindings.require_valid_run(ctx, setup)
     naming = _binding_naming(ctx, setup, request, binding)
     io = setup.info.session.io_binding()
     if binding == "output":
         io.bind_ortvalue_input(setup.input_name, setup.source)
     else:
-        io.bind_ortvalue_output(setup.output_name, bindings._valid_output(ctx, setup))
-    snippet = bindings._binding_snippet(ctx, setup, binding, request, must_refuse=False)
+        io.bind_ortvalue_output(setup.output_name, bad_bindings.valid_output(ctx, setup))
+    snippet = bad_bindings.binding_snippet(ctx, setup, binding, request, must_refuse=False)
     snippet = steps.refusal_message_ending(snippet, f"run_with_iobinding with a bad {binding} ({request})", naming.what, naming.alternatives)
     what = f"run_with_iobinding with a bad {binding} ({request})"
     try:
         ctx.attempt(f"binding the {binding} to {request} and running", snippet)
-        bindings._bind_bad(ctx, setup, io, binding, request)
+        bad_bindings.bind_bad(ctx, setup, io, binding, request)
         with ctx.calling(Call("run_with_iobinding", memory, f"bad {binding} {request}")):
             setup.info.session.run_with_iobinding(io)
     except (NotApplicable, NotRun):

@@ -20,6 +20,7 @@ from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
 from conformance.target.interop import capi as C
 from conformance.target.interop import rig
+from conformance.checks.context import CheckContext
 
 # What OrtValue.device_name() may say beside the device type: the name of the EP family that a
 # vendor's devices of that type belong to (PCI vendor ids: NVIDIA 0x10de, Huawei 0x19e5).
@@ -48,7 +49,7 @@ def label(facts: dict[str, Any]) -> str:
 
 
 @check("memory-info.identity", apis=("memory_info_alloc",))
-def identity(ctx, memory: str, recipe: str = "relu") -> Iterator[Violation]:
+def identity(ctx: CheckContext, memory: str, recipe: str = "relu") -> Iterator[Violation]:
     ctx.require_memory(memory)
     info = ctx.memory_info(memory)
     if info is None:
@@ -78,7 +79,7 @@ def identity(ctx, memory: str, recipe: str = "relu") -> Iterator[Violation]:
     yield from _session_identities(ctx, memory, advertised, recipe, snippet)
 
 
-def _session_identities(ctx, memory: str, advertised: dict[str, Any], recipe: str, snippet: str) -> Iterator[Violation]:
+def _session_identities(ctx: CheckContext, memory: str, advertised: dict[str, Any], recipe: str, snippet: str) -> Iterator[Violation]:
     """A session input or output in this memory (not plain CPU memory, the memory type the
     same) carries the advertised memory info."""
     info = ctx.session(recipe, tensors.DTYPES["float32"], (2, 3))
@@ -102,7 +103,7 @@ def _session_identities(ctx, memory: str, advertised: dict[str, Any], recipe: st
                                 actual=str(said), reproducer=snippet)
 
 
-def _snippet(ctx, memory: str, advertised: dict[str, Any] | None) -> str:
+def _snippet(ctx: CheckContext, memory: str, advertised: dict[str, Any] | None) -> str:
     """Python's accessors against what the C API read of the EP device's memory info."""
     kind = memory.upper()
     if advertised is None:

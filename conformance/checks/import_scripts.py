@@ -17,6 +17,7 @@ import os
 from conformance.target.interop import capi as C
 from conformance.target.interop import host, mapping, slots, vulkan
 from conformance.target.interop.rig import HANDLE_KINDS
+from conformance.checks.context import CheckContext
 
 CALLS = ["GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "UnregisterExecutionProviderLibrary", "GetEpDevices",
          "EpDevice_EpName", "GetInteropApi", "CreateCpuMemoryInfo", "CreateTensorWithDataAsOrtValue", "ReleaseValue", "GetTensorMutableData",
@@ -163,7 +164,7 @@ def same(what, expected, got):
 '''
 
 
-def script(ctx, kind: str, title: str, body: str, *, register: bool = True) -> str:
+def script(ctx: CheckContext, kind: str, title: str, body: str, *, register: bool = True) -> str:
     """A complete script for handle kind `kind`: the producer's source, the helpers, the EP's
     importer (`importer`, of `device` in `env`; not made when `register` is False), then `body`."""
     target = ctx.target
@@ -305,7 +306,8 @@ same("the producer's memory after a write into a tensor that outlived its {outli
 def unregister(target_library: str) -> str:
     return f'''name = "refdev-unregistered"
 fd = os.memfd_create(name)  # a copy of the library, registered here alone: the unload is then seen
-os.write(fd, open({target_library!r}, "rb").read())
+with open({target_library!r}, "rb") as library, os.fdopen(os.dup(fd), "wb") as copy:
+    copy.write(library.read())
 call("RegisterExecutionProviderLibrary", env, ctypes.c_char_p(name.encode()), ctypes.c_char_p(f"/proc/self/fd/{{fd}}".encode()))
 device = devices_of(env, EP)[DEVICE]
 importer = importer_of(device)

@@ -20,6 +20,7 @@ import numpy as np
 from conformance.findings import Violation
 from conformance.target.interop.handed import Handed
 from conformance.target.interop.rig import HANDLE_KINDS, ImportRig, NullOutput
+from conformance.checks.context import CheckContext
 
 COUNT = 24             # float32 elements per tensor
 TENSOR = COUNT * 4     # bytes
@@ -37,7 +38,7 @@ class Imported:
 
 
 @contextlib.contextmanager
-def imported(ctx, rig: ImportRig, kind: str, values: np.ndarray | None = None, *, size: int = ALLOCATION, offset: int = 0,
+def imported(ctx: CheckContext, rig: ImportRig, kind: str, values: np.ndarray | None = None, *, size: int = ALLOCATION, offset: int = 0,
              writes: tuple[tuple[bytes, int], ...] = ()) -> Iterator[Imported]:
     """A producer allocation of handle kind `kind` holding `values` at 0 (and each `writes`
     block at its offset), imported through a handle exported for this import alone."""
@@ -64,7 +65,7 @@ def imported(ctx, rig: ImportRig, kind: str, values: np.ndarray | None = None, *
 
 
 @contextlib.contextmanager
-def imported_tensor(ctx, rig: ImportRig, kind: str, values: np.ndarray) -> Iterator[tuple[Imported, Any, dict[str, Any]]]:
+def imported_tensor(ctx: CheckContext, rig: ImportRig, kind: str, values: np.ndarray) -> Iterator[tuple[Imported, Any, dict[str, Any]]]:
     """One tensor of a fresh import holding `values`: (the import, the tensor, what its memory info says)."""
     with imported(ctx, rig, kind, values) as item:
         tensor = rig.tensor(item.handle, (COUNT,))
@@ -77,7 +78,7 @@ def imported_tensor(ctx, rig: ImportRig, kind: str, values: np.ndarray) -> Itera
 def interop_outputs(function: Callable[..., Iterator[Violation]]) -> Callable[..., Iterator[Violation]]:
     """A check whose interop call returned OK with a NULL output fails with that, naming the call."""
     @functools.wraps(function)
-    def checked(ctx, *args, **kwargs) -> Iterator[Violation]:
+    def checked(ctx: CheckContext, *args, **kwargs) -> Iterator[Violation]:
         try:
             yield from function(ctx, *args, **kwargs)
         except NullOutput as exc:

@@ -22,10 +22,11 @@ from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.target.interop.capi import OrtError
 from conformance.target.interop.handed import Handed
 from conformance.target.interop.rig import HANDLE_KINDS, ImportRig, pattern
+from conformance.checks.context import CheckContext
 
 @check("import.capability")
 @interop_outputs
-def capability(ctx, request: str) -> Iterator[Violation]:
+def capability(ctx: CheckContext, request: str) -> Iterator[Violation]:
     """CanImportMemory agrees with ImportMemory: a type it claims is imported, one it denies is
     refused. `request` names the handle type ('vk-memory-opaque-fd', 'host-allocation', ...).
     A type the kit cannot make is tried on a handle it can make, labelled with that type; that
@@ -88,7 +89,7 @@ def _any_producer(rig: ImportRig):
 
 @check("import.host-accessible")
 @interop_outputs
-def host_accessible(ctx, handle: str = "opaque-fd") -> Iterator[Violation]:
+def host_accessible(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violation]:
     """An imported tensor reporting HOST_ACCESSIBLE memory: the CPU reads the producer's bytes
     and its writes reach the producer, with no CopyTensors. `handle`: the handle kind imported."""
     rig = ImportRig.for_context(ctx)
@@ -115,7 +116,7 @@ def host_accessible(ctx, handle: str = "opaque-fd") -> Iterator[Violation]:
 
 @check("import.default-copy")
 @interop_outputs
-def default_copy(ctx, handle: str = "opaque-fd") -> Iterator[Violation]:
+def default_copy(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violation]:
     """An imported tensor reporting DEFAULT device memory: CopyTensors to CPU gives the
     producer's bytes, and CopyTensors from CPU reaches the producer."""
     rig = ImportRig.for_context(ctx)
@@ -143,7 +144,7 @@ def default_copy(ctx, handle: str = "opaque-fd") -> Iterator[Violation]:
 
 @check("import.offsets")
 @interop_outputs
-def offsets(ctx, handle: str = "opaque-fd") -> Iterator[Violation]:
+def offsets(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violation]:
     """Several tensors from one handle, at a descriptor offset plus tensor offsets: each reads
     its own slice of the producer's memory."""
     rig = ImportRig.for_context(ctx)
@@ -167,7 +168,7 @@ def offsets(ctx, handle: str = "opaque-fd") -> Iterator[Violation]:
 
 @check("import.session-io")
 @interop_outputs
-def session_io(ctx, handle: str = "opaque-fd") -> Iterator[Violation]:
+def session_io(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violation]:
     """An imported tensor as a session input and another (same handle) as its preallocated
     output: the values are right and the output lands in the producer's memory."""
     from conformance.target import tensors

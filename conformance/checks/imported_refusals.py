@@ -22,6 +22,7 @@ from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.target.interop.capi import HANDLE_TYPES, OrtError
 from conformance.target.interop.handed import Handed
 from conformance.target.interop.rig import HANDLE_KINDS, ImportRig, NoImporter, c_device, create_importer, pattern
+from conformance.checks.context import CheckContext
 
 BAD_IMPORTS = {
     "size-past-allocation": "ImportMemory with size_bytes 1 MiB past the allocation",
@@ -42,7 +43,7 @@ def _denied_type(rig: ImportRig, own: str) -> str:
     raise NotApplicable("the importer claims every handle type onnxruntime names: none to label a handle with wrongly")
 
 
-def _try(ctx, rig: ImportRig, kind: str, request: str, bad: bool, other: ImportRig | None, denied: str) -> tuple[str, str] | None:
+def _try(rig: ImportRig, kind: str, request: str, bad: bool, other: ImportRig | None, denied: str) -> tuple[str, str] | None:
     """One request, bad or its valid twin, on a fresh handle: None when accepted, else (the call
     that refused, its message)."""
     producer = rig.source(kind)
@@ -79,7 +80,7 @@ def _try(ctx, rig: ImportRig, kind: str, request: str, bad: bool, other: ImportR
 
 @check("import.rejects-bad")
 @interop_outputs
-def rejects_bad(ctx, request: str, handle: str = "opaque-fd") -> Iterator[Violation]:
+def rejects_bad(ctx: CheckContext, request: str, handle: str = "opaque-fd") -> Iterator[Violation]:
     """A bad import is refused with an error, right after its valid twin (the same request made
     right, on a fresh handle, by the same importer) was accepted."""
     rig = ImportRig.for_context(ctx)
@@ -89,9 +90,9 @@ def rejects_bad(ctx, request: str, handle: str = "opaque-fd") -> Iterator[Violat
     ctx.attempt(f"the valid twin of: {BAD_IMPORTS[request]}",
                 scripts.script(ctx, handle, f"{BAD_IMPORTS[request]} is refused, its valid twin accepted",
                                scripts.rejects_bad(request, HANDLE_TYPES.get(denied, -1), BAD_IMPORTS[request])))
-    twin = _try(ctx, rig, handle, request, False, other, denied)
+    twin = _try(rig, handle, request, False, other, denied)
     ctx.attempt(BAD_IMPORTS[request])
-    refused = _try(ctx, rig, handle, request, True, other, denied)
+    refused = _try(rig, handle, request, True, other, denied)
     if twin is not None:
         bad_said = f"{refused[0]}: {refused[1]}" if refused else "accepted"
         raise NotRun(f"the valid twin of this request (a fresh handle, the same importer) was refused too, so a refusal proves nothing: "
@@ -110,7 +111,7 @@ def rejects_bad(ctx, request: str, handle: str = "opaque-fd") -> Iterator[Violat
 
 @check("import.lifetime")
 @interop_outputs
-def lifetime(ctx, request: str, handle: str = "opaque-fd") -> Iterator[Violation]:
+def lifetime(ctx: CheckContext, request: str, handle: str = "opaque-fd") -> Iterator[Violation]:
     """A tensor stays usable after its handle (and the importer that made it) are released:
     reads give the producer's bytes and writes still reach it; and a handle may be released after
     the importer that made it. `request`: 'tensor-outlives-handle', 'tensor-outlives-importer'
@@ -162,7 +163,7 @@ def _mapped(name: str) -> bool:
 
 @check("import.unregister-while-imported")
 @interop_outputs
-def unregister_while_imported(ctx, handle: str = "opaque-fd") -> Iterator[Violation]:
+def unregister_while_imported(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violation]:
     """The EP library is unregistered while a handle and a tensor made from it are alive: either
     onnxruntime refuses, or the library stays loaded until they are released, and releasing them
     is then safe. A copy of the library (in a memfd) is registered in the C environment alone, so
@@ -178,8 +179,8 @@ def unregister_while_imported(ctx, handle: str = "opaque-fd") -> Iterator[Violat
     before = set(env.devices(target.provider))
     name = f"{target.registration}-unregistered"
     fd = os.memfd_create(name)  # held until the process ends: the mapping reads it
-    with open(target.library, "rb") as library:
-        os.write(fd, library.read())
+    with open(target.library, "rb") as library, os.fdopen(os.dup(fd), "wb") as copy:
+        copy.write(library.read())
     with ctx.precondition("registering a copy of the EP library"):
         env.register(name, f"/proc/self/fd/{fd}")
     devices = [device for device in env.devices(target.provider) if device not in before]
@@ -232,7 +233,7 @@ def unregister_while_imported(ctx, handle: str = "opaque-fd") -> Iterator[Violat
 
 
 @check("import.unsupported-is-success")
-def unsupported_is_success(ctx) -> Iterator[Violation]:
+def unsupported_is_success(ctx: CheckContext) -> Iterator[Violation]:
     """An EP device that imports nothing says so as onnxruntime's guide asks: success and no
     importer (CreateExternalResourceImporterForDevice), not an error status."""
     api, _, device = c_device(ctx)

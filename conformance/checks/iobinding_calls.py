@@ -13,12 +13,14 @@ import numpy as np
 
 from conformance.target import tensors
 from conformance.calls import Call
-from conformance.checks.iobinding import OUTPUT_SENTINEL
+from conformance.checks.context.bad_bindings import OUTPUT_SENTINEL
 from conformance.checks.registry import check
-from conformance.checks.session import SESSION_SHAPE, reference, small_integers
+from conformance.checks.context.reference import reference, small_integers
+from conformance.checks.context.sessions import SESSION_SHAPE
 from conformance.target.eps import memory_device_type
 from conformance.findings import NotRun, Violation
 from conformance.target.guard import GuardedArray
+from conformance.checks.context import CheckContext
 
 INPUT_REQUESTS = ("bind-input-pointer", "bind-cpu-input", "bind-cpu-input-readonly", "bind-ortvalue-input")
 OUTPUT_REQUESTS = ("bind-output-device", "bind-output-pointer", "bind-ortvalue-output")
@@ -30,13 +32,13 @@ def host_buffer(storage: np.ndarray, *, writeable: bool = True) -> GuardedArray:
     return GuardedArray.holding(np.asarray(storage), writeable=writeable)
 
 
-def _device_of_default(ctx) -> tuple[str, int]:
+def _device_of_default(ctx: CheckContext) -> tuple[str, int]:
     """The device type and id Python's bind_output names the EP's DEFAULT memory by."""
     info = ctx.memory_info("default")
     return ("cpu", 0) if info is None else (memory_device_type(ctx.ort, info), int(info.device_id))
 
 
-def _bind_input(ctx, io, name: str, request: str, values: np.ndarray, dt: tensors.DType) -> tuple[str, GuardedArray | None]:
+def _bind_input(ctx: CheckContext, io, name: str, request: str, values: np.ndarray, dt: tensors.DType) -> tuple[str, GuardedArray | None]:
     """Binds the input as `request` asks; returns the call in words and the guarded host buffer
     read (None: none)."""
     if request == "bind-input-pointer":
@@ -53,7 +55,7 @@ def _bind_input(ctx, io, name: str, request: str, values: np.ndarray, dt: tensor
     return f"bind_cpu_input({name!r}, {'a read-only' if not guarded.array.flags.writeable else 'an'} array)", guarded
 
 
-def _bind_output(ctx, io, name: str, request: str, dt: tensors.DType, shape: tuple[int, ...]):
+def _bind_output(ctx: CheckContext, io, name: str, request: str, dt: tensors.DType, shape: tuple[int, ...]):
     """Binds the output as `request` asks; returns the call in words, the host buffer written by
     address and the OrtValue bound (None where there is none)."""
     landing = tensors.sentinel(dt, shape, OUTPUT_SENTINEL)
@@ -72,7 +74,7 @@ def _bind_output(ctx, io, name: str, request: str, dt: tensors.DType, shape: tup
 
 
 @check("iobinding.bind-calls")
-def bind_calls(ctx, request: str, dtype: str, shape: str, recipe: str = "relu") -> Iterator[Violation]:
+def bind_calls(ctx: CheckContext, request: str, dtype: str, shape: str, recipe: str = "relu") -> Iterator[Violation]:
     """One IOBinding call on a valid request (the other end bound as plainly as it can be: a
     numpy input, an output onnxruntime allocates on the CPU), then a run and every way of
     reading the result back. The model is a Relu or an Identity (their results are what the reproducer computes)."""
@@ -117,7 +119,7 @@ def bind_calls(ctx, request: str, dtype: str, shape: str, recipe: str = "relu") 
                                 actual=overrun.describe(), reproducer=snippet)
 
 
-def _require_plain_run(ctx, info, x_name: str, values: np.ndarray, expected, dt: tensors.DType) -> None:
+def _require_plain_run(ctx: CheckContext, info, x_name: str, values: np.ndarray, expected, dt: tensors.DType) -> None:
     """IOBinding is onnxruntime's: where a plain run of the same model already fails or gives
     wrong values on the EP (the EP's failure, session.nodes-on-ep), a binding proves nothing."""
     # The input placed first, as the other IOBinding checks do (copy_tensors cpu>default), then
@@ -133,7 +135,7 @@ def _require_plain_run(ctx, info, x_name: str, values: np.ndarray, expected, dt:
         raise NotRun("a plain run of the same model gives wrong values on the EP (session.nodes-on-ep's failure)")
 
 
-def _outputs_right(ctx, io, dt: tensors.DType, shp: tuple[int, ...], expected, snippet: str) -> Iterator[Violation]:
+def _outputs_right(ctx: CheckContext, io, dt: tensors.DType, shp: tuple[int, ...], expected, snippet: str) -> Iterator[Violation]:
     """get_outputs()' value reports the model's shape, element type and size; copy_outputs_to_cpu() holds the result."""
     with ctx.calling(Call("IOBinding get_outputs")):
         produced = io.get_outputs()
@@ -153,14 +155,14 @@ def _outputs_right(ctx, io, dt: tensors.DType, shp: tuple[int, ...], expected, s
     yield from _right(ctx, "copy_outputs_to_cpu()", expected, tensors.payload(np.ascontiguousarray(copied[0]).astype(dt.storage, copy=False), dt), snippet)
 
 
-def _right(ctx, what: str, expected, got, snippet: str) -> Iterator[Violation]:
+def _right(ctx: CheckContext, what: str, expected, got, snippet: str) -> Iterator[Violation]:
     diff = ctx.compare(expected, got)
     if diff:
         yield Violation(f"{what} does not hold the model's result: {diff.describe()}", expected="the model's result", actual=diff.describe(),
                         reproducer=snippet)
 
 
-def _same_address(ctx, what: str, address: int, produced, shp: tuple[int, ...], snippet: str) -> Iterator[Violation]:
+def _same_address(ctx: CheckContext, what: str, address: int, produced, shp: tuple[int, ...], snippet: str) -> Iterator[Violation]:
     if not tensors.element_count(shp):
         return  # an empty value has no address to keep
     ctx.prove("address_kept", produced.data_ptr() == address)
@@ -169,7 +171,7 @@ def _same_address(ctx, what: str, address: int, produced, shp: tuple[int, ...], 
                         actual=f"0x{produced.data_ptr():x}", reproducer=snippet)
 
 
-def _snippet(ctx, info, request: str, dt: tensors.DType, shp: tuple[int, ...]) -> str:
+def _snippet(ctx: CheckContext, info, request: str, dt: tensors.DType, shp: tuple[int, ...]) -> str:
     """The same bindings in a script, ending in the same assertions."""
     sn, shape, storage = ctx.snippets, list(shp), f"np.{dt.storage.name}"
     device_type, device_id = _device_of_default(ctx)

@@ -14,18 +14,19 @@ from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, NotRun, Violation
-from conformance.checks.session import reference, small_integers
+from conformance.checks.context.reference import reference, small_integers
 from conformance.checks.context import SessionInfo
 from conformance.checks.context import steps as scripts
+from conformance.checks.context import CheckContext
 
 RECIPE, SHAPE = "relu", (2, 3)
 
 
-def _devices(ctx) -> list:
+def _devices(ctx: CheckContext) -> list:
     return [d for d in ctx.ort.get_ep_devices() if d.ep_name == ctx.target.provider]
 
 
-def _use(ctx, model: bytes, held: dict[str, Any]) -> str:
+def _use(ctx: CheckContext, model: bytes, held: dict[str, Any]) -> str:
     """Creates a session and values on the EP device, runs, reads back; returns what is wrong
     ('' when right). Everything created is kept in `held`, so that releasing it is a step of
     its own."""
@@ -58,19 +59,19 @@ def _use(ctx, model: bytes, held: dict[str, Any]) -> str:
     return f"the session gave wrong values: {diff.describe()}" if diff else ""
 
 
-def _unregister(ctx) -> None:
+def _unregister(ctx: CheckContext) -> None:
     with ctx.calling(Call("unregister_execution_provider_library")):
         ctx.ort.unregister_execution_provider_library(ctx.target.registration)
 
 
-def _release(ctx, held: dict[str, Any]) -> None:
+def _release(ctx: CheckContext, held: dict[str, Any]) -> None:
     with ctx.calling(Call("releasing the EP's values and session")):  # their destructors call into the library
         held.clear()
         gc.collect()
 
 
 @check("lifecycle.plugin-library", apis=("plugin_libraries",))
-def plugin_library(ctx) -> Iterator[Violation]:
+def plugin_library(ctx: CheckContext) -> Iterator[Violation]:
     target = ctx.target
     if not (target.registration and target.library):
         raise NotApplicable("the EP is not loaded from a plugin library")

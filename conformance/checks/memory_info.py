@@ -7,8 +7,9 @@ from typing import Any, Iterator
 from conformance.target import tensors
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
-from conformance.checks.session import SESSION_SHAPE  # the session checks' shape: their sessions serve these too
+from conformance.checks.context.sessions import SESSION_SHAPE  # the session checks' shape: their sessions serve these too
 from conformance.target.eps import DEVICE_NAMES, memory_facts, memory_label
+from conformance.checks.context import CheckContext
 
 
 def _same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
@@ -16,7 +17,7 @@ def _same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
     return a is not None and b is not None and all(a[k] == b[k] for k in keys)
 
 
-def _session_memory(ctx, recipe: str, dtype: str, which: str):
+def _session_memory(ctx: CheckContext, recipe: str, dtype: str, which: str):
     """The session's `which` values with their memory facts; the memory infos seen are the
     evidence. A model without a node, or without such values, shows nothing of the EP: where
     onnxruntime places a value no node of the EP touches is its own choice (not_applicable)."""
@@ -35,14 +36,14 @@ def _session_memory(ctx, recipe: str, dtype: str, which: str):
     return info, seen
 
 
-def _snippet(ctx, info, which: str) -> str:
+def _snippet(ctx: CheckContext, info, which: str) -> str:
     getter = "get_input_memory_infos" if which == "input" else "get_output_memory_infos"
     return ctx.snippets.script(f"where the session's {which}s live (compare with the expected memory)",
                                f"{ctx.session_snippet(info.model_path)}\nprint([(m.name, m.device_mem_type, m.device_vendor_id) for m in s.{getter}()])")
 
 
 @check("memory-info.session-inputs", apis=("session_memory_infos",))
-def session_inputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
+def session_inputs(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Violation]:
     info, inputs = _session_memory(ctx, recipe, dtype, "input")
     default = ctx.memory_facts("default")
     # The rule the contract holds where its sources disagree (specs/contracts/memory-info.yaml,
@@ -68,7 +69,7 @@ def session_inputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
 
 
 @check("memory-info.session-outputs", apis=("session_memory_infos",))
-def session_outputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
+def session_outputs(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Violation]:
     info, outputs = _session_memory(ctx, recipe, dtype, "output")
     allowed = [ctx.memory_facts("default"), ctx.memory_facts("host_accessible")]
     for name, facts in outputs:
@@ -84,7 +85,7 @@ def session_outputs(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
 
 
 @check("memory-info.cpu-default-io", apis=("session_memory_infos",))
-def cpu_default_io(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
+def cpu_default_io(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Violation]:
     for which in ("input", "output"):
         info, values = _session_memory(ctx, recipe, dtype, which)
         for name, facts in values:
@@ -99,7 +100,7 @@ def cpu_default_io(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
 
 
 @check("memory-info.allocatable")
-def allocatable(ctx, memory: str) -> Iterator[Violation]:
+def allocatable(ctx: CheckContext, memory: str) -> Iterator[Violation]:
     facts = ctx.memory_facts(memory)
     if facts is None:
         raise NotApplicable(f"the EP device advertises no {memory.upper()} memory info")
@@ -135,7 +136,7 @@ def allocatable(ctx, memory: str) -> Iterator[Violation]:
 
 
 @check("memory-info.tensor-size")
-def tensor_size(ctx, dtype: str, shape: str) -> Iterator[Violation]:
+def tensor_size(ctx: CheckContext, dtype: str, shape: str) -> Iterator[Violation]:
     dt = tensors.DTYPES[dtype]
     shp = tensors.parse_shape(shape, dt)
     with ctx.precondition(f"allocating a {dt.name} {list(shp)} value in DEFAULT memory"):
@@ -160,7 +161,7 @@ def _declared(memory) -> dict[str, Any] | None:
 
 
 @check("memory-info.declaration")
-def declaration(ctx) -> Iterator[Violation]:
+def declaration(ctx: CheckContext) -> Iterator[Violation]:
     spec = ctx.target.spec
     if spec is None:
         raise NotApplicable("no vendor declaration (EP spec) was given for this EP")
@@ -195,7 +196,7 @@ def declaration(ctx) -> Iterator[Violation]:
             )
 
 
-def _declaration_snippet(ctx, kind: str, declared: dict[str, Any] | None) -> str:
+def _declaration_snippet(ctx: CheckContext, kind: str, declared: dict[str, Any] | None) -> str:
     """A script asserting the EP device's `kind` memory info is what the declaration says (its
     name and vendor id; none at all where none is declared)."""
     lines = [f"m = dev.memory_info(ort.OrtDeviceMemoryType.{kind.upper()})"]

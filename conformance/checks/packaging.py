@@ -16,10 +16,11 @@ from conformance.target import eps, tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
+from conformance.checks.context import CheckContext
 
 
 @check("package.listed-eps-run")
-def listed_eps_run(ctx) -> Iterator[Violation]:
+def listed_eps_run(ctx: CheckContext) -> Iterator[Violation]:
     ort, target = ctx.ort, ctx.target
     if target.library or target.plugin_module:
         raise NotApplicable(f"{target.provider} comes from a plugin library, which no onnxruntime package lists")

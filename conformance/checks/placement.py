@@ -24,14 +24,16 @@ import numpy as np
 from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
-from conformance.checks.session import SESSION_SHAPE, reference, small_integers
+from conformance.checks.context.reference import reference, small_integers
+from conformance.checks.context.sessions import SESSION_SHAPE
 from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation
+from conformance.checks.context import CheckContext
 
 LOG_KEY = "conformance.kernel_input_log"  # the EP device's metadata key naming the variable
 
 
-def declared(ctx) -> tuple[str, str, int]:
+def declared(ctx: CheckContext) -> tuple[str, str, int]:
     """(device type, memory type, vendor id) of the memory the EP's kernels declared for their
     inputs: the EP device's DEFAULT memory, or plain CPU memory where it advertises none."""
     facts = ctx.memory_facts("default")
@@ -50,7 +52,7 @@ def parse_log(text: str) -> list[tuple[str, int, str, str, int]]:
 
 
 @check("placement.kernel-inputs")
-def kernel_inputs(ctx, recipe: str) -> Iterator[Violation]:
+def kernel_inputs(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
     float32 = tensors.DTYPES["float32"]
     info = ctx.session(recipe, float32, SESSION_SHAPE)
     elsewhere = ctx.require_nodes_on_ep(info)

@@ -10,37 +10,15 @@ from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps
+from conformance.checks.context.reference import reference, small_integers
 from conformance.checks.context.sessions import SESSION_SHAPE
 from conformance.findings import ClaimedButUnrunnable, Violation
+from conformance.checks.context import CheckContext
 
-
-
-def small_integers(names: tuple[str, ...], dt: tensors.DType, shape: tuple[int, ...] = SESSION_SHAPE) -> dict[str, np.ndarray]:
-    # Small integers, so every element type computes them exactly and NaN payloads do not
-    # make a correct Add look wrong.
-    rng = np.random.default_rng(11)
-    return {name: rng.integers(-8, 9, size=shape).astype(dt.storage) for name in names}
-
-
-def reference(recipe: str, feeds: dict[str, np.ndarray]) -> np.ndarray:
-    values = list(feeds.values())
-    if recipe == "identity":
-        return values[0]
-    if recipe == "relu":
-        return np.maximum(values[0], 0)
-    if recipe == "add":
-        return values[0] + values[1]
-    if recipe == "add_relu":
-        return np.maximum(values[0] + values[1], 0)
-    if recipe == "sub_relu":
-        return np.maximum(values[0] - values[1], 0)
-    if recipe == "relu_neg_add":
-        return np.minimum(values[0], 0)
-    raise ValueError(f"no reference for recipe '{recipe}'")
 
 
 @check("session.nodes-on-ep")
-def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
+def nodes_on_ep(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Violation]:
     dt = tensors.DTYPES[dtype]
     info = ctx.session(recipe, dt, SESSION_SHAPE)
     ctx.require_nodes_on_ep(info)
@@ -58,7 +36,7 @@ def nodes_on_ep(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
 
 
 @check("session.claimed-nodes-run")
-def claimed_nodes_run(ctx, recipe: str, dtype: str) -> Iterator[Violation]:
+def claimed_nodes_run(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Violation]:
     """Creates a session of a one-node model of each element type: the EP either takes the node
     and creates its kernel (the session exists, the node assigned to the EP), or declines it so
     that onnxruntime places it elsewhere (not_applicable: an honest decline). Claiming the node

@@ -9,10 +9,11 @@ from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
+from conformance.checks.context import CheckContext
 
 
 @check("streams.sync-stream", apis=("sync_stream", "copy_tensors",))
-def sync_stream(ctx) -> Iterator[Violation]:
+def sync_stream(ctx: CheckContext) -> Iterator[Violation]:
     if ctx.device is None:
         raise NotRun("the EP is not listed by get_ep_devices(); streams belong to EP devices")
     snippet = ctx.snippets.script("create_sync_stream() of the EP device", "stream = dev.create_sync_stream()")

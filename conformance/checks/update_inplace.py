@@ -9,6 +9,7 @@ import numpy as np
 from conformance.target import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
+from conformance.checks.context import CheckContext, bad_updates
 from conformance.checks.context import steps
 from conformance.target.eps import memory_label
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
@@ -25,7 +26,7 @@ def _numpy_dtype(dtype: str) -> tensors.DType:
     return dt
 
 
-def _source_layout(ctx, values: np.ndarray, layout: str) -> np.ndarray:
+def _source_layout(ctx: CheckContext, values: np.ndarray, layout: str) -> np.ndarray:
     """The same values, laid out as asked, in a guarded host buffer (conformance.target.guard) but
     for a contiguous one (`values` itself): read-only, every other element of a larger array (canaries in the gaps, so a
     copy that ignores the strides reads canaries), or the transpose of a C-ordered array
@@ -52,7 +53,8 @@ def _source_layout(ctx, values: np.ndarray, layout: str) -> np.ndarray:
     return source
 
 
-def _diff_violation(ctx, what: str, expected: tensors.Bytes | list[str], got: tensors.Bytes | list[str], memory: str, snippet: str) -> Iterator[Violation]:
+def _diff_violation(ctx: CheckContext, what: str, expected: tensors.Bytes | list[str], got: tensors.Bytes | list[str], memory: str,
+                    snippet: str) -> Iterator[Violation]:
     diff = ctx.compare(expected, got)
     if diff:
         yield Violation(f"{what}: values differ after update_inplace: {diff.describe()}",
@@ -60,7 +62,7 @@ def _diff_violation(ctx, what: str, expected: tensors.Bytes | list[str], got: te
                         memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
 
 
-def _address_violation(ctx, before: int, after: int, memory: str, snippet: str) -> Iterator[Violation]:
+def _address_violation(ctx: CheckContext, before: int, after: int, memory: str, snippet: str) -> Iterator[Violation]:
     ctx.prove("address_kept", before == after)
     ctx.prove_item("memory", "destination", memory_label(ctx.memory_facts(memory)))
     if before != after:
@@ -68,7 +70,7 @@ def _address_violation(ctx, before: int, after: int, memory: str, snippet: str) 
                         memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
 
 
-def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterator[Violation]:
+def _from_numpy(ctx: CheckContext, dtype: str, shape: str, memory: str, layout: str) -> Iterator[Violation]:
     ctx.require_memory(memory)
     dt = _numpy_dtype(dtype)
     shp = tensors.parse_shape(shape, dt)
@@ -86,19 +88,19 @@ def _from_numpy(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterat
 
 
 @check("update-inplace.from-numpy")
-def from_numpy(ctx, dtype: str, shape: str, memory: str = "default") -> Iterator[Violation]:
+def from_numpy(ctx: CheckContext, dtype: str, shape: str, memory: str = "default") -> Iterator[Violation]:
     yield from _from_numpy(ctx, dtype, shape, memory, "contiguous")
 
 
 @check("update-inplace.from-numpy-layout")
-def from_numpy_layout(ctx, dtype: str, shape: str, memory: str, layout: str) -> Iterator[Violation]:
+def from_numpy_layout(ctx: CheckContext, dtype: str, shape: str, memory: str, layout: str) -> Iterator[Violation]:
     """update_inplace(numpy) into one memory, of an array laid out as asked (read-only
     included), where the contiguous case is not the question."""
     yield from _from_numpy(ctx, dtype, shape, memory, layout)
 
 
 @check("update-inplace.non-contiguous")
-def non_contiguous(ctx, dtype: str, shape: str, layout: str, memory: str = "default") -> Iterator[Violation]:
+def non_contiguous(ctx: CheckContext, dtype: str, shape: str, layout: str, memory: str = "default") -> Iterator[Violation]:
     # Strides are onnxruntime's business; the copy itself is the EP's. Only where a contiguous
     # array arrives intact can a wrong non-contiguous result be blamed on the strides.
     with ctx.precondition("update_inplace of the same values, contiguous"):
@@ -112,7 +114,7 @@ CPU_DEFAULT_DIRECTION = "default>default"  # the one direction checked where DEF
 
 
 @check("update-inplace.from-ortvalue", apis=("update_inplace_ortvalue",))
-def from_ortvalue(ctx, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
+def from_ortvalue(ctx: CheckContext, direction: str, dtype: str, shape: str) -> Iterator[Violation]:
     source_kind, destination_kind = direction.split(">")
     for kind in (source_kind, destination_kind):
         ctx.require_memory(kind)
@@ -137,28 +139,11 @@ def from_ortvalue(ctx, direction: str, dtype: str, shape: str) -> Iterator[Viola
     yield from _diff_violation(ctx, direction, tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp), destination_kind, snippet)
 
 
-MISMATCHES = {
-    # request: (source element type, source shape) for a float32 2x3 destination
-    "element-count": ("float32", (7,)),
-    "element-type": ("int32", (2, 3)),  # same byte size, different element type
-    "same-bytes-other-type": ("float64", (3,)),  # 24 bytes, like the destination, but 3 float64
-    "fewer-elements": ("float32", (5,)),  # a copy sized by the destination reads past the source
-    "other-element-size": ("float64", (2, 3)),  # the same element count, twice the bytes
-}
-
-
-def require_source(ctx, source: str, memory: str) -> None:
-    """What an update_inplace(`source`) into `memory` needs: that memory, and the overload."""
-    ctx.require_memory(memory)
-    if source == "ortvalue":
-        ctx.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue)")
-
-
 @check("update-inplace.rejects-mismatch")
-def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") -> Iterator[Violation]:
-    require_source(ctx, source, memory)
+def rejects_mismatch(ctx: CheckContext, source: str, request: str, memory: str = "default") -> Iterator[Violation]:
+    bad_updates.require_source(ctx, source, memory)
     float32 = tensors.DTYPES["float32"]
-    src_dtype_name, src_shape = MISMATCHES[request]
+    src_dtype_name, src_shape = bad_updates.MISMATCHES[request]
     src_dtype = tensors.DTYPES[src_dtype_name]
     values = tensors.sample(src_dtype, src_shape, seed=3)
     snippet = steps.update_mismatch(ctx.snippets, source, memory, src_dtype, src_shape, request)
@@ -189,7 +174,7 @@ def rejects_mismatch(ctx, source: str, request: str, memory: str = "default") ->
         yield from _usable_after_refusal(ctx, destination, source, memory, request, snippet)
 
 
-def _usable_after_refusal(ctx, destination, source: str, memory: str, request: str, snippet: str) -> Iterator[Violation]:
+def _usable_after_refusal(ctx: CheckContext, destination, source: str, memory: str, request: str, snippet: str) -> Iterator[Violation]:
     """The state after a refusal: the destination refused takes the next valid update_inplace
     (a float32 [2, 3] source of the same kind), whole and at the same address."""
     float32 = tensors.DTYPES["float32"]
@@ -221,7 +206,7 @@ STAGING_TRIALS = 7
 
 
 @check("update-inplace.no-host-staging", apis=("update_inplace_ortvalue", "copy_tensors",))
-def no_host_staging(ctx, dtype: str, shape: str) -> Iterator[Violation]:
+def no_host_staging(ctx: CheckContext, dtype: str, shape: str) -> Iterator[Violation]:
     from conformance.target.bandwidth import best_seconds, gbps
 
     ctx.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue), added by PR #28256")

@@ -246,8 +246,9 @@ def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
         terminalreporter.write_line(line)
     for line, markup in terminal.ep_lines(run.eps):
         terminalreporter.write_line(line, **markup)
-    for path in run.written:
-        terminalreporter.write_line(f"report: {path}")
+    for line in terminal.written_lines(run.written, run.report_dir):
+        terminalreporter.write_line(line)
+
 
 
 def _warn_of_unknown_options(run: ConformanceRun) -> None:

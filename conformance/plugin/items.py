@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 
 class CaseSource(Protocol):
     """What the items read of the run: its EPs under test, each spec file's contracts, the
-    scheduler that runs a case, and whether the run is strict."""
+    scheduler that runs a case, whether the run is strict, and the report folder (whose repro/
+    a failure names its reproducer in)."""
 
     eps: list[EpUnderTest]
     contract_files: dict[Path, list[Contract]]
     scheduler: Scheduler
     strict: bool
+    report_dir: Path
 
 
 CASES_KEY = pytest.StashKey[CaseSource]()
@@ -151,10 +153,11 @@ class ContractItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, ContractFailure):
-            return terminal.failure_repr(excinfo.value.result, self.contract, self.config.getoption("tbstyle", "auto"))
+            return terminal.failure_repr(excinfo.value.result, self.contract, self.config.getoption("tbstyle", "auto"), self.run.report_dir)
         if isinstance(excinfo.value, pytest.xfail.Exception):
             return str(excinfo.value)  # its reason says it all; a traceback of the plugin would not
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
-        return self.path, self.contract.location.line - 1, f"{self.contract.id} [{self.contract.severity}]: {self.contract.statement}"
+        # The headline of the case's failure in pytest's FAILURES section: the case with its parameters.
+        return self.path, self.contract.location.line - 1, f"{self.name} [{self.contract.severity}]"

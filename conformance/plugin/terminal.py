@@ -11,6 +11,8 @@ choice between `<failure>` and `<error>` goes by the phase alone.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import pytest
@@ -26,20 +28,31 @@ if TYPE_CHECKING:
 ERROR_VALUES = frozenset(outcome.value for outcome in PYTEST_ERRORS)
 
 
-def failure_repr(result: Result, contract: Contract, style: str) -> ReprExceptionInfo:
+def failure_repr(result: Result, contract: Contract, style: str, report_dir: Path | str) -> ReprExceptionInfo:
     """A failing or errored case as pytest shows it. Its `reprcrash` is the spec's line and the
     case's one line (report.reason_line): pytest ends the short summary's `FAILED id - ...` with
     that message, `--tb=line` shows `path:line: message`, and JUnit's `message` attribute is it.
-    `style` is --tb's: `short` gives the brief description, `line` that one line (pytest prints
-    no description with `no`), anything else the full one."""
+    `style` is --tb's: `auto` (the default) a few lines (report.describe_at_a_glance), `short`
+    the brief description, `long` (and `native`) the full one with the reproducer's script,
+    `line` that one line (pytest prints no description with `no`). The reproducer is named by
+    its path under `report_dir`'s repro/, which the run writes at its end."""
     from conformance import report
+    from conformance.report import repro_files
 
     crash = ReprFileLocation(contract.location.path, contract.location.line, report.reason_line(result))
-    if style == "line":  # what pytest's FAILURES section prints itself; its ERRORS section prints this
-        text = f"{crash.path}:{crash.lineno}: {crash.message}"
+    script = repro_files.path_of(result.to_dict(), report_dir)
+    if style == "line":
+        # pytest's FAILURES section prints the crash line itself, and pytest 9 prints this
+        # representation before it: a failure's is empty, or each line would show twice. Its
+        # ERRORS section (a crash, a timeout, an error) prints only this.
+        text = "" if result.outcome not in PYTEST_ERRORS else f"{crash.path}:{crash.lineno}: {crash.message}\n"
+    elif style == "short":
+        text = report.describe_briefly(result, contract, script) + "\n"
+    elif style == "auto":
+        text = report.describe_at_a_glance(result, contract, script) + "\n"
     else:
-        text = report.describe_briefly(result, contract) if style == "short" else report.describe_failure(result, contract)
-    return ReprExceptionInfo(reprtraceback=ReprTraceback([ReprEntryNative([text + "\n"])], None, style="native"), reprcrash=crash)
+        text = report.describe_failure(result, contract) + "\n"
+    return ReprExceptionInfo(reprtraceback=ReprTraceback([ReprEntryNative([text])], None, style="native"), reprcrash=crash)
 
 
 def mark_outcome(report: pytest.TestReport, result: Result) -> None:
@@ -101,6 +114,19 @@ def duration(result: Result, measured: float) -> float:
     time pytest waited behind other requests; a crash or timeout has none of its own, and keeps
     the time waited for it (`measured`)."""
     return measured if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT) or not result.duration else result.duration
+
+
+def written_lines(written: list[Path], folder: Path) -> list[str]:
+    """A `report:` line per file of the report set, and one line for the reproducers' folder
+    (a failing run writes hundreds of scripts there; the failures name each one)."""
+    from conformance.report.repro_files import FOLDER
+
+    repro = folder / FOLDER
+    scripts = [path for path in written if path.parent == repro]
+    lines = [f"report: {path}" for path in written if path.parent != repro]
+    if scripts:
+        lines.append(f"reproducers: {repro}{os.sep} ({len(scripts)} standalone script{'s' if len(scripts) != 1 else ''}, one per failing case)")
+    return lines
 
 
 def ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:

@@ -22,6 +22,7 @@ from conformance.target.eps import memory_label
 from conformance.rules import waivers as waiver_rules
 from conformance.outcomes import Outcome, Result, counts, verdict
 from conformance.record import RunRecord
+from conformance.report import evidence
 from conformance.catalogue.versions import api_level
 from conformance.report.common import verdict_text
 from conformance.report.common import NO_EP_DEVICE, advertised_memory, device_line, imports_lines, params_label, unlisted_note  # noqa: F401  (the report's helpers, named here too)
@@ -40,7 +41,9 @@ def build(record: RunRecord) -> dict[str, Any]:
                                shard=record.shard["text"] if record.shard else "")
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
     first = record.eps[0].facts if record.eps else {}
-    eps = [_ep(ep.facts, ep.spec) for ep in record.eps]
+    as_dicts = [r.to_dict() for r in results]
+    matrices = [matrix for ep in record.eps for matrix in ep.capabilities]
+    eps = [_ep(ep.facts, ep.spec, as_dicts, matrices) for ep in record.eps]
     return {
         "schema": SCHEMA,
         "kit_version": __version__,
@@ -55,8 +58,8 @@ def build(record: RunRecord) -> dict[str, Any]:
         "verdict_text": verdict_text(decided.value, api_level(first.get("onnxruntime", {}).get("version"))),
         "summary": counts(results),
         "findings": [r.to_dict() for r in results if r.is_finding],
-        "results": [r.to_dict() for r in results],
-        "capabilities": [matrix for ep in record.eps for matrix in ep.capabilities],
+        "results": as_dicts,
+        "capabilities": matrices,
         "contracts": _contracts(record.contracts),
         "waivers": waiver_rules.summary(results),
         "strict": strict,
@@ -130,7 +133,7 @@ def emulation_note(emulator: str, cpu: str) -> str:
             f"models, not the machine's{machine_cpu}; no throughput was measured, as it would be the emulator's")
 
 
-def _ep(facts: dict[str, Any], spec) -> dict[str, Any]:
+def _ep(facts: dict[str, Any], spec, results: list[dict[str, Any]], matrices: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "name": facts["provider"],
         "label": facts["label"],
@@ -144,7 +147,7 @@ def _ep(facts: dict[str, Any], spec) -> dict[str, Any]:
         "ep_device": facts["ep_device"],
         "options": facts["options"],
         "version": next((d["ep_metadata"].get("version") for d in facts["devices"] if d.get("ep_metadata")), None),
-        "claims": spec_claims(spec),
+        "claims": evidence.in_this_run(spec_claims(spec), facts["provider"], results, matrices, facts.get("ep_device", True)),
         "unverified": list(spec.unverified) if spec else [],
     }
 
@@ -262,11 +265,50 @@ def _headline(result: Result, contract) -> str:
     return f"{contract.id} [{contract.severity}, subject: {contract.subject}] {happened} on {result.ep} ({result.device}), params {result.params}"
 
 
-def describe_briefly(result: Result, contract) -> str:
-    """`--tb=short`: the headline, each violation's message (or what happened), and the spec line."""
+def describe_at_a_glance(result: Result, contract, script: str | None = None) -> str:
+    """The default (`--tb=auto`): the headline with the case's parameters, its first violation
+    with expected and actual (and how many more there are), the spec line and the reproducer's
+    path; a crash, a timeout or an error says what happened and the process's last lines. A few
+    lines per case, whatever the number of failing cases: the whole story is `--tb=long`'s."""
+    lines = [_headline(result, contract), *_tries(result)]
+    violations = result.details.get("violations") or []
+    if result.outcome is not Outcome.FAIL and not violations:
+        head, *tail = result.message.splitlines() or [""]
+        lines.append(f"  {result.outcome.value}: {head}")
+        if tail:
+            lines.append("  output:" if len(tail) <= GLANCE_OUTPUT else f"  output (its last {GLANCE_OUTPUT} lines):")
+            lines += [f"    {line}" for line in tail[-GLANCE_OUTPUT:]]
+    for violation in violations[:1]:
+        lines.append(f"  violation: {violation['message']}")
+        lines += [f"    {key}:{' ' * (9 - len(key))}{violation[key]}" for key in ("expected", "actual") if violation.get(key)]
+    if len(violations) > 1:
+        lines.append(f"  ... and {len(violations) - 1} more violation{'s' if len(violations) > 2 else ''} (--tb=long shows them)")
+    lines.append(f"  spec:      {result.spec}")
+    if script:
+        lines.append(f"  reproduce: python {script}")
+    elif any(v.get("reproducer") for v in violations):
+        lines.append("  reproduce: --tb=long shows how (it is no standalone script)")
+    return "\n".join(lines)
+
+
+GLANCE_OUTPUT = 8  # the last lines of a lost process's output that the default shows
+
+
+def describe_briefly(result: Result, contract, script: str | None = None) -> str:
+    """`--tb=short`: the headline, each violation's message (or what happened), the spec line
+    and the reproducer's path."""
     messages = [v["message"] for v in result.details.get("violations") or []] if result.outcome is Outcome.FAIL else []
-    lines = [_headline(result, contract)] + [f"  violation: {m}" for m in messages or [reason_line(result)]]
-    return "\n".join(lines + [f"  spec:      {result.spec}"])
+    lines = [_headline(result, contract)] + [f"  violation: {m}" for m in messages or [reason_line(result)]] + _tries(result)
+    return "\n".join(lines + [f"  spec:      {result.spec}"] + ([f"  reproduce: python {script}"] if script else []))
+
+
+def _tries(result: Result) -> list[str]:
+    """A line per try of a case tried again (conformance.run.reruns): its outcome and message."""
+    lines = []
+    for number, attempt in enumerate(result.details.get("tries") or [], start=1):
+        said = (attempt["message"].strip().splitlines() or [""])[0][:300]
+        lines.append(f"  try {number}: {attempt['outcome']}" + (f": {said}" if said else ""))
+    return lines
 
 
 def describe_failure(result: Result, contract) -> str:
@@ -285,9 +327,7 @@ def describe_failure(result: Result, contract) -> str:
         head, *tail = result.message.splitlines() or [""]
         lines += [] if result.details.get("violations") else [f"  {result.outcome.value}: {head}"]
         lines += ["  output:"] + [f"    {line}" for line in tail] if tail else []
-    for number, attempt in enumerate(result.details.get("tries") or [], start=1):
-        said = (attempt["message"].strip().splitlines() or [""])[0][:300]
-        lines.append(f"  try {number}: {attempt['outcome']}" + (f": {said}" if said else ""))
+    lines += _tries(result)
     for violation in result.details.get("violations", []):
         lines.append(f"  violation: {violation['message']}")
         if violation.get("expected"):

@@ -10,7 +10,7 @@ from typing import Any
 
 from conformance.catalogue.contracts import PROVENANCE_BASES
 from conformance.target.eps import memory_label
-from conformance.outcomes import NOT_AGAINST_EP
+from conformance.outcomes import BROKEN, NOT_AGAINST_EP
 
 
 # What a report says of a memory type for an EP that get_ep_devices() does not list: its
@@ -134,6 +134,32 @@ def tally(results: list[dict[str, Any]]) -> tuple[dict[str, int], dict[str, int]
         counts = runtime if result["subject"] in NOT_AGAINST_EP else ep
         counts[result["outcome"]] = counts.get(result["outcome"], 0) + 1
     return ep, runtime
+
+
+BROKEN_VALUES = frozenset(o.value for o in BROKEN)
+
+
+def failures_of_the_ep(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The broken cases the EP answers for (subject ep, or both): what pytest counts failed
+    (a crash or a timeout: an error), what the verdict reads, in every report the same."""
+    return [r for r in results if r["outcome"] in BROKEN_VALUES and r["subject"] not in NOT_AGAINST_EP]
+
+
+def findings_apart(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The broken cases that are onnxruntime's alone (subject runtime or package): pytest's
+    xfailed, counted apart from the EP's. A broken `both` case is the EP's failure (it is
+    counted there, once); report.json's `findings` lists it too, as onnxruntime let it through."""
+    return [r for r in results if r["outcome"] in BROKEN_VALUES and r["subject"] in NOT_AGAINST_EP]
+
+
+def shared_with_the_ep(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The broken `both` cases: counted with the EP's failures, and named among the findings."""
+    return [r for r in results if r["outcome"] in BROKEN_VALUES and r["subject"] == "both"]
+
+
+def counts_text(counts: dict[str, int]) -> str:
+    """'288 fail, 77 pass': one tally (see `tally`) as every output words it."""
+    return ", ".join(f"{n} {name}" for name, n in counts.items() if n) or "none"
 
 
 def partial_run(data: dict[str, Any]) -> str:

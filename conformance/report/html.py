@@ -3,8 +3,9 @@
 No network, no external assets: inline CSS and one inline script only, so the page reads the
 same from a bundle on a machine without access to anything. The verdict (its reasons linking to
 their failures, the EP's counts apart from onnxruntime's findings) and a table of contents with
-counts come first, then the version chain, the copy-capability matrix, the EP's failures
-(grouped by contract family), the findings against onnxruntime, waivers, and every result:
+counts come first, then the version chain, the copy-capability matrix, the spec's claims, the
+EP's failures (by family, then by contract: the contract once, a row per case naming its
+`repro/` script; report/groups.py), the findings against onnxruntime, waivers, and every result:
 a collapsed entry per contract (open where a case broke), an anchor per contract and per case
 (report/common.py names them; summary.md links to them), and a filter by outcome that works
 without JavaScript (report/page.py) and by text with it. Tables scroll inside the page on a
@@ -24,12 +25,13 @@ from html import escape
 from typing import Any, Iterable
 
 from conformance.catalogue.claims import unverified_count
-from conformance.target.eps import memory_label
+from conformance.report.evidence import claim_evidence
+import conformance.report.groups as groups
 import conformance.report.throughput as throughput
 import conformance.report.page as page
-from conformance.report.common import (anchor, case_anchor, contract_anchor, device_line, failure_anchor, imports_lines, params_label, partial_run,
-                                       ep_origin, provenance_text, reason_contract, run_conditions, tally, unlisted_note, verdict_of)
-from conformance.outcomes import AGAINST_EP, BROKEN
+from conformance.report.common import (BROKEN_VALUES, anchor, case_anchor, contract_anchor, device_line, ep_origin, failure_anchor, failures_of_the_ep,
+                                       findings_apart, imports_lines, params_label, partial_run, provenance_text, reason_contract, run_conditions,
+                                       shared_with_the_ep, tally, unlisted_note, verdict_of)
 
 STATUS_LEGEND = {
     "supported": "the bytes arrived intact",
@@ -41,7 +43,6 @@ STATUS_LEGEND = {
 }
 
 CSS = page.CSS
-BROKEN_VALUES = frozenset(o.value for o in BROKEN)
 
 
 def render(data: dict[str, Any]) -> str:
@@ -102,7 +103,7 @@ def _verdict(data: dict[str, Any]) -> list[str]:
     if runtime_counts:
         # onnxruntime's own contracts in the page's neutral colour, not red beside a verdict they do not decide
         out.append(f'<p class="runtime-counts" id="runtime-counts">onnxruntime\'s own contracts (subject <code>runtime</code>; '
-                   f'their failures are <a href="#findings">findings against onnxruntime</a> and do not decide the verdict): '
+                   f'their failures are <a href="#findings">findings against onnxruntime</a>, pytest\'s xfailed, and do not decide the verdict): '
                    f"{_counts(runtime_counts, coloured=False)}.</p>")
     return out
 
@@ -131,12 +132,12 @@ def _reason(reason: str, data: dict[str, Any]) -> str:
 
 def _contents(data: dict[str, Any]) -> list[str]:
     """The table of contents, with counts: each section, each family of results."""
-    failures = [r for r in data["results"] if r["outcome"] in BROKEN_VALUES and r["subject"] == "ep"]
+    failures = failures_of_the_ep(data["results"])
     items = ['<a href="#version-chain">Version chain</a>',
              f'<a href="#capabilities">Copy capabilities</a> ({len(data["capabilities"])} device{"s" if len(data["capabilities"]) != 1 else ""})',
              '<a href="#spec-claims">What the spec claims</a>',
              f'<a href="#failures">Failures of the EP</a> ({_cases_in(failures)})',
-             f'<a href="#findings">Findings against onnxruntime</a> ({_cases_in(data["findings"])})']
+             f'<a href="#findings">Findings against onnxruntime</a> ({_cases_in(findings_apart(data["results"]))})']
     if data.get("waivers"):
         items.append(f'<a href="#waivers">Waivers</a> ({len(data["waivers"])})')
     if data["run"]["lost"]:
@@ -255,12 +256,12 @@ def _spec_claims(ep: dict[str, Any], first: bool = True) -> list[str]:
     unverified = unverified_count(claims)
     summary = f"{len(claims) - unverified} of {len(claims)} claims verified by a run on the real EP"
     if unverified:
-        summary += f"; <b>{unverified} unverified</b> (highlighted): taken from the sources, not confirmed by a run"
+        summary += f"; <b>{unverified} unverified</b> (highlighted): contradicted by this run, or taken from the sources and confirmed by no run"
     out.append(f"<p>From <code>{_e(ep.get('spec'))}</code>: {summary}.</p>")
     rows = ([f"<td><code>{_e(c['claim'])}</code></td>", f"<td>{_e(c['value'])}</td>",
-             f'<td class="verified">{"yes" if c["verified"] else "no — unverified"}</td>', f"<td>{_e(c['how'])}</td>",
+             f'<td class="verified">{"yes" if c["verified"] else "no — unverified"}</td>', f"<td>{_e(claim_evidence(c))}</td>", f"<td>{_e(c['how'])}</td>",
              f"<td>{'<br>'.join(_e(s) for s in c.get('sources', ()))}</td>"] for c in claims)
-    out += _table(("claim", "value", "verified", "how", "sources"), rows, f"spec-claims-table{suffix}",
+    out += _table(("claim", "value", "verified", "this run", "the spec says", "sources"), rows, f"spec-claims-table{suffix}",
                   ["" if c["verified"] else "claim-unverified" for c in claims])
     notes = ep.get("unverified") or []
     if notes:
@@ -276,66 +277,60 @@ def _families(results: list[dict[str, Any]], contracts: dict[str, Any]) -> dict[
     return dict(sorted(grouped.items()))
 
 
-# Failing cases shown in full per contract; the rest of its failing cases are listed in a table.
-CASES_IN_FULL = 3
-
-
 def _failures(data: dict[str, Any]) -> list[str]:
-    failures = [r for r in data["results"] if r["outcome"] in BROKEN and r["subject"] in AGAINST_EP]
-    out = ['<h2 id="failures">Failures of the EP</h2>']
+    failures = failures_of_the_ep(data["results"])
+    out = [f'<h2 id="failures">Failures of the EP <small class="muted">({_cases_in(failures)})</small></h2>']
     if not failures:
         return out + ["<p>None.</p>"]
+    scripts = groups.reproducers(data["results"])
     for family, results in _families(failures, data.get("contracts", {})).items():
-        out.append(f"<h3>{_e(family)} ({len(results)} failing cases)</h3>")
-        out += _by_contract(results, data.get("contracts", {}), "failure")
+        out.append(f"<h3>{_e(family)} ({len(results)} failing case{'s' if len(results) != 1 else ''})</h3>")
+        out += _by_contract(results, data.get("contracts", {}), "failure", scripts)
     return out
 
 
 def _findings(data: dict[str, Any]) -> list[str]:
-    out = ['<h2 id="findings">Findings against onnxruntime</h2>',
-           "<p>Broken <code>runtime</code>-subject contracts: defects of onnxruntime itself; they do not make the EP non-conformant.</p>"]
-    if not data["findings"]:
+    apart = findings_apart(data["results"])
+    out = [f'<h2 id="findings">Findings against onnxruntime <small class="muted">({_cases_in(apart)})</small></h2>',
+           "<p>Broken <code>runtime</code>-subject contracts: defects of onnxruntime itself; they do not make the EP non-conformant "
+           "(pytest counts them xfailed).</p>"]
+    shared = shared_with_the_ep(data["results"])
+    if shared:
+        out.append(f'<p id="shared">Failing cases of subject <code>both</code> (onnxruntime passed a bad request on, and the EP accepted it): '
+                   f'{len(shared)}, counted and shown with the <a href="#failures">EP\'s failures</a>.</p>')
+    if not apart:
         return out + ["<p>None.</p>"]
-    return out + _by_contract(data["findings"], data.get("contracts", {}), "finding")
+    return out + _by_contract(apart, data.get("contracts", {}), "finding", groups.reproducers(data["results"]))
 
 
-def _by_contract(results: list[dict[str, Any]], contracts: dict[str, Any], kind: str) -> list[str]:
-    """Per contract: its statement and spec excerpt once, its first cases in full, the rest listed."""
-    grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for result in results:
-        grouped[result["contract"]].append(result)
+def _by_contract(results: list[dict[str, Any]], contracts: dict[str, Any], kind: str, scripts: dict[int, str]) -> list[str]:
+    """Per contract: its statement, spec excerpt and message pattern once, then a row per failing
+    case with its parameters, what it saw and its reproducer's file (report/groups.py)."""
     out = []
-    for contract_id, cases in grouped.items():
-        contract = contracts.get(contract_id, {})
-        out += [f'<div class="{kind}" id="{failure_anchor(contract_id)}">',
-                f'<h4><code>{_e(contract_id)}</code> — {len(cases)} case{"s" if len(cases) != 1 else ""}</h4>']
+    for group in groups.grouped(results, scripts):
+        contract = contracts.get(group.contract, {})
+        count = len(group.rows)
+        out += [f'<div class="{kind}" id="{failure_anchor(group.contract)}">',
+                f'<h4><code>{_e(group.contract)}</code> — {count} failing case{"s" if count != 1 else ""}</h4>']
         if contract.get("statement"):
             out.append(f"<p><b>Statement</b> ({_e(contract.get('severity'))}, subject {_e(contract.get('subject'))}): {_e(contract['statement'])}</p>")
-        out.append(f"<p><b>Spec</b> <code>{_e(cases[0]['spec'])}</code></p>")
+        out.append(f"<p><b>Spec</b> <code>{_e(group.rows[0].result['spec'])}</code></p>")
         if contract.get("excerpt"):
-            out.append(f"<pre>{_e(contract['excerpt'])}</pre>")
-        out += [line for case in cases[:CASES_IN_FULL] for line in _case(case)]
-        if cases[CASES_IN_FULL:]:
-            out.append(f"<p>{len(cases) - CASES_IN_FULL} more failing cases:</p>")
-            out += _table(("device-params", "outcome", "message"),
-                          ([f"<td>{_e(c['device'])}-{_e(params_label(c['params']))}</td>", f'<td class="out-{_e(c["outcome"])}">{_e(c["outcome"])}</td>',
-                            f"<td>{_e(c['message'][:300])}</td>"] for c in cases[CASES_IN_FULL:]))
+            out.append(f"<details><summary>the spec's entry</summary><pre>{_e(contract['excerpt'])}</pre></details>")
+        shown = group.patterns[:groups.PATTERNS_SHOWN]
+        more = len(group.patterns) - len(shown)
+        out.append("<ul class=\"patterns\">" + "".join(f"<li>message ({n} case{'s' if n != 1 else ''}): <code>{_e(text)}</code></li>" for text, n in shown)
+                   + (f"<li>and {more} other messages (each case's is in report.json)</li>" if more else "")
+                   + (f"<li>expected: <code>{_e(group.expected)}</code></li>" if group.expected else "")
+                   + "".join(f"<li>{_e(text)}" + ("" if n == count else f" ({n} cases)") + "</li>" for text, n in group.memory[:groups.PATTERNS_SHOWN])
+                   + "</ul>")
+        rows = ([f'<td><a href="#{case_anchor(row.result)}">{_e(row.result["device"])}</a></td>',
+                 *(f"<td>{_e(row.result['params'].get(p, ''))}</td>" for p in group.params),
+                 f'<td class="out-{_e(row.result["outcome"])}">{_e(row.result["outcome"])}</td>', f"<td>{_e(row.detail)}</td>",
+                 f'<td><a href="{_e(row.reproducer)}"><code>{_e(row.reproducer)}</code></a></td>' if row.reproducer else "<td>—</td>"]
+                for row in group.rows)
+        out += _table(("device", *group.params, "outcome", "actual", "reproducer"), rows)
         out.append("</div>")
-    return out
-
-
-def _case(result: dict[str, Any]) -> list[str]:
-    out = [f'<h5>[{_e(result["device"])}-{_e(params_label(result["params"]))}] — '
-           f'<span class="out-{_e(result["outcome"])}">{_e(result["outcome"])}</span></h5>',
-           f"<p>{_e(result['message'])}</p>"]
-    for violation in result.get("details", {}).get("violations", []):
-        out.append(f"<p><b>Violation:</b> {_e(violation.get('message'))}</p>")
-        rows = [(k, violation.get(k)) for k in ("expected", "actual") if violation.get(k) is not None]
-        rows += [(f"memory of the {role}", memory_label(memory)) for role, memory in (violation.get("memory") or {}).items()]
-        if rows:
-            out += _table(("", "value"), ([f"<th>{_e(k)}</th>", f"<td><code>{_e(v)}</code></td>"] for k, v in rows))
-        if violation.get("reproducer"):
-            out += ["<p>Reproduce with:</p>", f"<pre>{_e(violation['reproducer'])}</pre>"]
     return out
 
 

@@ -1,14 +1,16 @@
-"""report.md: the verdict first, then failures and findings, then the copy matrix and every result."""
+"""report.md: the verdict first, then the copy matrix and the spec's claims, the failures and findings
+grouped by contract (report/groups.py), and every result."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from conformance.catalogue.claims import unverified_count
-from conformance.outcomes import AGAINST_EP, BROKEN
+import conformance.report.groups as groups
+from conformance.report.evidence import claim_evidence
 import conformance.report.throughput as throughput
-from conformance.report.common import (device_line, ep_origin, imports_lines, params_label, partial_run, provenance_text, run_conditions, tally,
-                                       unlisted_note, verdict_of)
+from conformance.report.common import (counts_text, device_line, ep_origin, failures_of_the_ep, findings_apart, imports_lines, params_label, partial_run,
+                                       provenance_text, run_conditions, shared_with_the_ep, tally, unlisted_note, verdict_of)
 
 
 def cell(text: Any) -> str:
@@ -35,20 +37,29 @@ def render(data: dict[str, Any]) -> str:
     for device in data["devices"]:
         out.append(f"- device `{device['label']}`: {device_line(device)}")
     ep_counts, runtime_counts = tally(data["results"])
-    summary = ", ".join(f"{count} {name}" for name, count in ep_counts.items() if count)
-    out += ["", f"Results of the EP: {summary or 'none'}."]
-    if runtime_counts:
-        out.append("onnxruntime's own contracts (subject `runtime`; their failures are findings against onnxruntime and do not decide the verdict): "
-                   + ", ".join(f"{count} {name}" for name, count in runtime_counts.items() if count) + ".")
-    out.append("")
+    out += ["", f"Results of the EP: {counts_text(ep_counts)}.", ""]
+    if runtime_counts:  # a paragraph of its own
+        out += ["onnxruntime's own contracts (subject `runtime`; their failures are findings against onnxruntime, pytest's xfailed, "
+                f"and do not decide the verdict): {counts_text(runtime_counts)}.", ""]
 
+    # The copy matrix and the spec's claims first: what works, at a glance, before the failures.
+    out += capabilities_section(data)
+    for index, entry in enumerate(data["eps"]):
+        out += spec_claims(entry, named=index > 0)
     results = data["results"]
-    failures = [r for r in results if r["outcome"] in BROKEN and r["subject"] in AGAINST_EP]
-    out += ["## Failures of the EP", ""]
-    out += [_detail(r) for r in failures] or ["None.", ""]
-    out += ["## Findings against onnxruntime", "",
-            "Broken `runtime`-subject contracts: defects of onnxruntime itself; they do not make the EP non-conformant.", ""]
-    out += [_detail(r) for r in data["findings"]] or ["None.", ""]
+    scripts = groups.reproducers(results)
+    failures = failures_of_the_ep(results)
+    out += [f"## Failures of the EP: {_cases_in(failures)}", ""]
+    out += [line for group in groups.grouped(failures, scripts) for line in _group(group, data.get("contracts") or {})] or ["None.", ""]
+    apart = findings_apart(results)
+    out += [f"## Findings against onnxruntime: {_cases_in(apart)}", "",
+            "Broken `runtime`-subject contracts: defects of onnxruntime itself; they do not make the EP non-conformant "
+            "(pytest counts them xfailed).", ""]
+    out += [line for group in groups.grouped(apart, scripts) for line in _group(group, data.get("contracts") or {})] or ["None.", ""]
+    shared = shared_with_the_ep(results)
+    if shared:
+        out += [f"Failing cases of subject `both` (onnxruntime passed a bad request on, and the EP accepted it): {len(shared)}, "
+                "counted and shown with the EP's failures above.", ""]
     if data["run"]["lost"]:
         out += ["## Checks lost to crashes or hangs", ""]
         out += [f"- `{cell(one['nodeid'])}`: {one['outcome']}: {cell(one['message'])}" for one in data["run"]["lost"]] + [""]
@@ -57,20 +68,6 @@ def render(data: dict[str, Any]) -> str:
         out += ["## Waivers", "", "| contract | status | cases | reason | upstream | until | declared in |", "| --- | --- | --- | --- | --- | --- | --- |"]
         out += [f"| {w['contract']} | {w['status']} | {w['cases']} | {cell(w['reason'])} | {w['url']} | {w['until'] or ''} | {w['spec'] or ''} |"
                 for w in data["waivers"]] + [""]
-    for index, entry in enumerate(data["eps"]):
-        out += spec_claims(entry, named=index > 0)
-    out += ["## Copy capabilities", ""]
-    for matrix in data["capabilities"]:
-        out.append(f"### {matrix['ep']} — {matrix['device']}")
-        out.append("")
-        if matrix.get("error"):
-            out += [f"Probe lost: {matrix['error']}", ""]
-            continue
-        note = unlisted_note(data["eps"], matrix)
-        out += [note, ""] if note else []
-        out += pairs_table(matrix) + [""]
-        out += throughput_table(matrix, "####")
-        out += imports_lines(matrix.get("imports")) + ([""] if matrix.get("imports") else [])
 
     out += contracts_table(data)
     out += ["## All results", "", "| contract | device | params | outcome | severity | subject | message | spec |",
@@ -112,9 +109,10 @@ def spec_claims(ep: dict[str, Any], heading: str = "##", named: bool = False) ->
         return out + [f"From `{ep.get('spec')}`; this report does not carry its claims.", ""]
     unverified = unverified_count(claims)
     out += [f"From `{ep.get('spec')}`: {len(claims) - unverified} of {len(claims)} claims verified by a run on the real EP"
-            + (f"; **{unverified} unverified** (marked **no**): taken from the sources, not confirmed by a run." if unverified else "."), ""]
-    out += ["| claim | value | verified | how |", "| --- | --- | --- | --- |"]
-    out += [f"| {c['claim']} | {cell(c['value'])} | {'yes' if c['verified'] else '**no**'} | {cell(c['how'])} |" for c in claims]
+            + (f"; **{unverified} unverified** (marked **no**): contradicted by this run, or taken from the sources and confirmed by no run."
+               if unverified else "."), ""]
+    out += ["| claim | value | verified | this run | the spec says |", "| --- | --- | --- | --- | --- |"]
+    out += [f"| {c['claim']} | {cell(c['value'])} | {'yes' if c['verified'] else '**no**'} | {cell(claim_evidence(c))} | {cell(c['how'])} |" for c in claims]
     notes = ep.get("unverified") or []
     if notes:
         out += ["", "Open questions the spec names:", "", *(f"- {cell(note)}" for note in notes)]
@@ -141,13 +139,46 @@ def throughput_table(matrix: dict[str, Any], heading: str) -> list[str]:
     return out + [""]
 
 
-def _detail(result: dict[str, Any]) -> str:
-    lines = [f"### `{result['contract']}` [{result['device']}-{params_label(result['params'])}] — {result['outcome']}", "",
-             f"{result['message']}", "", f"Spec: `{result['spec']}`", ""]
-    for violation in result["details"].get("violations", [])[:3]:
-        if violation.get("expected") or violation.get("actual"):
-            lines += [f"- expected: {cell(violation.get('expected'))}", f"- actual: {cell(violation.get('actual'))}"]
-        if violation.get("reproducer"):
-            lines += ["", "```python", violation["reproducer"], "```"]
-    lines.append("")
-    return "\n".join(lines)
+def capabilities_section(data: dict[str, Any]) -> list[str]:
+    """Each EP device's copy matrix, its throughput and what its interop probe found."""
+    out = ["## Copy capabilities", ""]
+    for matrix in data["capabilities"]:
+        out.append(f"### {matrix['ep']} — {matrix['device']}")
+        out.append("")
+        if matrix.get("error"):
+            out += [f"Probe lost: {matrix['error']}", ""]
+            continue
+        note = unlisted_note(data["eps"], matrix)
+        out += [note, ""] if note else []
+        out += pairs_table(matrix) + [""]
+        out += throughput_table(matrix, "####")
+        out += imports_lines(matrix.get("imports")) + ([""] if matrix.get("imports") else [])
+    return out
+
+
+def _cases_in(results: list[dict[str, Any]]) -> str:
+    contracts = len({r["contract"] for r in results})
+    return f"{len(results)} case{'s' if len(results) != 1 else ''} in {contracts} contract{'s' if contracts != 1 else ''}" if results else "none"
+
+
+def _group(group: groups.Group, contracts: dict[str, Any]) -> list[str]:
+    """A contract's failing cases: the contract once, then a row per case (see report/groups.py)."""
+    contract = contracts.get(group.contract, {})
+    first = group.rows[0].result
+    out = [f"### `{group.contract}`: {len(group.rows)} failing case{'s' if len(group.rows) != 1 else ''}", ""]
+    if contract.get("statement"):
+        out += [f"{contract['statement']} ({contract.get('severity')}, subject {contract.get('subject')})", ""]
+    out += [f"Spec: `{first['spec']}`", ""]
+    out += [f"- message ({count} case{'s' if count != 1 else ''}): `{cell(text)}`" for text, count in group.patterns[:groups.PATTERNS_SHOWN]]
+    if len(group.patterns) > groups.PATTERNS_SHOWN:
+        out.append(f"- and {len(group.patterns) - groups.PATTERNS_SHOWN} other messages (each case's is in report.json)")
+    out += [f"- expected: {cell(group.expected)}"] if group.expected else []
+    out += [f"- {cell(text)}" + ("" if n == len(group.rows) else f" ({n} cases)") for text, n in group.memory[:groups.PATTERNS_SHOWN]]
+    out += ["", "| device | " + " | ".join(cell(p) for p in group.params) + " | outcome | actual | reproducer |",
+            "| --- |" + " --- |" * (len(group.params) + 3)]
+    for row in group.rows:
+        r = row.result
+        link = f"[{row.reproducer}]({row.reproducer})" if row.reproducer else "—"
+        out.append(f"| {cell(r['device'])} | " + " | ".join(cell(r['params'].get(p, '')) for p in group.params)
+                   + f" | {r['outcome']} | {cell(row.detail)} | {link} |")
+    return out + [""]

@@ -28,18 +28,44 @@ def script_name(result: dict[str, Any]) -> str:
     return name[:200] + ".py"
 
 
-def scripts(results: list[dict[str, Any]]) -> dict[str, str]:
-    """{file name: script} of the failing results whose reproducer is a standalone script (not
-    the case run through the kit)."""
-    files: dict[str, str] = {}
+def standalone(result: dict[str, Any]) -> str:
+    """The failing `result`'s standalone script ('' when it has none: it passed, or its
+    reproducer is the case run through the kit)."""
+    if result.get("outcome") not in FAILING:
+        return ""
+    return next((v["reproducer"] for v in result.get("details", {}).get("violations", []) if str(v.get("reproducer", "")).startswith(SCRIPT)), "")
+
+
+def path_of(result: dict[str, Any], directory: Path | str) -> str | None:
+    """Where `write` puts `result`'s script under the report folder `directory` (None if it
+    has none), as the terminal names it while the run goes on. Two cases whose names differ
+    only in characters a file name cannot hold would share a name, and `file_names` numbers the
+    second: the reports, written once every result is known, name the files by it."""
+    return str(Path(directory) / FOLDER / script_name(result)) if standalone(result) else None
+
+
+def file_names(results: list[dict[str, Any]]) -> list[str | None]:
+    """Each result's script's name under repro/ (None for a result without one), in order."""
+    names: list[str | None] = []
+    taken: set[str] = set()
     for result in results:
-        if result.get("outcome") not in FAILING:
+        if not standalone(result):
+            names.append(None)
             continue
-        reproducer = next((v["reproducer"] for v in result.get("details", {}).get("violations", []) if str(v.get("reproducer", "")).startswith(SCRIPT)), "")
-        if reproducer:
-            name, base, n = script_name(result), script_name(result)[:-3], 2
-            while name in files:
-                name, n = f"{base}-{n}.py", n + 1
+        name, base, n = script_name(result), script_name(result)[:-3], 2
+        while name in taken:
+            name, n = f"{base}-{n}.py", n + 1
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def scripts(results: list[dict[str, Any]]) -> dict[str, str]:
+    """{file name: script} of the failing results whose reproducer is a standalone script."""
+    files: dict[str, str] = {}
+    for result, name in zip(results, file_names(results), strict=True):
+        if name:
+            reproducer = standalone(result)
             files[name] = reproducer if reproducer.endswith("\n") else reproducer + "\n"
     return files
 

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from conformance.outcomes import BROKEN
-from conformance.report.common import case_anchor, contract_anchor, failure_anchor, params_label, reason_contract, run_conditions, tally
+from conformance.report.common import (case_anchor, contract_anchor, counts_text, failure_anchor, failures_of_the_ep, findings_apart, params_label,
+                                       reason_contract, run_conditions, shared_with_the_ep, tally)
 
 LIMIT = 20_000  # bytes of UTF-8; GitHub shows up to 1 MiB per step, but a summary is read at a glance
 REASONS_SHOWN = 12
 MESSAGE_CHARS = 120
-BROKEN_VALUES = {o.value for o in BROKEN}
 MARK = {"conformant": "✅", "non_conformant": "❌", "incomplete": "⚠️"}
 SHORT = {"supported": "ok", "unverified": "unverified", "broken": "**broken**", "required_but_missing": "**missing (required)**",
          "not_required": "not needed", "unsupported": "no"}
@@ -42,9 +41,11 @@ def render(data: dict[str, Any], html: str = "report.html") -> str:
     body = _matrices(data["capabilities"])
     if _size(body) > budget // 2:
         body = ["", f"Copy capabilities: [{len(data['capabilities'])} device matrices in report.html]({html}#capabilities)"]
-    body += _cases("Failures of the EP", [r for r in data["results"] if r["outcome"] in BROKEN_VALUES and r["subject"] == "ep"],
-                   html, "failures", budget - _size(body))
-    body += _cases("Findings against onnxruntime (not the EP's)", data.get("findings", []), html, "findings", budget - _size(body))
+    body += _cases("Failures of the EP", failures_of_the_ep(data["results"]), html, "failures", budget - _size(body))
+    body += _cases("Findings against onnxruntime (not the EP's)", findings_apart(data["results"]), html, "findings", budget - _size(body))
+    shared = shared_with_the_ep(data["results"])
+    if shared:
+        body += ["", SHARED.format(count=len(shared))]
     return "\n".join(head + body + tail) + "\n"
 
 
@@ -65,9 +66,9 @@ def _head(data: dict[str, Any], html: str) -> list[str]:
     if len(found) > REASONS_SHOWN:
         out.append(f"- … and {len(found) - REASONS_SHOWN} more reasons: [report.html]({html}#verdict)")
     ep_counts, runtime_counts = tally(data["results"])
-    out += ["", f"**{cell(ep.get('name', 'EP'))}**: {_counts(ep_counts)}"]
-    if runtime_counts:
-        out.append(f"{RUNTIME_COUNTS.format(subject='`runtime`')}: {_counts(runtime_counts)}")
+    out += ["", f"**{cell(ep.get('name', 'EP'))}**: {counts_text(ep_counts)}"]
+    if runtime_counts:  # a paragraph of its own: Markdown joins adjacent lines into one
+        out += ["", f"{RUNTIME_COUNTS.format(subject='`runtime`')}: {counts_text(runtime_counts)}"]
     ort = data.get("onnxruntime") or {}
     devices = ", ".join(f"`{cell(d['label'])}`" for d in data.get("devices", [])) or "none"
     out += [f"\n**{cell(line)}**" for line in run_conditions(data)]
@@ -76,13 +77,17 @@ def _head(data: dict[str, Any], html: str) -> list[str]:
     return out
 
 
-RUNTIME_COUNTS = "onnxruntime's own contracts (subject {subject}; they do not decide the verdict)"
+RUNTIME_COUNTS = "onnxruntime's own contracts (subject {subject}; they do not decide the verdict; pytest counts their failures xfailed)"
+SHARED = ("Failing cases of subject `both` (onnxruntime passed a bad request on, and the EP accepted it): {count}, "
+          "counted with the EP's failures, and listed in report.json's findings too.")
 
 
 @dataclass(frozen=True)
 class Reason:
     """A verdict reason, the contract it names (None for the run as a whole) and, where that
-    contract broke, how many of its cases did ('3 of 12 cases')."""
+    contract broke, how many of its cases did against the EP, as pytest counts them ('3 of 12
+    cases'), and how many more are onnxruntime's findings ('3 of 12 cases, and 7 findings
+    against onnxruntime')."""
 
     text: str
     contract: str | None
@@ -96,8 +101,9 @@ def reasons(data: dict[str, Any]) -> list[Reason]:
     for text in data.get("verdict_reasons") or []:
         named = reason_contract(text, contracts)
         of_it = [r for r in data["results"] if r["contract"] == named]
-        broken = sum(1 for r in of_it if r["outcome"] in BROKEN_VALUES)
-        out.append(Reason(text, named, f"{broken} of {len(of_it)} case{'s' if len(of_it) != 1 else ''}" if broken else ""))
+        broken, apart = len(failures_of_the_ep(of_it)), len(findings_apart(of_it))
+        cases = f"{broken} of {len(of_it)} case{'s' if len(of_it) != 1 else ''}" if broken else ""
+        out.append(Reason(text, named, cases + (f", and {apart} finding{'s' if apart != 1 else ''} against onnxruntime" if cases and apart else "")))
     return out
 
 
@@ -106,14 +112,10 @@ def terminal(data: dict[str, Any]) -> list[str]:
     then the EP's counts apart from onnxruntime's findings, and an emulated CPU (run_conditions)."""
     ep_counts, runtime_counts = tally(data["results"])
     lines = [f"  {reason.text}" + (f" ({reason.cases})" if reason.cases else "") for reason in reasons(data)]
-    lines.append(f"{(data.get('ep') or {}).get('name', 'EP')}: {_counts(ep_counts) if ep_counts else 'no check of its own ran'}")
+    lines.append(f"{(data.get('ep') or {}).get('name', 'EP')}: {counts_text(ep_counts) if ep_counts else 'no check of its own ran'}")
     if runtime_counts:
-        lines.append(f"{RUNTIME_COUNTS.format(subject='runtime')}: {_counts(runtime_counts)}")
+        lines.append(f"{RUNTIME_COUNTS.format(subject='runtime')}: {counts_text(runtime_counts)}")
     return lines + run_conditions(data)
-
-
-def _counts(counts: dict[str, int]) -> str:
-    return ", ".join(f"{n} {name}" for name, n in counts.items() if n) or "none"
 
 
 def _matrices(matrices: list[dict[str, Any]]) -> list[str]:

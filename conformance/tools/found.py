@@ -21,6 +21,7 @@ from conformance.catalogue.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.options import reason_of
 from conformance.outcomes import BROKEN_OR_ERROR
 from conformance.report.common import advertised_memory, ep_origin, imports_lines, run_conditions, unlisted_note
+from conformance.report import evidence
 from conformance.report.markdown import cell, pairs_table, spec_claims as claims_table, throughput_table
 from conformance.report.schema import REPORT_SCHEMA_PREFIX, parse_json, report_problems
 from conformance.catalogue.spec import load_known_issues
@@ -113,14 +114,17 @@ def _section(lane: str, report: dict[str, Any], spec: EpSpec | None, known: tupl
                    f"{', ' + hardware['vendor'] if hardware.get('vendor') else ''}), EP vendor {device.get('ep_vendor')!r}")
         out.append(f"  - `memory_info(DEFAULT)`: {advertised_memory(device, 'default')}")
         out.append(f"  - `memory_info(HOST_ACCESSIBLE)`: {advertised_memory(device, 'host_accessible')}")
-    out += ["", *_claims(spec), *_copy_matrix(report), *_failures(report, spec, known), *_not_run(report)]
+    out += ["", *_claims(spec, report), *_copy_matrix(report), *_failures(report, spec, known), *_not_run(report)]
     return out
 
 
-def _claims(spec: EpSpec | None) -> list[str]:
-    """From the spec as it is now, not as the report recorded it: a claim verified since the run
-    is shown verified."""
-    ep = {"declared": spec is not None, "spec": spec.location.path if spec else None, "claims": spec_claims(spec),
+def _claims(spec: EpSpec | None, report: dict[str, Any]) -> list[str]:
+    """From the spec as it is now, not as the report recorded it (a claim verified since the run
+    is shown verified), against what the lane's run showed of each (report/evidence.py): a claim
+    that run broke is not verified, whatever the spec says."""
+    ep_record = report["ep"]
+    claims = evidence.in_this_run(spec_claims(spec), ep_record.get("name", ""), report["results"], report["capabilities"], ep_record.get("ep_device", True))
+    ep = {"declared": spec is not None, "spec": spec.location.path if spec else None, "claims": claims,
           "unverified": list(spec.unverified) if spec else []}
     return claims_table(ep, "###")
 

@@ -6,14 +6,18 @@ quarantined), `evidence` (`evidence.Evidence`: what the check proved, as data), 
 (`memories.Memories`: memory infos and facts, placing, copying and reading values), `sessions`
 (`sessions.Sessions`: sessions built once per worker and shared, their node assignment, runs
 that stay on the EP, refused sessions explained; `taken.TakenModels` finds a model a narrow EP takes) and `snippets` (`snippets.Snippets`:
-reproducer code). They share one `DeviceUnderTest`. Checks call `ctx.place(...)`, `ctx.session(...)`; the
-context forwards each name to the part that has it.
+reproducer code). They share one `DeviceUnderTest`. Checks call `ctx.place(...)`, `ctx.session(...)`:
+each is the part's own method under its own name on the context, typed as the part's, so that
+mypy and an editor follow `ctx.place` to `Memories.place`; the device's and the guard's data
+are properties. A stand-in set on the context for a part's method replaces the part's too.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
+from conformance.calls import Call
 from conformance.checks.context.device import DeviceUnderTest
 from conformance.checks.context.evidence import Evidence
 from conformance.checks.context.memories import Memories
@@ -25,24 +29,6 @@ from conformance.target.eps import EpTarget, import_onnxruntime
 from conformance.target.models import ModelCache
 
 __all__ = ["ASSIGNMENT_CONFIG", "CheckContext", "SessionInfo"]
-
-
-class _Part:
-    """An attribute of the context that is a part's attribute of the same name (or `name`).
-    Setting it sets the part's, so that a stand-in put on the context (a test's monkeypatch, a
-    check dropping its EP device) is what the part itself then uses too."""
-
-    def __init__(self, part: str, name: str = ""):
-        self.part, self.name = part, name
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = self.name or name
-
-    def __get__(self, context: Any, owner: type | None = None) -> Any:
-        return self if context is None else getattr(getattr(context, self.part), self.name)
-
-    def __set__(self, context: Any, value: Any) -> None:
-        setattr(getattr(context, self.part), self.name, value)
 
 
 class CheckContext:
@@ -58,6 +44,20 @@ class CheckContext:
         # Whether the rule a contested contract holds for some EPs and builds (its `contested`)
         # applies to this EP device and build: set by the runner for each case.
         self.contested_rule_holds = False
+        self._name_the_parts_methods()
+        parts = (self.under_test, self.guard, self.evidence, self.memories, self.sessions, self.snippets, self.taken_models)
+        # Each method named above -> the part it is of: where a stand-in set on the context goes too.
+        self._parts_of = {name: value.__self__ for name, value in vars(self).items()
+                          if inspect.ismethod(value) and any(value.__self__ is part for part in parts)}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A stand-in set on the context for one of its parts' methods (a test's monkeypatch)
+        replaces the part's own too, so that the parts calling one another use it as the check
+        does (a copy stood in for is the one `read` makes)."""
+        part = self.__dict__.get("_parts_of", {}).get(name)
+        if part is not None:
+            setattr(part, name, value)
+        super().__setattr__(name, value)
 
     def begin(self, on_progress=None, quarantined: list[dict[str, Any]] | None = None) -> None:
         """A new check starts (see CallGuard.begin); it has proved nothing yet."""
@@ -66,18 +66,58 @@ class CheckContext:
         self.memories.touched.clear()
         self.memories.guarded = []
 
-    # the EP device
-    ort, target, device, facts, require_api = (_Part("under_test") for _ in range(5))
-    device_index = _Part("under_test", "index")
-    # what the running check does
-    attempt, calling, precondition, step, reproducer, quarantined = (_Part("guard") for _ in range(6))
-    # what it proved
-    prove, prove_item, tally, compare = (_Part("evidence") for _ in range(4))
-    # memories and values
-    memory_info, memory_facts, is_cpu_memory, require_memory, describe_memory = (_Part("memories") for _ in range(5))
-    wrap_cpu, allocate, copy, read, place, only_plain_cpu, watch = (_Part("memories") for _ in range(7))
-    # sessions
-    session, create_session, assignment_of, require_nodes_on_ep, running, cpu_session = (_Part("sessions") for _ in range(6))
-    session_on_ep = _Part("taken_models")
-    # reproducers
-    preamble, session_snippet, memory_expr = (_Part("snippets") for _ in range(3))
+    # The EP device (read through the shared DeviceUnderTest; a check that drops the library's
+    # devices sets `device` to None, which every part then sees).
+    @property
+    def ort(self) -> Any:
+        return self.under_test.ort
+
+    @property
+    def target(self) -> EpTarget:
+        return self.under_test.target
+
+    @property
+    def device(self) -> Any:
+        return self.under_test.device
+
+    @device.setter
+    def device(self, device: Any) -> None:
+        self.under_test.device = device
+
+    @property
+    def facts(self) -> dict[str, Any]:
+        return self.under_test.facts
+
+    @property
+    def device_index(self) -> int:
+        return self.under_test.index
+
+    # What the running check does now (the guard's, as it last announced them).
+    @property
+    def step(self) -> str:
+        return self.guard.step
+
+    @property
+    def reproducer(self) -> str:
+        return self.guard.reproducer
+
+    @property
+    def quarantined(self) -> dict[Call, str]:
+        return self.guard.quarantined
+
+    def _name_the_parts_methods(self) -> None:
+        """The parts' methods a check calls, each by its own name on the context: typed as the
+        part's (a stand-in a test puts on the context replaces it there)."""
+        under_test, guard, evidence, memories, sessions, snippets = (self.under_test, self.guard, self.evidence, self.memories,
+                                                                    self.sessions, self.snippets)
+        self.require_api = under_test.require_api
+        self.attempt, self.calling, self.precondition = guard.attempt, guard.calling, guard.precondition
+        self.prove, self.prove_item, self.tally, self.compare = evidence.prove, evidence.prove_item, evidence.tally, evidence.compare
+        self.memory_info, self.memory_facts, self.is_cpu_memory = memories.memory_info, memories.memory_facts, memories.is_cpu_memory
+        self.require_memory, self.describe_memory, self.only_plain_cpu = memories.require_memory, memories.describe_memory, memories.only_plain_cpu
+        self.wrap_cpu, self.allocate, self.copy, self.read, self.place, self.watch = (memories.wrap_cpu, memories.allocate, memories.copy,
+                                                                                      memories.read, memories.place, memories.watch)
+        self.session, self.create_session, self.cpu_session, self.running = sessions.session, sessions.create_session, sessions.cpu_session, sessions.running
+        self.assignment_of, self.require_nodes_on_ep = sessions.assignment_of, sessions.require_nodes_on_ep
+        self.session_on_ep = self.taken_models.session_on_ep
+        self.preamble, self.session_snippet, self.memory_expr = snippets.preamble, snippets.session_snippet, snippets.memory_expr
