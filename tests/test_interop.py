@@ -321,6 +321,17 @@ def test_the_refdev_lane_gate_wants_the_import_family_passed_with_the_importing_
     assert refdev.gate(report("/r/refdev/build/libort_refdev_ep.so", "not_applicable"), 0) == []
 
 
+def test_the_import_faults_lane_wants_the_null_tensor_passed_on_by_onnxruntime():
+    lane = next(lane for lane in LANES.LANES if lane.name == "refdev-import-faults")
+    assert lane.environ(Path("python")) == {"ORT_REFDEV_IMPORT_FAULT": "null-tensor"}
+    assert lane.pytest_args[lane.pytest_args.index("--ep-library") + 1] == "refdev/build/api27/libort_refdev_ep.so"
+    def report(message, subject):
+        results = [{"contract": "import.offsets", "outcome": "fail", "message": message, "subject": subject, "params": {}}]
+        return {"run": {"collected": 1}, "results": results, "verdict": "non_conformant", "verdict_reasons": []}
+    assert LANES.null_tensor_gate(report("CreateTensorFromMemory returned OK and no tensor", "both"), 1) == []
+    assert len(LANES.null_tensor_gate(report("CreateTensorFromMemory: refused", "ep"), 1)) == 1
+
+
 def test_a_lane_with_a_wrapper_runs_inside_it_with_the_library_it_names(monkeypatch, tmp_path):
     monkeypatch.setattr(LANES, "REPORTS", tmp_path)
     monkeypatch.setattr(LANES, "environment", lambda lane: Path("/venv/bin/python"))
