@@ -212,3 +212,25 @@ def test_a_report_folder_path_longer_than_the_system_allows_is_one_clear_line(tm
         assert cli(command) == 2
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and err.endswith("cannot be used: File name too long"), err
+
+
+def test_a_run_with_repro_planted_as_a_symlink_says_what_was_written_and_what_was_not(tmp_path):
+    import subprocess
+    import sys
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (reports / "repro").symlink_to(elsewhere)
+    # A CPU run with findings against onnxruntime: their scripts go to repro/.
+    completed = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep=cpu", "-k", "rejects-bad-output",
+                                "--conformance-report", "reports"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    output = completed.stdout + completed.stderr
+    assert completed.returncode == pytest.ExitCode.INTERNAL_ERROR, output[-2000:]
+    assert "Traceback" not in output and "the report was not written" not in output, output[-2000:]
+    errors = [line for line in completed.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and errors[0].startswith("ERROR: the reproducers (repro/) were not written:") and "is a symlink" in errors[0], errors
+    assert errors[0].endswith("the report was: report.json, report.md, report.html, summary.md, junit.xml"), errors
+    assert json.loads((reports / "report.json").read_text())["results"] and not os.listdir(elsewhere)
+    assert not (reports / runfolder.UNFINISHED).exists()

@@ -58,7 +58,7 @@ def test_an_ep_whose_devices_come_and_go_or_whose_sessions_name_another_ep_break
         def get_providers(self):
             return ["SomeOtherName", "CPUExecutionProvider"]
 
-    monkeypatch.setattr(ctx.sessions, "create_session", lambda model, device=None: Renamed())
+    monkeypatch.setattr(ctx, "create_session", lambda model, device=None: Renamed())
     result, message = outcome(runner, "ep-device.name-stable")
     assert result is Outcome.FAIL and "lists its providers as ['SomeOtherName'" in message, message
 
@@ -76,10 +76,10 @@ def test_a_query_that_answers_otherwise_on_a_second_listing_breaks_queries_stabl
 
 
 def _advertise(monkeypatch, ctx, info) -> None:
-    monkeypatch.setattr(ctx.memories, "memory_info", lambda kind: info)
-    monkeypatch.setattr(ctx.memories, "memory_facts", lambda kind: {"name": info.name, "device_type": "gpu", "vendor_id": 0xBEEF,
+    monkeypatch.setattr(ctx, "memory_info", lambda kind: info)
+    monkeypatch.setattr(ctx, "memory_facts", lambda kind: {"name": info.name, "device_type": "gpu", "vendor_id": 0xBEEF,
                                                                       "device_id": 0, "device_mem_type": "default"})
-    monkeypatch.setattr(ctx.memories, "require_memory", lambda kind: None)
+    monkeypatch.setattr(ctx, "require_memory", lambda kind: None)
 
 
 def test_a_nameless_memory_info_or_one_buffer_twice_breaks_allocator_well_formed(runner, monkeypatch):
@@ -88,13 +88,13 @@ def test_a_nameless_memory_info_or_one_buffer_twice_breaks_allocator_well_formed
                                            ort.OrtAllocatorType.ORT_DEVICE_ALLOCATOR)
     one = ort.OrtValue.ortvalue_from_shape_and_type([256], 2)
     _advertise(monkeypatch, ctx, nameless)
-    monkeypatch.setattr(ctx.memories, "allocate", lambda kind, dtype, shape: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), 2))
+    monkeypatch.setattr(ctx, "allocate", lambda kind, dtype, shape: ort.OrtValue.ortvalue_from_shape_and_type(list(shape), 2))
     result, message = outcome(runner, "memory-info.allocator-well-formed", memory="default")
     assert result is Outcome.FAIL and message.startswith("the DEFAULT memory info is malformed"), message
     named = ort.OrtMemoryInfo.create_v2("Device", ort.OrtMemoryInfoDeviceType.GPU, 0xBEEF, 0, ort.OrtDeviceMemoryType.DEFAULT, 0,
                                         ort.OrtAllocatorType.ORT_DEVICE_ALLOCATOR)
     _advertise(monkeypatch, ctx, named)
-    monkeypatch.setattr(ctx.memories, "allocate", lambda kind, dtype, shape: one)
+    monkeypatch.setattr(ctx, "allocate", lambda kind, dtype, shape: one)
     result, message = outcome(runner, "memory-info.allocator-well-formed", memory="default")
     assert result is Outcome.FAIL and "2 allocations from the DEFAULT memory info gave" in message, message
 

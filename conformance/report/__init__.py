@@ -270,7 +270,7 @@ def describe_at_a_glance(result: Result, contract, script: str | None = None) ->
     with expected and actual (and how many more there are), the spec line and the reproducer's
     path; a crash, a timeout or an error says what happened and the process's last lines. A few
     lines per case, whatever the number of failing cases: the whole story is `--tb=long`'s."""
-    lines = [_headline(result, contract)]
+    lines = [_headline(result, contract), *_tries(result)]
     violations = result.details.get("violations") or []
     if result.outcome is not Outcome.FAIL and not violations:
         head, *tail = result.message.splitlines() or [""]
@@ -298,8 +298,17 @@ def describe_briefly(result: Result, contract, script: str | None = None) -> str
     """`--tb=short`: the headline, each violation's message (or what happened), the spec line
     and the reproducer's path."""
     messages = [v["message"] for v in result.details.get("violations") or []] if result.outcome is Outcome.FAIL else []
-    lines = [_headline(result, contract)] + [f"  violation: {m}" for m in messages or [reason_line(result)]]
+    lines = [_headline(result, contract)] + [f"  violation: {m}" for m in messages or [reason_line(result)]] + _tries(result)
     return "\n".join(lines + [f"  spec:      {result.spec}"] + ([f"  reproduce: python {script}"] if script else []))
+
+
+def _tries(result: Result) -> list[str]:
+    """A line per try of a case tried again (conformance.run.reruns): its outcome and message."""
+    lines = []
+    for number, attempt in enumerate(result.details.get("tries") or [], start=1):
+        said = (attempt["message"].strip().splitlines() or [""])[0][:300]
+        lines.append(f"  try {number}: {attempt['outcome']}" + (f": {said}" if said else ""))
+    return lines
 
 
 def describe_failure(result: Result, contract) -> str:
@@ -318,9 +327,7 @@ def describe_failure(result: Result, contract) -> str:
         head, *tail = result.message.splitlines() or [""]
         lines += [] if result.details.get("violations") else [f"  {result.outcome.value}: {head}"]
         lines += ["  output:"] + [f"    {line}" for line in tail] if tail else []
-    for number, attempt in enumerate(result.details.get("tries") or [], start=1):
-        said = (attempt["message"].strip().splitlines() or [""])[0][:300]
-        lines.append(f"  try {number}: {attempt['outcome']}" + (f": {said}" if said else ""))
+    lines += _tries(result)
     for violation in result.details.get("violations", []):
         lines.append(f"  violation: {violation['message']}")
         if violation.get("expected"):

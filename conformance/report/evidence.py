@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.outcomes import BROKEN as BROKEN_OUTCOMES
+
 # The contracts whose results bear on each claim. `copy_directions` is read from the copy
 # matrix instead (its claimed pairs); `packages` from no result at all (a run installs nothing).
 CLAIM_CONTRACTS = {
@@ -24,7 +26,7 @@ CLAIM_CONTRACTS = {
     "session_memory": ("memory-info.session-inputs", "memory-info.session-outputs"),
 }
 SHOWN = ("pass", "waived")
-BROKEN = ("fail", "crash", "timeout")
+BROKEN = tuple(outcome.value for outcome in BROKEN_OUTCOMES)  # a flaky case contradicts a claim as a failure does
 # Statuses of the copy matrix (engine/capabilities.py) that show a claimed direction works, or not.
 PAIR_WORKS = ("supported", "not_required")
 PAIR_BROKEN = ("broken", "required_but_missing", "unsupported")
