@@ -21,6 +21,15 @@ class KitError(KitException, Exception):
     """An error raised by the kit (caught by `except Exception` as any error is)."""
 
 
+class FileError(KitError):
+    """An error about one file, as data: the file (`path`) and what is wrong with it (`message`)."""
+
+    def __init__(self, path: Any, message: str):
+        super().__init__(f"{path}: {message}")
+        self.path = str(path)
+        self.message = message
+
+
 @dataclass(frozen=True)
 class SpecError:
     """An error at a place: the file as shown (`path`), its 1-based `line` and `column`, the

@@ -25,19 +25,14 @@ import stat
 import tempfile
 from pathlib import Path
 from typing import IO, BinaryIO, Mapping
-from conformance.errors import KitError
+from conformance.errors import FileError
 
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink"))
 
 
-class UnsafeFile(KitError):
+class UnsafeFile(FileError):
     """A file or folder that cannot be read or written as asked: where, and why in a few words."""
-
-    def __init__(self, path: Path | str, message: str):
-        super().__init__(f"{path}: {message}")
-        self.path = str(path)
-        self.message = message
 
 
 def kind_of(mode: int) -> str:

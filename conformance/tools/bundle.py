@@ -37,7 +37,7 @@ from conformance.report.junit_schema import Problem  # its path: a file of the b
 from conformance.options import reason_of
 from conformance.outcomes import Outcome, Result, counts, verdict
 from conformance.report.schema import parse_json, report_problems
-from conformance.errors import KitError
+from conformance.errors import FileError
 
 SCHEMA = "ort-ep-conformance/bundle/1"
 MANIFEST = "manifest.json"
@@ -70,13 +70,8 @@ def require_report_shape(path: Path, report: Any) -> None:
         raise BundleError(path, f"not a conformance report: {problems[0]}{more}")
 
 
-class BundleError(KitError):
+class BundleError(FileError):
     """A bundle that cannot be written or read: the file at fault and what is wrong with it."""
-
-    def __init__(self, path: Path | str, message: str):
-        super().__init__(f"{path}: {message}")
-        self.path = str(path)
-        self.message = message
 
 
 def sha256(data: bytes) -> str:
