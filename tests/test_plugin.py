@@ -252,7 +252,7 @@ def test_runtime_finding_is_listed_in_report_md(cpu_run):
 
 def test_a_failing_ep_contract_shows_statement_spec_line_and_reproducer(pytester):
     pytester.makefile(".yaml", vendor=FAILING_VENDOR_CONTRACT)
-    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor", "--tb=long", timeout=TIMEOUT)
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor.", "--tb=long", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         "*vendor.strict-binding [[]required, subject: ep[]] failed on CPUExecutionProvider (cpu)*",
@@ -731,14 +731,14 @@ def test_vendor_contract_file_adds_items_to_the_shipped_catalogue(pytester):
 def test_python_test_files_are_not_collected_with_ep(pytester):
     pytester.makepyfile(test_plain="def test_one():\n    assert False\n")
     pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
-    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor", timeout=TIMEOUT)
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor.", timeout=TIMEOUT)
     result.assert_outcomes(passed=2, deselected=result.parseoutcomes()["deselected"])
     assert "test_plain" not in result.stdout.str()
 
 
 def test_report_dir_option_moves_the_report(pytester):
     pytester.makefile(".yaml", vendor=VENDOR_CONTRACTS)
-    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor",
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "-k", "vendor.",
                                            "--conformance-report=out", timeout=TIMEOUT)
     assert result.ret == pytest.ExitCode.OK
     report = json.loads((pytester.path / "out" / "report.json").read_text())
