@@ -80,6 +80,8 @@ typedef enum {
   /* tries that differ: flaky results, and a crash that does not come back */
   FAULT_INTERMITTENT,
   FAULT_INTERMITTENT_ABORT,
+  /* kernels that take empty tensors and cannot run on them */
+  FAULT_EMPTY_FAILS,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -93,6 +95,7 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
     "misplaced-inputs",
     "overrun",
     "intermittent", "intermittent-abort",
+    "empty-fails",
 };
 
 #define REFDEV_FAULT_LIST                                                                    \
@@ -100,7 +103,7 @@ static const char* const k_fault_names[FAULT_COUNT_] = {
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
   "import-no-bounds, import-denies, kernel-fails, misplaced-inputs, overrun, intermittent, "   \
-  "intermittent-abort"
+  "intermittent-abort, empty-fails"
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */
 static bool parse_fault(const char* s, refdev_fault* out) {
@@ -1039,6 +1042,11 @@ static OrtStatus* ORT_API_CALL ci_compute(OrtNodeComputeInfo* this_ptr, void* st
     if (in[i] == NULL) return make_status(ORT_EP_FAIL, "RefDev %s: missing input %zu", ci->name, i);
     RETURN_IF_STATUS(view_of(f, in[i], &tv[i], "input"));
     log_input_placement(ci->name, i, in[i]);
+    /* empty-fails: the node was taken (GetCapability claims empty shapes as any other), and its
+     * kernel fails on an input with a zero-sized dimension instead of giving the empty output. */
+    if (tv[i].count == 0 && current_fault() == FAULT_EMPTY_FAILS) {
+      return make_status(ORT_EP_FAIL, "RefDev %s: fault 'empty-fails': input %zu has no elements", ci->name, i);
+    }
   }
   if (ci->op == OP_ADD) {
     bool same = tv[0].rank == tv[1].rank;

@@ -497,6 +497,30 @@ def wrap_sessions(monkeypatch, ctx, wrapper):
     monkeypatch.setattr(ctx, "session", session)
 
 
+class GivesAnotherOutput(SessionWrapper):
+    """A real session whose run gives a [1] float64 output: not the empty output the model defines."""
+
+    def run(self, output_names, feeds):
+        return [np.zeros((1,), np.float64)]
+
+
+def test_a_run_on_empty_tensors_must_give_the_models_empty_output(runner, ctx, monkeypatch):
+    params = dict(recipe="add", dtype="float32", shape="2x0x4")
+    result = runner.run("session.empty-tensors", 0, params)
+    assert result["outcome"] == "pass" and result["details"]["evidence"]["output"] == {"shape": [2, 0, 4], "dtype": "float32"}
+    wrap_sessions(monkeypatch, ctx, GivesAnotherOutput)
+    outcome, message = run(runner, "session.empty-tensors", **params)
+    assert outcome is Outcome.FAIL and message == "model 'add' on CPUExecutionProvider gave an output of shape [1] and float64 for empty inputs"
+    outcome, message = run(runner, "session.empty-tensors", recipe="add", dtype="float32", shape="3x5")
+    assert outcome is Outcome.NOT_RUN and "is not empty" in message
+
+
+def test_claiming_an_empty_tensors_node_then_failing_the_session_breaks_session_empty_tensors(runner, ctx, monkeypatch):
+    claim_then_fail_sessions(monkeypatch, ctx)
+    outcome, message = run(runner, "session.empty-tensors", recipe="relu", dtype="float32", shape="0x3")
+    assert outcome is Outcome.FAIL and message.startswith("CPUExecutionProvider claimed the 1 node (Relu) of model 'relu' with float32")
+
+
 class AcceptingSession(SessionWrapper):
     """run_with_iobinding that swallows onnxruntime's refusal, as a runtime that does not
     validate bound outputs would."""

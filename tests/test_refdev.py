@@ -399,3 +399,29 @@ def test_cpu_side_writes_into_host_accessible_memory_are_checked_and_a_corruptin
     script = failed["details"]["violations"][0]["reproducer"]
     assert run_script(script, ORT_REFDEV_HOST_ACCESSIBLE="1", ORT_REFDEV_FAULT="corrupt").returncode == 1
     assert run_script(script, ORT_REFDEV_HOST_ACCESSIBLE="1").returncode == 0
+
+
+# --- empty tensors --------------
+
+
+def test_a_taken_node_that_fails_on_an_empty_tensor_breaks_session_empty_tensors(refdev_library, tmp_path):
+    """empty-fails: refdev takes Relu and Add of empty shapes and its kernels fail on them, as the
+    OpenVINO plugin EP 1.8.1 does. session.empty-tensors fails with the EP's error and a script
+    that fails on that build and passes on the correct one; iobinding.bind-calls, whose plain run
+    of the same model fails first, stays not_run and names the contract. On plain refdev it passes."""
+    good = refdev_subset(refdev_library, tmp_path / "good", "session.empty-tensors")
+    taken = good[("session.empty-tensors", ("relu", "float32", "0x3"))]
+    assert taken["outcome"] == "pass", taken
+    assert taken["details"]["evidence"]["nodes_on_ep"] == ["Relu"] and taken["details"]["evidence"]["output"] == {"shape": [0, 3], "dtype": "float32"}
+    declined = good[("session.empty-tensors", ("identity", "float32", "0x3"))]  # refdev takes no Identity: onnxruntime places it on the CPU EP
+    assert declined["outcome"] == "not_applicable" and "declines model 'identity'" in declined["message"], declined
+    broken = refdev_subset(refdev_library, tmp_path / "broken", "session.empty-tensors or (bind-calls and float32-0x3)", ORT_REFDEV_FAULT="empty-fails")
+    failed = broken[("session.empty-tensors", ("add", "float32", "2x0x4"))]
+    assert failed["outcome"] == "fail" and failed["subject"] == "ep", failed
+    assert "took the nodes of model 'add' (float32 [2, 0, 4]) and failed to run them on empty inputs" in failed["message"]
+    assert "fault 'empty-fails': input 0 has no elements" in failed["message"]
+    script = failed["details"]["violations"][0]["reproducer"]
+    assert run_script(script, ORT_REFDEV_FAULT="empty-fails").returncode == 1
+    assert run_script(script).returncode == 0  # the same script passes on the good build
+    bound = broken[("iobinding.bind-calls", ("bind-cpu-input", "relu", "float32", "0x3"))]
+    assert bound["outcome"] == "not_run" and "session.empty-tensors" in bound["message"], bound

@@ -29,7 +29,7 @@ class Location:
 
 @dataclass(frozen=True)
 class Source:
-    kind: str  # seed | pr | onnxruntime-source | onnxruntime-docs | measured
+    kind: str  # seed | pr | onnxruntime-source | onnxruntime-docs | onnx-docs (the ONNX specification) | measured
     ref: str
     note: str = ""
     claims: tuple[str, ...] = ()  # in EP specs: the claims this source backs

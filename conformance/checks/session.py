@@ -1,4 +1,4 @@
-"""Sessions: the nodes meant for the EP run on it, and give the right values."""
+"""Sessions: the nodes meant for the EP run on it, and give the right values, on empty tensors too."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps
 from conformance.checks.context.reference import reference, small_integers
-from conformance.checks.context.sessions import SESSION_SHAPE
-from conformance.findings import ClaimedButUnrunnable, Violation
+from conformance.checks.context.sessions import SESSION_SHAPE, SessionInfo
+from conformance.errors import KitError
+from conformance.findings import ClaimedButUnrunnable, NotRun, Violation, first_line
 from conformance.checks.context import CheckContext
-
 
 
 @check("session.nodes-on-ep")
@@ -41,13 +41,63 @@ def claimed_nodes_run(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Vi
     and creates its kernel (the session exists, the node assigned to the EP), or declines it so
     that onnxruntime places it elsewhere (not_applicable: an honest decline). Claiming the node
     and then failing the session is the violation."""
-    dt = tensors.DTYPES[dtype]
+    # The evidence: the nodes the EP took, its kernels created.
+    claimed = taken_session(ctx, recipe, tensors.DTYPES[dtype], SESSION_SHAPE)
+    if isinstance(claimed, Violation):
+        yield claimed
+
+
+def taken_session(ctx: CheckContext, recipe: str, dt: tensors.DType, shape: tuple[int, ...]) -> SessionInfo | Violation:
+    """The EP's session of the model with its nodes on the EP, or the violation of claiming them
+    and failing the session (ClaimedButUnrunnable). A model the EP declines (where it takes
+    another) is not_applicable: an honest decline; one where it takes nothing at all is not_run:
+    it is not functional here, and nothing was shown (require_nodes_on_ep)."""
     try:
-        info = ctx.session(recipe, dt, SESSION_SHAPE)
+        info = ctx.session(recipe, dt, shape)
     except ClaimedButUnrunnable as exc:
-        yield exc.violation
-        return
-    # The evidence: the nodes the EP took, its kernels created. A model it declines (where it
-    # takes another) is not_applicable: an honest decline; one where it takes nothing at all is
-    # not_run: it is not functional here, and nothing was shown.
+        return exc.violation
     ctx.require_nodes_on_ep(info)
+    return info
+
+
+@check("session.empty-tensors")
+def empty_tensors(ctx: CheckContext, recipe: str, dtype: str, shape: str) -> Iterator[Violation]:
+    """Runs a model whose inputs have a zero-sized dimension (a static shape of the model): the
+    EP either declines its nodes (not_applicable: onnxruntime places them elsewhere) or runs them
+    to the empty output the model defines. Taking the nodes and then failing the run, or giving
+    another shape or element type, is the violation; so is claiming them and failing the session."""
+    dt = tensors.DTYPES[dtype]
+    shp = tensors.parse_shape(shape, dt)
+    if tensors.element_count(shp):
+        raise NotRun(f"shape {shape} is not empty: this contract is about tensors with a zero-sized dimension")
+    info = taken_session(ctx, recipe, dt, shp)
+    if isinstance(info, Violation):
+        yield info
+        return
+    recipe_inputs = ctx.models.recipes[recipe].inputs
+    feeds = {name: np.zeros(shp, dt.storage) for name in recipe_inputs}
+    expected = np.asarray(reference(recipe, feeds)).astype(dt.storage)
+    provider = ctx.target.provider
+    snippet = steps.empty_run(ctx.snippets, info.model_path, recipe, recipe_inputs, dt, shp)
+    ctx.attempt(f"running model '{recipe}' ({dt.name} {list(shp)}, empty) with inputs in CPU memory", snippet)
+    try:
+        # The same call as iobinding.bind-calls' plain run of an empty input: one that crashed
+        # there is not made again here, and the other way round.
+        with ctx.calling(Call("InferenceSession.run", note=f"inputs in cpu, shape {list(shp)}")), ctx.running(info):
+            (output,) = info.session.run(None, feeds)
+    except KitError:
+        raise  # a retry on another EP (SilentRetry) says so itself
+    except Exception as exc:  # whatever the run raised is the EP's failure: it took the nodes (above)
+        # The whole error, in one line: an EP's own reason often comes lines after onnxruntime's first.
+        said = " ".join(f"{type(exc).__name__}: {exc}".split())
+        yield Violation(f"{provider} took the nodes of model '{recipe}' ({dt.name} {list(shp)}) and failed to run them on "
+                        f"empty inputs: {said}",
+                        expected=f"an empty output of shape {list(shp)} and {dt.name}, or the nodes declined so that onnxruntime places them elsewhere",
+                        actual=f"the run failed: {first_line(exc)}", reproducer=snippet)
+        return
+    got = np.asarray(output)
+    ctx.prove("output", {"shape": list(got.shape), "dtype": str(got.dtype)})
+    if (got.shape, got.dtype) != (expected.shape, expected.dtype):
+        yield Violation(f"model '{recipe}' on {provider} gave an output of shape {list(got.shape)} and {got.dtype} for empty inputs",
+                        expected=f"shape {list(expected.shape)} and {expected.dtype} (empty, as the model defines)",
+                        actual=f"shape {list(got.shape)} and {got.dtype}", reproducer=snippet)

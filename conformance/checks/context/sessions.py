@@ -36,6 +36,15 @@ SESSION_SHAPE = (3, 5)
 FUNCTIONAL_PROBES = ("add", "relu", "identity")
 
 
+def plain_run_words(shape: tuple[int, ...]) -> str:
+    """A plain run of the model a check needs before it tries its own contract, in words. A run
+    of an empty input that fails there is session.empty-tensors' failure (where the EP took the
+    nodes): the words name that contract, so that a reader of the not_run case finds the finding."""
+    if tensors.element_count(shape):
+        return "a plain run of the same model"
+    return f"a plain run of the same model on an empty input ({list(shape)}; session.empty-tensors tries that run itself)"
+
+
 # What onnxruntime's Python InferenceSession prints when it retries a failed run (or a failed
 # creation) on its fallback providers: "EP Error: <error> using [...]", then this line.
 RETRY_LOG = "Falling back to"

@@ -1,6 +1,6 @@
 """One reproducer template per kind of step a check takes: a copy, a bad copy request, an
-update_inplace from numpy or from an OrtValue, a refused update_inplace, a timing, a session run,
-an IOBinding run, copies on a sync stream. Each returns a complete script
+update_inplace from numpy or from an OrtValue, a refused update_inplace, a timing, a session run
+(also on empty inputs), an IOBinding run, copies on a sync stream. Each returns a complete script
 (`Snippets.script`) that ends in the assertion of what the contract promises, so that it fails
 exactly when the contract is broken. The checks build theirs from here, with the same element
 types, shapes and memories as the case; the values are the script's own."""
@@ -136,6 +136,22 @@ def session_run(sn: Snippets, model_path: Path | None, recipe: str, inputs, dt: 
             "(output,) = works('running the session', s.run, None, feeds)",
             f"same_bytes('model {recipe} ({dt.name}) on {sn.under_test.target.provider} against numpy', expected, np.asarray(output))"]
     return sn.script(f"model '{recipe}' ({dt.name} {list(shape)}) computes numpy's result on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def empty_run(sn: Snippets, model_path: Path | None, recipe: str, inputs, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """A session of the model on the EP, its inputs empty (a zero-sized dimension), runs and gives
+    the empty output the model defines: numpy's result has that shape and element type, and no
+    bytes to compare, so the assertion is on shape and element type."""
+    reference = REFERENCES[recipe].format(*(f"feeds[{name!r}]" for name in inputs))
+    body = [sn.session_snippet(model_path),
+            f"feeds = {{name: np.zeros({list(shape)}, np.{dt.storage.name}) for name in {list(inputs)!r}}}",
+            f"expected = ({reference}).astype(np.{dt.storage.name})  # empty: no bytes, only a shape and an element type",
+            "(output,) = works('running the session on empty inputs', s.run, None, feeds)",
+            "output = np.asarray(output)",
+            "assert (output.shape, output.dtype) == (expected.shape, expected.dtype), "
+            "f'expected an empty output of shape {expected.shape} and {expected.dtype}, got shape {output.shape} and {output.dtype}'",
+            "print(f'an empty output of shape {output.shape} and {output.dtype}, as the model defines')"]
+    return sn.script(f"model '{recipe}' ({dt.name} {list(shape)}, empty) runs on {sn.under_test.target.provider} to an empty output", "\n".join(body))
 
 
 def placement(sn: Snippets, model_path: Path | None, recipe: str, inputs, shape: tuple[int, ...], variable: str,
