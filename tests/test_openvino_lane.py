@@ -86,15 +86,22 @@ def test_an_emulator_that_cannot_be_installed_skips_the_lane_with_apts_reason(mo
 # --- the gate ----------------------------------------------------------------------------------
 
 
+EMPTY_RUN_FAILED = ("OpenVINOExecutionProvider took the nodes of model 'relu' (float32 [0, 3]) and failed to run them on empty inputs: "
+                    "RuntimeException: ... Failed to set tensor. ... Tensor data equal nullptr!")
+
+
 def plugin_report(*, passes=300, emulated=None, package="onnxruntime-ep-openvino", pairs=(("cpu", "host_accessible"), ("host_accessible", "cpu")),
-                  host_accessible=True, verdict="non_conformant", errors=0):
+                  host_accessible=True, verdict="non_conformant", errors=0, broken=("session.empty-tensors",), empty_run=EMPTY_RUN_FAILED):
     results = [{"contract": "session.nodes-on-ep", "outcome": "pass", "message": "", "params": {}}]
     results += [{"contract": "copy.x", "outcome": "pass", "message": "", "params": {}} for _ in range(passes - 1)]
     results += [{"contract": "import.capability", "outcome": "error", "message": "the kit failed", "params": {}} for _ in range(errors)]
+    results += [{"contract": contract, "outcome": "fail", "message": empty_run if contract == "session.empty-tensors" else "wrong", "params": {}}
+                for contract in broken]
     memory = {"name": "OpenVINO_shared_CPU", "device_mem_type": "host_accessible"} if host_accessible else None
     matrix = {"device": "openvino-plugin", "memories": {"cpu": None, "host_accessible": memory},
               "pairs": [{"source": a, "destination": b, "status": "supported"} for a, b in pairs]}
-    return {"results": results, "run": {"collected": len(results), "emulated": emulated}, "verdict": verdict, "verdict_reasons": [],
+    reasons = [f"required contract broken: {contract}" for contract in broken] if verdict == "non_conformant" else []
+    return {"results": results, "run": {"collected": len(results), "emulated": emulated}, "verdict": verdict, "verdict_reasons": reasons,
             "ep": {"plugin_package": {"name": package, "version": "1.8.1"}}, "capabilities": [matrix]}
 
 
@@ -104,13 +111,22 @@ def intel(monkeypatch, lanes, tmp_path):
     return lanes
 
 
-def test_the_gate_passes_a_verdict_from_the_plugin_with_its_host_accessible_pairs(intel):
+def test_the_gate_passes_the_plugins_one_finding_with_its_host_accessible_pairs(intel):
     assert intel.openvino_plugin_gate(plugin_report(), 1) == []
-    assert intel.openvino_plugin_gate(plugin_report(verdict="conformant"), 0) == []
+
+
+def test_the_gate_fails_on_any_verdict_but_the_empty_tensors_finding_alone(intel):
+    expected = "expected non_conformant for session.empty-tensors alone: another contract broken, or a release that fixed it"
+    assert intel.openvino_plugin_gate(plugin_report(verdict="conformant", broken=()), 0) == [f"verdict conformant (no reasons), {expected}"]
+    assert intel.openvino_plugin_gate(plugin_report(broken=("session.empty-tensors", "copy.x")), 1) == [
+        f"verdict non_conformant (required contract broken: session.empty-tensors; required contract broken: copy.x), {expected}"]
+    assert intel.openvino_plugin_gate(plugin_report(empty_run="the run failed: another error"), 1) == [
+        "session.empty-tensors failed, but not with OpenVINO's 'Tensor data equal nullptr'"]
 
 
 def test_the_gate_fails_without_a_verdict_or_with_a_kit_error(intel):
-    assert intel.openvino_plugin_gate(plugin_report(verdict="incomplete"), 0) == ["no verdict: incomplete: "]
+    assert intel.openvino_plugin_gate(plugin_report(verdict="incomplete"), 0) == [
+        "verdict incomplete (no reasons), expected non_conformant for session.empty-tensors alone: another contract broken, or a release that fixed it"]
     [problem] = intel.openvino_plugin_gate(plugin_report(errors=1), 1)
     assert problem.startswith("1 checks ended in a kit error, first: import.capability")
 
