@@ -12,6 +12,20 @@ from pathlib import Path
 
 from conformance.run import journal
 
+# A run started under `nohup` (SIGHUP ignored) or as a background job of a shell without job
+# control (SIGINT ignored) inherits those dispositions, and the kit rightly keeps a signal its
+# caller ignores; a test that sends one starts its run through this, so that each signal ending
+# a run is at its default whatever started the tests.
+DEFAULT_SIGNALS = ("import os, signal, sys\n"
+                   "for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP): signal.signal(number, signal.SIG_DFL)\n"
+                   "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
+
+def python_with_default_signals() -> list[str]:
+    """The start of a command line that runs Python (its arguments follow) with SIGINT, SIGTERM
+    and SIGHUP at their defaults, as a terminal starts it."""
+    return [sys.executable, "-c", DEFAULT_SIGNALS]
+
 
 def processes_in(folder: Path) -> set[int]:
     """Every process started in `folder` (its working directory), the test's own aside: the
@@ -56,7 +70,7 @@ def hung_run(library: Path, folder: Path, *extra: str) -> subprocess.Popen:
     the 8 s timeout, the results of the checks that make the same call follow, then the next
     call hangs."""
     env = dict(os.environ, ORT_REFDEV_FAULT="hang")
-    process = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library), "--ep", "refdev",
+    process = subprocess.Popen([*python_with_default_signals(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--ep-library", str(library), "--ep", "refdev",
                                 "--conformance-timeout", "8", "--conformance-report", str(folder / "reports"), *extra],
                                cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 120

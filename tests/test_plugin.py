@@ -22,6 +22,7 @@ import pytest
 from conformance.checks import known_checks
 from conformance.report.junit_schema import CASE_PROPERTIES
 from conformance.catalogue.spec import load_catalogue
+from processes import python_with_default_signals
 from pytest_runs import BASE, TIMEOUT, Run, by_name, kind, properties, pytest_in
 
 
@@ -609,7 +610,7 @@ contracts:
 def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(refdev_library, tmp_path, to):
     (tmp_path / "first.yaml").write_text(FIRST_CONTRACT)
     log = tmp_path / "reports" / "worker-refdev.log"
-    process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "first.yaml", "--ep-library", str(refdev_library), "--ep", "refdev"],
+    process = subprocess.Popen([*python_with_default_signals(), "-m", "pytest", *BASE, "first.yaml", "--ep-library", str(refdev_library), "--ep", "refdev"],
                                cwd=tmp_path, env=dict(os.environ, ORT_REFDEV_FAULT="hang"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     try:
@@ -655,7 +656,7 @@ def test_a_terminal_ctrl_c_is_handled_by_pytest_not_by_its_idle_worker(tmp_path)
     # The first item waits in pytest while the worker, done with its batch, waits for requests.
     (tmp_path / "conftest.py").write_text(SLOW_ITEMS)
     log = tmp_path / "reports" / "worker-cpu.log"
-    process = subprocess.Popen([sys.executable, "-m", "pytest", *BASE, "--ep=cpu", "-k", "from-numpy"], cwd=tmp_path,
+    process = subprocess.Popen([*python_with_default_signals(), "-m", "pytest", *BASE, "--ep=cpu", "-k", "from-numpy"], cwd=tmp_path,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + TIMEOUT
