@@ -138,10 +138,10 @@ def test_a_worker_that_hangs_is_a_timeout_and_is_killed():
 
 def test_a_reply_split_across_writes_is_read_whole():
     code = ("import sys, time; sys.stdin.readline(); out = sys.stdout\n"
-            "out.write('{\"ok\": true, '); out.flush(); time.sleep(0.2); out.write('\"n\": 1}\\n'); out.flush(); time.sleep(5)")
+            "out.write('{\"ok\": true, '); out.flush(); time.sleep(0.2); out.write('\"n\": 1}\\n'); out.flush(); time.sleep(60)")
     w = fake_worker(code)
     try:
-        assert w._exchange({"op": "run"}, 5, "the check") == {"ok": True, "n": 1}
+        assert w._exchange({"op": "run"}, 30, "the check") == {"ok": True, "n": 1}
     finally:
         w._kill()
 
@@ -149,10 +149,10 @@ def test_a_reply_split_across_writes_is_read_whole():
 def test_replies_written_together_are_taken_one_by_one_and_a_split_one_whole():
     code = ("import sys, time; out = sys.stdout\n"
             "out.write('{\"n\": 1}\\n{\"n\": 2}\\n{\"n\": '); out.flush(); time.sleep(0.2)\n"
-            "out.write('3}\\n{\"n\": 4}\\n'); out.flush(); time.sleep(5)")
+            "out.write('3}\\n{\"n\": 4}\\n'); out.flush(); time.sleep(60)")
     w = fake_worker(code)
     try:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         assert [w._launcher.channel.read_line(deadline) for _ in range(4)] == [b'{"n": 1}', b'{"n": 2}', b'{"n": 3}', b'{"n": 4}']
         assert w._launcher.channel.read_line(time.monotonic() + 0.05) is None  # nothing more within the deadline
     finally:
