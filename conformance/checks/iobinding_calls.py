@@ -16,7 +16,7 @@ from conformance.calls import Call
 from conformance.checks.context.bad_bindings import OUTPUT_SENTINEL
 from conformance.checks.registry import check
 from conformance.checks.context.reference import reference, small_integers
-from conformance.checks.context.sessions import SESSION_SHAPE, plain_run_words
+from conformance.checks.context.sessions import cpu_input_run, plain_run_words
 from conformance.target.eps import memory_device_type
 from conformance.findings import NotRun, Violation
 from conformance.target.guard import GuardedArray
@@ -128,8 +128,7 @@ def _require_plain_run(ctx: CheckContext, info, x_name: str, values: np.ndarray,
         ctx.place(values, "default", dt)
     # A run of another shape is another call: an EP that aborts on an empty or scalar input
     # must not stop every later session run (session.nodes-on-ep's, of 3x5 inputs) on its device.
-    note = "inputs in cpu" if values.shape == SESSION_SHAPE else f"inputs in cpu, shape {list(values.shape)}"
-    with ctx.precondition(plain_run_words(values.shape)), ctx.calling(Call("InferenceSession.run", note=note)), ctx.running(info):
+    with ctx.precondition(plain_run_words(values.shape)), ctx.calling(cpu_input_run(values.shape)), ctx.running(info):
         (got,) = info.session.run(None, {x_name: values})
     if ctx.compare(expected, tensors.payload(np.array(got, dt.storage, order="C"), dt)):
         raise NotRun("a plain run of the same model gives wrong values on the EP (session.nodes-on-ep's failure)")

@@ -22,10 +22,9 @@ from typing import Iterator
 import numpy as np
 
 from conformance.target import tensors
-from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context.reference import reference, small_integers
-from conformance.checks.context.sessions import SESSION_SHAPE
+from conformance.checks.context.sessions import SESSION_SHAPE, cpu_input_run
 from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.checks.context import CheckContext
@@ -76,7 +75,7 @@ def kernel_inputs(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
             # The same call as any run with its inputs in CPU memory: one that crashed before is not made again.
             # A run that raises is the EP's failure (session.nodes-on-ep's) or cannot be told from it: not_run, not onnxruntime's.
             with ctx.precondition(f"running model '{recipe}' on {ctx.target.provider}"), \
-                    ctx.calling(Call("InferenceSession.run", note="inputs in cpu")), ctx.running(info):
+                    ctx.calling(cpu_input_run()), ctx.running(info):
                 (output,) = info.session.run(None, feeds)
         finally:
             os.environ.pop(variable, None)

@@ -7,11 +7,10 @@ from typing import Iterator
 import numpy as np
 
 from conformance.target import tensors
-from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps
 from conformance.checks.context.reference import reference, small_integers
-from conformance.checks.context.sessions import SESSION_SHAPE, SessionInfo
+from conformance.checks.context.sessions import SESSION_SHAPE, SessionInfo, cpu_input_run
 from conformance.errors import KitError
 from conformance.findings import ClaimedButUnrunnable, NotRun, Violation, first_line
 from conformance.checks.context import CheckContext
@@ -26,7 +25,7 @@ def nodes_on_ep(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Violatio
     feeds = small_integers(recipe_inputs, dt)
     snippet = steps.session_run(ctx.snippets, info.model_path, recipe, recipe_inputs, dt, SESSION_SHAPE)
     ctx.attempt(f"running model '{recipe}' ({dt.name}) with inputs in CPU memory", snippet)
-    with ctx.calling(Call("InferenceSession.run", note="inputs in cpu")), ctx.running(info):
+    with ctx.calling(cpu_input_run()), ctx.running(info):
         (output,) = info.session.run(None, feeds)
     expected = tensors.payload(reference(recipe, feeds).astype(dt.storage), dt)
     diff = ctx.compare(expected, tensors.payload(np.asarray(output), dt))
@@ -83,7 +82,7 @@ def empty_tensors(ctx: CheckContext, recipe: str, dtype: str, shape: str) -> Ite
     try:
         # The same call as iobinding.bind-calls' plain run of an empty input: one that crashed
         # there is not made again here, and the other way round.
-        with ctx.calling(Call("InferenceSession.run", note=f"inputs in cpu, shape {list(shp)}")), ctx.running(info):
+        with ctx.calling(cpu_input_run(shp)), ctx.running(info):
             (output,) = info.session.run(None, feeds)
     except KitError:
         raise  # a retry on another EP (SilentRetry) says so itself

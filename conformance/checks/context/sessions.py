@@ -36,6 +36,14 @@ SESSION_SHAPE = (3, 5)
 FUNCTIONAL_PROBES = ("add", "relu", "identity")
 
 
+def cpu_input_run(shape: tuple[int, ...] = SESSION_SHAPE) -> Call:
+    """The call of a session run with its inputs in CPU memory, one call per input shape: the
+    checks that make it share it, so that a run that crashed or hung in one is not made again in
+    another, while an EP that aborts on an empty or scalar input does not stop the runs of the
+    usual 3x5 inputs on its device."""
+    return Call("InferenceSession.run", note="inputs in cpu" if shape == SESSION_SHAPE else f"inputs in cpu, shape {list(shape)}")
+
+
 def plain_run_words(shape: tuple[int, ...]) -> str:
     """A plain run of the model a check needs before it tries its own contract, in words. A run
     of an empty input that fails there is session.empty-tensors' failure (where the EP took the
