@@ -145,23 +145,29 @@ def test_a_second_run_into_the_same_folder_is_refused_naming_it(tmp_path):
 
 
 def test_signals_during_the_report_are_noted_not_acted_on():
+    before = signal.getsignal(signal.SIGINT)  # pytest's, or SIG_IGN where the tests run as a background job
     with signals.held() as received:
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.05)
     assert received == [signal.SIGINT, signal.SIGTERM]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # back as it was
+    assert signal.getsignal(signal.SIGINT) is before  # back as it was
 
 
 def test_sigterm_raises_keyboard_interrupt_once_installed():
-    replaced = signals.install()
+    # SIGTERM at its default, as a terminal starts a run (install keeps a disposition its caller set).
+    inherited = signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
-        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
-            os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(1)
+        replaced = signals.install()
+        try:
+            with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(1)
+        finally:
+            signals.restore(replaced)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
-        signals.restore(replaced)
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        signal.signal(signal.SIGTERM, inherited)
 
 
 def test_with_isolation_none_a_crash_of_pytest_itself_loses_only_the_check_it_was_in(tmp_path, capsys):
