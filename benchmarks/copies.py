@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from conformance.target import bandwidth
+from conformance.testbed import bandwidth
 from conformance.engine.capabilities import memory_endpoints
 
 ROOT = Path(__file__).resolve().parents[1]

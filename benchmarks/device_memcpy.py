@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from conformance.target import bandwidth
+from conformance.testbed import bandwidth
 
 
 DIRECTIONS = ("d2d", "h2d", "d2h")

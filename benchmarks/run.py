@@ -18,8 +18,8 @@ import copies  # noqa: E402
 import conformance_run  # noqa: E402
 from device_memcpy import DeviceMemcpy  # noqa: E402
 
-from conformance.target import bandwidth  # noqa: E402
-from conformance.target.eps import EpUnavailable  # noqa: E402
+from conformance.testbed import bandwidth  # noqa: E402
+from conformance.testbed.eps import EpUnavailable  # noqa: E402
 
 # Targets on the CPU lane (the kit's own 2-core development machine).
 CHECKS_PER_SECOND = 1000

@@ -80,7 +80,7 @@ EXPECTED = {
     # reads; the kit's placement.kernel-inputs catches it (tests/test_refdev.py).
     "misplaced-inputs": None,
     # One element past a CPU destination lands in the slack of numpy's allocation, where
-    # smoke.py does not look; the kit's guard memory (conformance/target/guard.py) sees it.
+    # smoke.py does not look; the kit's guard memory (conformance/testbed/guard.py) sees it.
     "overrun": None,
     # Every Nth copy of the process goes wrong (or aborts): which smoke check that is depends on
     # how many copies came before it. The kit's reruns tell such a case flaky (tests/test_reruns.py).

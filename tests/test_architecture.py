@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "conformance"
 MAX_CLASS_LINES = 150
 MAX_MODULE_LINES = 500
 # Generated, not written: the slot table is made from onnxruntime's C API header (see its docstring).
-GENERATED = {"conformance.target.interop.slots"}
+GENERATED = {"conformance.testbed.interop.slots"}
 
 
 def _modules() -> dict[str, Path]:
@@ -128,7 +128,7 @@ def test_no_class_of_the_kit_is_longer_than_a_reader_can_hold():
 # The floors, from the bottom up: a module imports from its own floor and those below, never from
 # one above (docs/architecture.md). The root's leaves are the floor every other may use; the
 # package itself, cli.py and the worker's public path are the entries, above everything.
-FLOORS = ["leaves", "catalogue", "target", "checks", "engine", "isolation", "rules", "run", "report", "plugin", "tools", "entries"]
+FLOORS = ["leaves", "catalogue", "testbed", "checks", "engine", "isolation", "rules", "run", "report", "plugin", "tools", "entries"]
 ENTRIES = {"conformance", "conformance.cli", "conformance.worker", "conformance.fleet"}
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from conformance.target import bandwidth
+from conformance.testbed import bandwidth
 from conformance.engine.capabilities import capability_matrix
 from conformance.engine.runner import Runner
 

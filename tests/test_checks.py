@@ -20,8 +20,8 @@ from conformance.calls import Call
 from conformance.checks.context import SessionInfo
 from conformance.findings import CallQuarantined, NotRun, Violation
 from conformance.outcomes import Outcome
-from conformance.target.eps import memory_facts
-from conformance.target.tensors import DTYPES
+from conformance.testbed.eps import memory_facts
+from conformance.testbed.tensors import DTYPES
 from conformance.engine.runner import Runner, raised_by_onnxruntime_python
 
 
@@ -1118,7 +1118,7 @@ def test_an_accessor_that_names_another_memory_fails_memory_info_identity(refdev
 import json
 import onnxruntime as ort
 from conformance import data
-from conformance.target.interop import capi
+from conformance.testbed.interop import capi
 from conformance.engine.runner import Runner
 runner = Runner("RefDevExecutionProvider", specs=[str(data.contracts_dir())], library={str(refdev_library)!r})
 def case():

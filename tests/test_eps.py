@@ -10,7 +10,7 @@ import numpy
 import onnxruntime
 
 from conformance.apis import support as api_support
-from conformance.target.eps import package_name
+from conformance.testbed.eps import package_name
 
 
 def fake_onnxruntime(site, *dist_infos: str) -> types.ModuleType:

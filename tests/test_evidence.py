@@ -216,7 +216,7 @@ def test_a_retry_seen_only_in_the_providers_fails_too(runner, ctx, monkeypatch):
 
 
 def test_the_kits_sessions_and_their_reproducers_disable_fallback(runner, ctx):
-    from conformance.target import tensors
+    from conformance.testbed import tensors
 
     info = ctx.session("relu", tensors.DTYPES["float32"], (3, 5))
     assert info.session._enable_fallback is False

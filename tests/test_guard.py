@@ -1,4 +1,4 @@
-"""conformance.target.guard: canaries around host arrays show writes past either end and into the
+"""conformance.testbed.guard: canaries around host arrays show writes past either end and into the
 gaps of a strided array, and stay quiet when nothing strayed."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conformance.target.guard import ALIGNMENT, GuardedArray, Overrun, canary_pattern
+from conformance.testbed.guard import ALIGNMENT, GuardedArray, Overrun, canary_pattern
 
 
 def test_an_untouched_array_reports_nothing_and_is_an_aligned_c_array():

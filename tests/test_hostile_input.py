@@ -25,7 +25,7 @@ from conformance.tools import bundle, found
 
 from conformance import cli, safe_io
 
-from conformance.target import models, tensors
+from conformance.testbed import models, tensors
 
 from conformance.catalogue import yaml_marks
 from conformance.checks import known_checks

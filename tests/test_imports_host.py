@@ -17,8 +17,8 @@ import pytest
 from conftest import build_failure_reason, conformance_run
 
 from conformance.findings import NotRun
-from conformance.target.interop.capi import OrtError
-from conformance.target.interop.handed import Handed
+from conformance.testbed.interop.capi import OrtError
+from conformance.testbed.interop.handed import Handed
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPORTING = ROOT / "refdev" / "build" / "api27" / "libort_refdev_ep.so"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import build_failure_reason, conformance_run
 
-from conformance.target.interop import headers, slots, vulkan
+from conformance.testbed.interop import headers, slots, vulkan
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPORTING = ROOT / "refdev" / "build" / "api27" / "libort_refdev_ep.so"
@@ -85,7 +85,7 @@ def test_c_path_loads_the_wheels_library_and_the_cpu_ep_gives_no_importer():
     ort = pytest.importorskip("onnxruntime")
     import ctypes
 
-    from conformance.target.interop import capi
+    from conformance.testbed.interop import capi
     try:
         api = capi.CApi.load(ort)
     except capi.Unavailable as exc:
@@ -380,7 +380,7 @@ def test_the_producer_is_the_ep_devices_own_gpu_where_it_can_be_told():
 
 
 def test_the_c_path_asks_for_the_lowest_api_version_that_has_every_function_it_calls():
-    from conformance.target.interop import capi
+    from conformance.testbed.interop import capi
     newest = max(table[name][1] for table, names in ((slots.ORT_API, capi.CApi.SIGNATURES), (slots.ORT_INTEROP_API, capi.CApi.INTEROP_SIGNATURES))
                  for name in names)
     assert newest == capi.API_VERSION == 24

@@ -14,7 +14,7 @@ from conftest import LANES
 
 from conformance.rules import applicability
 
-from conformance.target import eps
+from conformance.testbed import eps
 
 from conformance.tools import found
 from conformance.checks import known_checks

@@ -12,8 +12,8 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from conformance.target import models, tensors
-from conformance.target.models import ModelCache, UnbuildableModel
+from conformance.testbed import models, tensors
+from conformance.testbed.models import ModelCache, UnbuildableModel
 
 FLOAT32 = tensors.DTYPES["float32"]
 SHAPE = (2, 3)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cli import main as cli
-from conformance.target import models, tensors
+from conformance.testbed import models, tensors
 from conformance.run import journal, runfolder
 from conformance.tools import bundle
 from conftest import conformance_run

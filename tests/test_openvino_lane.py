@@ -149,7 +149,7 @@ def test_the_gate_fails_when_the_report_does_not_say_the_cpu_was_emulated_as_it_
 
 
 def test_openvino_is_the_plugin_where_its_package_is_installed_and_the_built_in_ep_elsewhere(monkeypatch):
-    from conformance.target import eps
+    from conformance.testbed import eps
 
     catalogue = load_catalogue([str(p) for p in shipped_spec_dirs()], known_checks=known_checks())
     legacy = catalogue.ep_spec("openvino")

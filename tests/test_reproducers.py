@@ -138,7 +138,7 @@ ort.OrtValue.update_inplace = update_inplace
 
 @pytest.mark.parametrize("step", ["update_from_ortvalue", "update_from_numpy", "session_run"])
 def test_a_cpu_script_asks_for_no_memory_info_and_fails_when_the_update_is_wrong(tmp_path, step):
-    from conformance.target import tensors
+    from conformance.testbed import tensors
     from conformance.checks.context import steps
     from conformance.engine.runner import Runner
 

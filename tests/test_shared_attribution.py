@@ -11,7 +11,7 @@ import pytest
 
 from conftest import conformance_run
 from conformance.tools import found
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.checks import copy as copy_checks
 from conformance.data import shipped_spec_dirs
 from conformance.findings import Violation

@@ -17,7 +17,7 @@ from conformance import errors
 from conformance.catalogue import cross_checks, spec, yaml_marks
 from conformance.catalogue import schema as spec_schema
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.checks import known_checks
 from conformance.catalogue.spec import load_catalogue
 from conformance.data import shipped_spec_dirs

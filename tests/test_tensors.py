@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from conformance.target import tensors
-from conformance.target.tensors import DTYPES, MIB, compare, parse_shape, payload, sample, sentinel
+from conformance.testbed import tensors
+from conformance.testbed.tensors import DTYPES, MIB, compare, parse_shape, payload, sample, sentinel
 
 F32 = DTYPES["float32"]
 
@@ -195,6 +195,6 @@ def test_payload_is_a_view_and_compare_takes_views_and_bytes():
 
 
 def test_importing_the_type_table_and_the_model_cache_does_not_import_onnx():
-    code = "import sys, conformance.target.tensors, conformance.target.models, conformance.checks.context; print('onnx' in sys.modules)"
+    code = "import sys, conformance.testbed.tensors, conformance.testbed.models, conformance.checks.context; print('onnx' in sys.modules)"
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert completed.stdout.strip() == "False", completed.stderr

@@ -13,9 +13,9 @@ from conformance.checks import capi_copy
 from conformance.checks.context import bad_copies
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
-from conformance.target import tensors
-from conformance.target.interop import capi as C
-from conformance.target.interop import rig
+from conformance.testbed import tensors
+from conformance.testbed.interop import capi as C
+from conformance.testbed.interop import rig
 from conformance.checks.context import CheckContext
 
 REQUESTS = ("size-mismatch", "fewer-elements", "type-mismatch", "other-element-size")

@@ -15,13 +15,13 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
-from conformance.target.guard import GuardedArray
-from conformance.target.interop import capi as C
-from conformance.target.interop import rig, slots
+from conformance.testbed.guard import GuardedArray
+from conformance.testbed.interop import capi as C
+from conformance.testbed.interop import rig, slots
 from conformance.checks.context import CheckContext
 
 SENTINEL = 0x5A  # what a CPU destination holds before the copy

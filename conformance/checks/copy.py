@@ -6,12 +6,12 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.checks.registry import check
 from conformance.checks.context import CheckContext, bad_copies
 from conformance.checks.context.snippets import Snippets
 from conformance.checks.context import steps
-from conformance.target.eps import memory_label
+from conformance.testbed.eps import memory_label
 from conformance.findings import NotApplicable, Violation, message_line
 
 

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps

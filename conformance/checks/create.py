@@ -2,7 +2,7 @@
 
 Each case asks for one value and checks what it is told back (shape(), element_type(),
 tensor_size_in_bytes(), device_name()) against the request, then what the value holds. Host
-arrays the checks hand onnxruntime are guarded (conformance.target.guard): a creation that writes
+arrays the checks hand onnxruntime are guarded (conformance.testbed.guard): a creation that writes
 past them, or into a read-only one, shows.
 """
 
@@ -13,13 +13,13 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps
-from conformance.target.eps import memory_label
+from conformance.testbed.eps import memory_label
 from conformance.findings import NotApplicable, Violation, message_line
-from conformance.target.guard import GuardedArray
+from conformance.testbed.guard import GuardedArray
 from conformance.checks.context import CheckContext
 
 DESTINATION_SENTINEL = 0x5A

@@ -12,8 +12,8 @@ from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context.sessions import SESSION_SHAPE
 from conformance.findings import NotApplicable, Violation
-from conformance.target import tensors
-from conformance.target.eps import memory_label
+from conformance.testbed import tensors
+from conformance.testbed.eps import memory_label
 from conformance.checks.context import CheckContext
 
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterator
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import CheckContext, bad_bindings, bad_copies, bad_updates

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
-from conformance.target.interop import capi as C
-from conformance.target.interop import rig
+from conformance.testbed.interop import capi as C
+from conformance.testbed.interop import rig
 from conformance.checks.context import CheckContext
 
 # What OrtValue.device_name() may say beside the device type: the name of the EP family that a

@@ -2,7 +2,7 @@
 libonnxruntime.so (the interop API exists only in C), as `copy.c-api`'s are.
 
 A script needs onnxruntime (and nothing of the kit): it carries the slot indices the kit read
-from onnxruntime's header, the producer's own source (`conformance.target.interop.host` or
+from onnxruntime's header, the producer's own source (`conformance.testbed.interop.host` or
 `.vulkan`, which import nothing of the kit), registers the EP library in a C environment, takes
 the EP device's importer, and redoes the case with a fresh handle for every import; it ends in
 an `assert` that prints expected against actual. A broken importer makes it exit non-zero (an
@@ -14,9 +14,9 @@ from __future__ import annotations
 import inspect
 import os
 
-from conformance.target.interop import capi as C
-from conformance.target.interop import host, mapping, slots, vulkan
-from conformance.target.interop.rig import HANDLE_KINDS
+from conformance.testbed.interop import capi as C
+from conformance.testbed.interop import host, mapping, slots, vulkan
+from conformance.testbed.interop.rig import HANDLE_KINDS
 from conformance.checks.context import CheckContext
 
 CALLS = ["GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "UnregisterExecutionProviderLibrary", "GetEpDevices",
@@ -170,7 +170,7 @@ def script(ctx: CheckContext, kind: str, title: str, body: str, *, register: boo
     target = ctx.target
     module = host if kind == "host-allocation" else vulkan
     # the producer's source, standing alone: its imports of the kit become what they name
-    kit_imports = {"from __future__ import annotations": "", "from conformance.target.interop.mapping import Mapped": "",
+    kit_imports = {"from __future__ import annotations": "", "from conformance.testbed.interop.mapping import Mapped": "",
                    "from conformance.errors import KitError": "class KitError(Exception):\n    pass"}
     source = "\n".join(kit_imports.get(line, line) for line in (inspect.getsource(mapping) + inspect.getsource(module)).splitlines())
     maker = "producer = HostProducer()" if kind == "host-allocation" else "producer = open_producer()"

@@ -18,8 +18,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from conformance.findings import Violation
-from conformance.target.interop.handed import Handed
-from conformance.target.interop.rig import HANDLE_KINDS, ImportRig, NullOutput
+from conformance.testbed.interop.handed import Handed
+from conformance.testbed.interop.rig import HANDLE_KINDS, ImportRig, NullOutput
 from conformance.checks.context import CheckContext
 
 COUNT = 24             # float32 elements per tensor

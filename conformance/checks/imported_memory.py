@@ -1,5 +1,5 @@
 """Imported memory: the interop API (importer, ImportMemory, CreateTensorFromMemory) with a
-Vulkan producer, through onnxruntime's C API (conformance.target.interop).
+Vulkan producer, through onnxruntime's C API (conformance.testbed.interop).
 
 Each check gets an `ImportRig` first, which says not_run (no C path, no producer here) or
 not_applicable (the EP device has no importer) before anything is tried. The producer fills its
@@ -19,9 +19,9 @@ from conformance.checks import import_scripts as scripts
 from conformance.checks.import_steps import COUNT, TENSOR, imported, imported_tensor, interop_outputs
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, NotRun, Violation
-from conformance.target.interop.capi import OrtError
-from conformance.target.interop.handed import Handed
-from conformance.target.interop.rig import HANDLE_KINDS, ImportRig, pattern
+from conformance.testbed.interop.capi import OrtError
+from conformance.testbed.interop.handed import Handed
+from conformance.testbed.interop.rig import HANDLE_KINDS, ImportRig, pattern
 from conformance.checks.context import CheckContext
 
 @check("import.capability")
@@ -171,7 +171,7 @@ def offsets(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violation]
 def session_io(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violation]:
     """An imported tensor as a session input and another (same handle) as its preallocated
     output: the values are right and the output lands in the producer's memory."""
-    from conformance.target import tensors
+    from conformance.testbed import tensors
     rig = ImportRig.for_context(ctx)
     values = pattern(COUNT, 0)
     api = rig.api

@@ -19,9 +19,9 @@ from conformance.checks import import_scripts as scripts
 from conformance.checks.import_steps import ALLOCATION, COUNT, TENSOR, imported, interop_outputs
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, NotRun, Violation
-from conformance.target.interop.capi import HANDLE_TYPES, OrtError
-from conformance.target.interop.handed import Handed
-from conformance.target.interop.rig import HANDLE_KINDS, ImportRig, NoImporter, c_device, create_importer, pattern
+from conformance.testbed.interop.capi import HANDLE_TYPES, OrtError
+from conformance.testbed.interop.handed import Handed
+from conformance.testbed.interop.rig import HANDLE_KINDS, ImportRig, NoImporter, c_device, create_importer, pattern
 from conformance.checks.context import CheckContext
 
 BAD_IMPORTS = {

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import CheckContext, bad_bindings
 from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.checks.context.reference import reference, small_integers
-from conformance.target.eps import memory_label
+from conformance.testbed.eps import memory_label
 
 
 

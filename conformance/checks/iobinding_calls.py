@@ -11,15 +11,15 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.context.bad_bindings import OUTPUT_SENTINEL
 from conformance.checks.registry import check
 from conformance.checks.context.reference import reference, small_integers
 from conformance.checks.context.sessions import cpu_input_run, plain_run_words
-from conformance.target.eps import memory_device_type
+from conformance.testbed.eps import memory_device_type
 from conformance.findings import NotRun, Violation
-from conformance.target.guard import GuardedArray
+from conformance.testbed.guard import GuardedArray
 from conformance.checks.context import CheckContext
 
 INPUT_REQUESTS = ("bind-input-pointer", "bind-cpu-input", "bind-cpu-input-readonly", "bind-ortvalue-input")

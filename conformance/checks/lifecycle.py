@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 from typing import Any, Callable, Iterator
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, NotRun, Violation

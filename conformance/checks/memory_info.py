@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
 from conformance.checks.context.sessions import SESSION_SHAPE  # the session checks' shape: their sessions serve these too
-from conformance.target.eps import DEVICE_NAMES, memory_facts, memory_label
+from conformance.testbed.eps import DEVICE_NAMES, memory_facts, memory_label
 from conformance.checks.context import CheckContext
 
 
@@ -205,7 +205,7 @@ def _declaration_snippet(ctx: CheckContext, kind: str, declared: dict[str, Any] 
     else:
         wanted = {key: declared[key] for key in ("device_type", "name", "vendor_id") if key in declared}
         lines += [f"assert m is not None, {f'expected {kind.upper()} memory {wanted}, got none'!r}",
-                  # the device type as the kit reads it (conformance.target.eps.memory_device_type): what a value allocated there says
+                  # the device type as the kit reads it (conformance.testbed.eps.memory_device_type): what a value allocated there says
                   "device = ort.OrtValue.ortvalue_from_shape_and_type([1], np.uint8, memory_info=m).device_name().lower()",
                   f"advertised = {{'device_type': {DEVICE_NAMES!r}.get(device, device), 'name': m.name, 'vendor_id': m.device_vendor_id}}",
                   f"expected = {wanted!r}",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from conformance.target import eps, tensors
+from conformance.testbed import eps, tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation

@@ -21,7 +21,7 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.checks.registry import check
 from conformance.checks.context.reference import reference, small_integers
 from conformance.checks.context.sessions import SESSION_SHAPE, cpu_input_run

@@ -6,7 +6,7 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.checks.registry import check
 from conformance.checks.context import steps
 from conformance.checks.context.reference import reference, small_integers

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps

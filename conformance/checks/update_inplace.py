@@ -6,14 +6,14 @@ from typing import Iterator
 
 import numpy as np
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import CheckContext, bad_updates
 from conformance.checks.context import steps
-from conformance.target.eps import memory_label
+from conformance.testbed.eps import memory_label
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
-from conformance.target.guard import GuardedArray
+from conformance.testbed.guard import GuardedArray
 
 DESTINATION_SENTINEL = 0x5A
 
@@ -27,7 +27,7 @@ def _numpy_dtype(dtype: str) -> tensors.DType:
 
 
 def _source_layout(ctx: CheckContext, values: np.ndarray, layout: str) -> np.ndarray:
-    """The same values, laid out as asked, in a guarded host buffer (conformance.target.guard) but
+    """The same values, laid out as asked, in a guarded host buffer (conformance.testbed.guard) but
     for a contiguous one (`values` itself): read-only, every other element of a larger array (canaries in the gaps, so a
     copy that ignores the strides reads canaries), or the transpose of a C-ordered array
     (Fortran order)."""
@@ -207,7 +207,7 @@ STAGING_TRIALS = 7
 
 @check("update-inplace.no-host-staging", apis=("update_inplace_ortvalue", "copy_tensors",))
 def no_host_staging(ctx: CheckContext, dtype: str, shape: str) -> Iterator[Violation]:
-    from conformance.target.bandwidth import best_seconds, gbps
+    from conformance.testbed.bandwidth import best_seconds, gbps
 
     ctx.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue), added by PR #28256")
     dt = tensors.DTYPES[dtype]

@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 
-from conformance.target import bandwidth, tensors
+from conformance.testbed import bandwidth, tensors
 from conformance.calls import Call
 from conformance.findings import message_line
-from conformance.target.eps import memory_facts
-from conformance.target.interop.probe import import_capabilities
+from conformance.testbed.eps import memory_facts
+from conformance.testbed.interop.probe import import_capabilities
 
 PROBE_BYTES = 4096
 THROUGHPUT_BUDGET_SECONDS = 1.5
@@ -162,7 +162,7 @@ def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
 
 
 def imports_or_why_not(ctx) -> dict[str, Any]:
-    """The interop API's answer (conformance/target/interop/probe.py), or, where asking it raised,
+    """The interop API's answer (conformance/testbed/interop/probe.py), or, where asking it raised,
     a `not_run` answer naming what could not be computed and why: the copy matrix computed
     before it is kept, whatever the import question does. (A call quarantined after a crash
     is not an exception here: it stops the probe as everywhere else.)"""

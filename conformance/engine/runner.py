@@ -13,13 +13,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
-from conformance.target import eps
+from conformance.testbed import eps
 from conformance.checks import CHECKS, load_all
 from conformance.checks.context import CheckContext
 from conformance.findings import CallQuarantined, NotApplicable, NotRun, SilentRetry, Violation, first_line, kit_snippet
 from conformance.catalogue import selectors
 from conformance.catalogue.contracts import Catalogue
-from conformance.target.models import ModelCache, recipes_from
+from conformance.testbed.models import ModelCache, recipes_from
 from conformance.outcomes import Outcome
 from conformance.catalogue.cross_checks import unknown_checks
 from conformance.catalogue.spec import load_catalogue

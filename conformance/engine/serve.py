@@ -33,7 +33,7 @@ def serve(requests, replies) -> None:
             if request["op"] == "init" and request.get("warm_up") and reply["ok"]:
                 # Nothing to do until the parent has collected its items: import what building
                 # the checks' models needs meanwhile (see models.warm_up).
-                from conformance.target.models import warm_up
+                from conformance.testbed.models import warm_up
 
                 warm_up()
 
@@ -66,7 +66,7 @@ class Handler:
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         from conformance.findings import CallQuarantined
-        from conformance.target.eps import EpUnavailable
+        from conformance.testbed.eps import EpUnavailable
         from conformance.errors import SpecErrors
 
         try:

@@ -51,7 +51,7 @@ def by_file(catalogue: Catalogue) -> dict[Path, list[Contract]]:
 def unprobed(catalogue: Catalogue, name: str) -> EpUnderTest:
     """EP `name` as the catalogue alone describes it (--collect-only): its provider and label from
     its declaration, or from the name given, and one device."""
-    from conformance.target.eps import EpTarget
+    from conformance.testbed.eps import EpTarget
 
     spec = catalogue.ep_spec(name)
     target = EpTarget(name, spec.provider if spec else name, spec, [], {})

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from conformance import safe_io
 from conformance.version import __version__
 from conformance.catalogue.claims import spec_claims
-from conformance.target.eps import memory_label
+from conformance.testbed.eps import memory_label
 from conformance.rules import waivers as waiver_rules
 from conformance.outcomes import Outcome, Result, counts, verdict
 from conformance.record import RunRecord

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from conformance.catalogue.contracts import PROVENANCE_BASES
-from conformance.target.eps import memory_label
+from conformance.testbed.eps import memory_label
 from conformance.outcomes import BROKEN, NOT_AGAINST_EP
 
 
@@ -74,7 +74,7 @@ def params_label(params: dict[str, Any]) -> str:
 
 
 def imports_lines(imports: dict[str, Any] | None) -> list[str]:
-    """What the interop probe found for one EP device (conformance/target/interop/probe.py), in words:
+    """What the interop probe found for one EP device (conformance/testbed/interop/probe.py), in words:
     the answer to "which copies work on an imported tensor"."""
     if not imports:
         return []

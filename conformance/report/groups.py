@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.report.repro_files import FOLDER, file_names
-from conformance.target.eps import memory_label
+from conformance.testbed.eps import memory_label
 
 PATTERNS_SHOWN = 3
 DETAIL_CHARS = 200

@@ -55,7 +55,7 @@ def _present_eps(wrapper: tuple[str, ...] = ()) -> list[str]:
     """Every EP get_ep_devices() lists, asked in a child process (this one never imports
     onnxruntime); WorkerRefused with the kit's message when onnxruntime cannot be imported."""
     code = ("import json, sys\n"
-            "from conformance.target.eps import EpUnavailable, import_onnxruntime\n"
+            "from conformance.testbed.eps import EpUnavailable, import_onnxruntime\n"
             "try:\n    ort = import_onnxruntime()\nexcept EpUnavailable as exc:\n    sys.exit(str(exc))\n"
             "print(json.dumps(sorted({d.ep_name for d in ort.get_ep_devices()})))")
     try:

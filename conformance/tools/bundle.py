@@ -31,7 +31,7 @@ from conformance.run import journal, runfolder
 from conformance.report import junit_schema as junit, schema as report_schema
 
 from conformance import safe_io
-from conformance.target.eps import sha256_of
+from conformance.testbed.eps import sha256_of
 from conformance.findings import message_line
 from conformance.report.junit_schema import Problem  # its path: a file of the bundle, or the bundle itself
 from conformance.options import reason_of
@@ -135,7 +135,7 @@ def _is_run_file(name: str) -> bool:
 def _intact_models(files: dict[str, bytes]) -> dict[str, bytes]:
     """The files without a model whose bytes are not the model its name says (garbage or another
     model planted in the models folder): the run rebuilt its own, and a bundle holds only those."""
-    from conformance.target.models import ModelName
+    from conformance.testbed.models import ModelName
 
     def intact(name: str, data: bytes) -> bool:
         model = ModelName.parse(name.removeprefix("models/"))
@@ -408,7 +408,7 @@ def _hashes(files: dict[str, bytes], data: dict[str, Any]) -> list[Problem]:
 def _models(files: dict[str, bytes]) -> list[Problem]:
     """Each bundled model against its name and, where this kit has the recipe it was made from,
     against that recipe (rebuilt: a few milliseconds a model)."""
-    from conformance.target import models
+    from conformance.testbed import models
 
     recipes = models.load_recipes()
     found = ((name, models.recipe_mismatch(name.removeprefix("models/"), data, recipes)) for name, data in sorted(files.items()) if name.startswith("models/"))

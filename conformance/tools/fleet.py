@@ -24,7 +24,7 @@ from conformance import safe_io
 from conformance.options import reason_of
 from conformance.report.schema import parse_json, problems as schema_problems
 from conformance.tools.bundle import MAX_MEMBER_BYTES, BundleError, read, require_report_shape, verify
-from conformance.target.eps import memory_label
+from conformance.testbed.eps import memory_label
 from conformance.tools.fleet_reader import SCHEMA, FleetError
 from conformance.version import __version__
 

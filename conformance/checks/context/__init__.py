@@ -26,8 +26,8 @@ from conformance.checks.context.progress import CallGuard
 from conformance.checks.context.sessions import SessionInfo, Sessions
 from conformance.checks.context.snippets import ASSIGNMENT_CONFIG, Snippets
 from conformance.checks.context.taken import TakenModels
-from conformance.target.eps import EpTarget, import_onnxruntime
-from conformance.target.models import ModelCache
+from conformance.testbed.eps import EpTarget, import_onnxruntime
+from conformance.testbed.models import ModelCache
 
 __all__ = ["ASSIGNMENT_CONFIG", "CheckContext", "SessionInfo"]
 

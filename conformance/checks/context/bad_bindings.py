@@ -14,9 +14,9 @@ from conformance.calls import Call
 from conformance.checks.context import CheckContext, steps
 from conformance.checks.context.reference import reference, small_integers
 from conformance.findings import NotApplicable, NotRun
-from conformance.target import tensors
-from conformance.target.eps import memory_device_type
-from conformance.target.guard import GuardedArray
+from conformance.testbed import tensors
+from conformance.testbed.eps import memory_device_type
+from conformance.testbed.guard import GuardedArray
 
 OUTPUT_SENTINEL = 0x5A  # what a destination holds before anything writes it
 

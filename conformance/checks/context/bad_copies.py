@@ -8,7 +8,7 @@ refusal's message).
 from __future__ import annotations
 
 from conformance.checks.context import CheckContext
-from conformance.target import tensors
+from conformance.testbed import tensors
 
 DESTINATION_SENTINEL = 0x5A  # what a destination holds before the copy writes it
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from conformance import apis
 from conformance.catalogue import versions
-from conformance.target.eps import EpTarget
+from conformance.testbed.eps import EpTarget
 from conformance.findings import NotApplicable, NotRun
 
 

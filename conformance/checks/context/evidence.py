@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 
 
 class Evidence:

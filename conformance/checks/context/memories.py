@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
-from conformance.target.guard import GuardedArray
+from conformance.testbed.guard import GuardedArray
 from conformance.checks.context.device import DeviceUnderTest
 from conformance.checks.context.progress import CallGuard
-from conformance.target.eps import memory_label
+from conformance.testbed.eps import memory_label
 from conformance.findings import NotApplicable, NotRun, Violation
 
 
@@ -32,7 +32,7 @@ class Memories:
         info of the EP device at either end): what is done with them is onnxruntime's own work."""
         return bool(self.touched) and all(self.memory_facts(kind) is None for kind in self.touched)
         # The host buffers this check handed to onnxruntime, each between canaries
-        # (conformance.target.guard), with what it was for: `overruns()` reads them when it ends.
+        # (conformance.testbed.guard), with what it was for: `overruns()` reads them when it ends.
         # A buffer a copy with the EP's own memory wrote past is the EP's defect (its CopyTensors
         # wrote it), whatever the contract's subject: "ep" for those.
         self.guarded: list[tuple[str, str, GuardedArray]] = []

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from conformance.checks.context.sessions import SESSION_SHAPE
-from conformance.target import tensors
+from conformance.testbed import tensors
 
 
 def small_integers(names: tuple[str, ...], dt: tensors.DType, shape: tuple[int, ...] = SESSION_SHAPE) -> dict[str, np.ndarray]:

@@ -10,14 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.context.device import DeviceUnderTest
 from conformance.checks.context.evidence import Evidence
 from conformance.checks.context.progress import CallGuard
 from conformance.checks.context.snippets import ASSIGNMENT_CONFIG, Snippets
 from conformance.findings import ClaimedButUnrunnable, NotApplicable, NotRun, SilentRetry, Violation, first_line, message_line
-from conformance.target.models import ModelCache, UnbuildableModel
+from conformance.testbed.models import ModelCache, UnbuildableModel
 
 
 @dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.checks.context.device import DeviceUnderTest
 
 ASSIGNMENT_CONFIG = "session.record_ep_graph_assignment_info"
@@ -66,7 +66,7 @@ def place(array, memory, onnx_type):  # a value in `memory` (None: the array its
     return value
 
 
-def canaries(start, stop):  # the canary bytes of positions start..stop of a guarded buffer (as conformance/target/guard.py writes them)
+def canaries(start, stop):  # the canary bytes of positions start..stop of a guarded buffer (as conformance/testbed/guard.py writes them)
     return (np.arange(start, stop) %% 256).astype(np.uint8) ^ np.uint8(0xC3)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.checks.context.snippets import Snippets
 
 SENTINEL = 0x5A

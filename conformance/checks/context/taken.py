@@ -4,7 +4,7 @@ takes none of (a narrow EP: an NPU that takes a few operators)."""
 from __future__ import annotations
 
 from conformance.checks.context.sessions import SessionInfo, Sessions
-from conformance.target import tensors
+from conformance.testbed import tensors
 
 
 class TakenModels:

@@ -3,7 +3,7 @@
 The interop API (`OrtInteropApi`: importers, `ImportMemory`, `CreateTensorFromMemory`) exists
 only in C. ctypes rather than a small C helper, because `pip install` of the kit must need no
 compiler and no onnxruntime headers: the function tables are reached by slot index, and the
-indices come from `slots.py`, generated from the >= 1.24 header (`conformance.target.interop.headers`)
+indices come from `slots.py`, generated from the >= 1.24 header (`conformance.testbed.interop.headers`)
 and compared with it by a test. The C API's tables only grow at the end, so an index read from
 the newest header holds in every version that has the function; the kit asks the runtime for the
 lowest API version that has every function it calls (`API_VERSION`).
@@ -23,7 +23,7 @@ import ctypes
 from pathlib import Path
 from typing import Any
 
-from conformance.target.interop import slots
+from conformance.testbed.interop import slots
 from conformance.errors import KitError
 
 API_VERSION = 24  # GetInteropApi appeared in 1.24; nothing else called here is newer

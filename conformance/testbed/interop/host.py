@@ -1,7 +1,7 @@
 """A producer of host memory for HOST_ALLOCATION imports (ORT_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION,
 onnxruntime >= 1.30): page-aligned anonymous mappings, through ctypes on libc.
 
-It has the interface of `conformance.target.interop.vulkan.Producer` (allocate, write, read,
+It has the interface of `conformance.testbed.interop.vulkan.Producer` (allocate, write, read,
 export, free, close), so the import checks run on either. The handle it exports is the
 allocation's address, which the caller keeps owning: an import can take nothing from it.
 Nothing past an allocation is mapped (`HEADROOM` bytes are reserved after it, then unmapped), so
@@ -16,7 +16,7 @@ import ctypes
 import mmap
 from dataclasses import dataclass
 
-from conformance.target.interop.mapping import Mapped
+from conformance.testbed.interop.mapping import Mapped
 
 HEADROOM = 2 << 20  # bytes left unmapped after each allocation (more than any size past it the checks ask)
 _MAP_FAILED = ctypes.c_void_p(-1).value

@@ -23,9 +23,9 @@ import numpy as np
 from conformance.calls import Call
 from conformance.errors import KitError
 from conformance.findings import NotApplicable, NotRun
-from conformance.target.interop import capi as C
-from conformance.target.interop import host, vulkan
-from conformance.target.interop.handed import Handed
+from conformance.testbed.interop import capi as C
+from conformance.testbed.interop import host, vulkan
+from conformance.testbed.interop.handed import Handed
 
 # the handle kinds the checks ask for -> the handle type the descriptor names
 HANDLE_KINDS = {"opaque-fd": "vk_memory_opaque_fd", "host-allocation": "host_allocation"}

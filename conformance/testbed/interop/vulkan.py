@@ -3,7 +3,7 @@
 The import family needs memory that something other than onnxruntime made: this module
 allocates host-visible memory that Vulkan may export as an opaque file descriptor
 (`VK_KHR_external_memory_fd`), fills it and reads it back through Vulkan's own mapping, and hands
-out a new fd per import. ctypes, like the C path of `conformance.target.interop.capi`, so that installing
+out a new fd per import. ctypes, like the C path of `conformance.testbed.interop.capi`, so that installing
 the kit needs no compiler and no Vulkan headers; the handful of constants used are the values
 of Debian's `libvulkan-dev` (`vulkan_core.h`), and a test compares them with that header where it
 is at hand. The loader and the driver (lavapipe in lanes/softgpu, the GPU's own driver on
@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass
 
 from conformance.errors import KitError
-from conformance.target.interop.mapping import Mapped
+from conformance.testbed.interop.mapping import Mapped
 
 # vulkan_core.h values (checked against the header by tests/test_interop.py)
 VK_SUCCESS = 0

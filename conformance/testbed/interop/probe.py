@@ -21,9 +21,9 @@ from typing import Any
 
 from conformance.calls import Call
 from conformance.findings import NotApplicable, NotRun, message_line
-from conformance.target.interop.capi import HANDLE_TYPES, OrtError
-from conformance.target.interop.handed import Handed
-from conformance.target.interop.rig import HANDLE_KINDS, ImportRig, NullOutput, pattern
+from conformance.testbed.interop.capi import HANDLE_TYPES, OrtError
+from conformance.testbed.interop.handed import Handed
+from conformance.testbed.interop.rig import HANDLE_KINDS, ImportRig, NullOutput, pattern
 
 COUNT = 64
 SIZE = 4 * 4096
@@ -64,7 +64,7 @@ def import_capabilities(ctx) -> dict[str, Any]:
         if rig.cpu_readable(first):
             import ctypes
 
-            from conformance.target.interop.capi import data_address
+            from conformance.testbed.interop.capi import data_address
             seen = ctypes.string_at(data_address(rig.api, first), len(values))
             copies.append(_entry("imported", "cpu direct", seen == values, "read through the data pointer"))
         with ctx.calling(Call("CopyTensors")):
@@ -102,7 +102,7 @@ def _copy_out(rig: ImportRig, tensor, values: bytes) -> dict[str, str]:
 def _landing(rig: ImportRig, tensor, size: int) -> bytes:
     import ctypes
 
-    from conformance.target.interop import capi
+    from conformance.testbed.interop import capi
     buffer = (ctypes.c_uint8 * size)(*([0xA5] * size))
     destination = capi.cpu_tensor(rig.api, buffer, (size // 4,), capi.ELEMENT_TYPES["float32"])
     try:
@@ -123,7 +123,7 @@ def _copy_in(rig: ImportRig, producer, allocation, tensor) -> dict[str, str]:
 
 
 def _copy_between(rig: ImportRig, producer, allocation, first, second) -> dict[str, str]:
-    from conformance.target.interop import capi
+    from conformance.testbed.interop import capi
     try:
         capi.copy_tensors(rig.api, rig.env, [first], [second])
     except OrtError as exc:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from conformance import data, safe_io
 
-from conformance.target import tensors
+from conformance.testbed import tensors
 from conformance.errors import KitError
 
 if TYPE_CHECKING:  # imported where a model is built: see build()
