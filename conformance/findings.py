@@ -82,7 +82,7 @@ def kit_snippet(init: dict[str, Any], contract: str, device: int, params: dict[s
     or onnx): the parent builds it too, for a worker lost before its check said how to
     reproduce what it was doing."""
     arguments = [repr(init["ep"])]
-    arguments += [f"{key}={init[key]!r}" for key in ("specs", "library", "options") if init.get(key)]
+    arguments += [f"{key}={init[key]!r}" for key in ("specs", "library", "options", "soak") if init.get(key)]
     return ("# the case, run by the kit (pip install -e <this repository>)\n"
             "from conformance.engine.runner import Runner\n"
             f"print(Runner({', '.join(arguments)}).run({contract!r}, {device}, {params!r}))")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 
 def ep_options(pairs: list[str]) -> dict[str, str]:
@@ -62,6 +63,21 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expects a number of seconds above 0, got {text!r}")
     if value > MAX_SECONDS:
         raise argparse.ArgumentTypeError(f"expects a number of seconds up to {MAX_SECONDS:.0f} (a day), got {text!r}")
+    return value
+
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """How long the stress tier soaks (`--conformance-soak`): `0` (the bounded form every
+    certification run has), or seconds with an optional unit, `90`, `90s`, `10m`, `2h`, at most a day."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([smh]?)\s*", text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expects a duration such as 0, 90, 90s, 10m or 2h, got {text!r}")
+    value = float(match.group(1)) * _UNITS[match.group(2)]
+    if value > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"expects a duration up to {MAX_SECONDS:.0f} s (a day), got {text!r}")
     return value
 
 

@@ -104,6 +104,7 @@ class Contract:
     contested: Contested | None = None
     isolated: bool = False
     own_process: bool = False
+    tier: str = "functional"  # or "stress": the same promise under load (marker `stress`, stretched by --conformance-soak)
     file: str = ""  # the absolute path of the file that defines it
     check_location: Location | None = None  # where its `check` is written, for an unknown check found later
     # where each key of `params` is written, for a parameter its check turns out not to take

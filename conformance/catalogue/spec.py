@@ -238,6 +238,7 @@ def _contracts(doc: Document, errors: list[SpecError], file: str, *, lenient: bo
             contested=_contested(raw.get("contested")),
             isolated=bool(raw.get("isolated", False)),
             own_process=bool(raw.get("own_process", False)),
+            tier=raw.get("tier", "functional"),
             file=file,
         )
 

@@ -16,6 +16,7 @@ from typing import Any, Callable
 from conformance.testbed import eps
 from conformance.checks import CHECKS, load_all
 from conformance.checks.context import CheckContext
+from conformance.checks.context.load import Load
 from conformance.findings import CallQuarantined, NotApplicable, NotRun, SilentRetry, Violation, first_line, kit_snippet
 from conformance.catalogue import selectors
 from conformance.catalogue.contracts import Catalogue
@@ -54,12 +55,13 @@ Handed = Callable[[], tuple[Catalogue, dict[str, Any]]]  # gives the catalogue a
 
 class Runner:
     def __init__(self, ep: str, *, specs: list[str] | None = None, library: str | None = None,
-                 options: dict[str, str] | None = None, models_dir: str | None = None, handed: Handed | None = None):
+                 options: dict[str, str] | None = None, models_dir: str | None = None, handed: Handed | None = None, soak: float = 0.0):
         """`handed`: the catalogue of `specs` and the recipes, as the pytest process read and
         validated them, instead of reading them again here. It is called once onnxruntime is
         imported, so that a worker imports it while the pytest process is still reading them."""
         load_all()
-        self.init = {"ep": ep, "specs": specs, "library": library, "options": options}  # what a reproducer must set up
+        self.init = {"ep": ep, "specs": specs, "library": library, "options": options, "soak": soak}  # what a reproducer must set up
+        self.load = Load(soak)  # how hard the stress tier pushes (--conformance-soak)
         recipes = None
         if handed is None:
             self.catalogue = load_catalogue(specs, known_checks=CHECKS)
@@ -81,7 +83,7 @@ class Runner:
 
     def context(self, device: int) -> CheckContext:
         if device not in self._contexts:
-            self._contexts[device] = CheckContext(self.target, device, self.models)
+            self._contexts[device] = CheckContext(self.target, device, self.models, self.load)
         return self._contexts[device]
 
     def run(self, contract_id: str, device: int, params: dict[str, Any], progress: Callable[[dict[str, Any]], None] | None = None,

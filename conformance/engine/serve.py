@@ -86,7 +86,7 @@ class Handler:
             from conformance.engine.runner import Runner
 
             self.runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
-                                 options=request.get("options"), models_dir=request.get("models_dir"),
+                                 options=request.get("options"), models_dir=request.get("models_dir"), soak=request.get("soak") or 0.0,
                                  handed=self.handed if request.get("handover") else None)
             return {"ok": True, "facts": self.runner.facts}
         if op == "run":

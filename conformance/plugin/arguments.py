@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conformance.data import contracts_dir, shipped_spec_dirs
-from conformance.options import WRAPPER_VARIABLE, emulator_of, ep_options, seconds, wrapper_command
+from conformance.options import WRAPPER_VARIABLE, duration, emulator_of, ep_options, seconds, wrapper_command
 from conformance.plugin import ids
 from conformance.plugin.shards import shard_option
 from conformance.run.reruns import reruns_option
@@ -56,6 +56,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help="try a case that failed, crashed or timed out again, up to N times, each in a fresh worker (default 0; "
                          "a crash or hang is always tried once more before its call is quarantined); a case whose tries' outcomes "
                          "differ is flaky: it counts as a failure and never certifies")
+    group.addoption("--conformance-soak", metavar="DURATION", type=duration, default=0.0,
+                    help="stretch the stress tier (contracts with tier: stress) to about this long per case: more iterations, "
+                         "more threads, larger sizes, e.g. --conformance-soak=10m (default 0: the bounded form every run has; "
+                         "-m 'not stress' leaves the tier out, and a strict run without it is incomplete)")
     group.addoption("--conformance-shard", metavar="K/N", type=shard_option, default=None,
                     help="run shard K of N: a deterministic Kth of the cases (by node id; the same split on every machine), "
                          "e.g. one job of a CI matrix; a shard alone never certifies: `ort-conformance merge` of all N report "

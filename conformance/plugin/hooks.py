@@ -126,7 +126,8 @@ class ConformanceRun:
     def worker_init(self, name: str) -> dict[str, Any]:
         # This process reads and validates the spec files; its workers are handed them (see start).
         return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
-                "models_dir": str(self.report_dir / "models"), "handover": True}
+                "models_dir": str(self.report_dir / "models"), "handover": True,
+                "soak": self.config.getoption("conformance_soak")}
 
     def _ready(self, name: str, worker: AnyWorker) -> EpUnderTest:
         try:

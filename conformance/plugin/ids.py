@@ -31,6 +31,7 @@ CLASS_PREFIX = "ort_conformance"
 
 SEVERITIES = ("required", "recommended", "informational")
 ISOLATIONS = ("isolated", "own_process")
+STRESS = "stress"  # the marker of the stress tier's cases (a contract's `tier: stress`)
 
 
 def file_id(family: str) -> str:
@@ -78,10 +79,10 @@ def subject_marker(subject: str) -> str:
 
 
 def markers(contract: Contract) -> list[str]:
-    """The markers a case of `contract` carries: its severity, family, subject and isolation."""
+    """The markers a case of `contract` carries: its severity, family, subject, isolation and tier."""
     names = [contract.severity, family_marker(contract.family), subject_marker(contract.subject)]
     names += [name for name, flag in zip(ISOLATIONS, (contract.isolated, contract.own_process), strict=True) if flag]
-    return names
+    return names + [STRESS] if contract.tier == "stress" else names
 
 
 _WHOSE = {"ep": "the EP", "runtime": "onnxruntime", "package": "the onnxruntime package"}
@@ -94,7 +95,9 @@ def marker_lines() -> list[str]:
     lines += [f"{subject_marker(subject)}: a case of a contract whose subject is {_WHOSE.get(subject, subject)}"
               for subject in SUBJECTS]
     lines += ["isolated: a case run apart from the other checks (isolated: true in its YAML)",
-              "own_process: a case run in a worker process of its own (own_process: true in its YAML)"]
+              "own_process: a case run in a worker process of its own (own_process: true in its YAML)",
+              f"{STRESS}: a case of the stress tier (tier: stress in its YAML: many threads, thousands of calls, tensors past 2 and 4 GiB); "
+              f"-m {STRESS} selects the tier, -m 'not {STRESS}' leaves it out, --conformance-soak stretches it"]
     return lines
 
 

@@ -20,6 +20,8 @@ from typing import Any, Iterable
 
 import pytest
 
+from conformance.plugin.ids import STRESS
+
 # The options whose values deselect items, as pytest spells them on the command line.
 _NAMED_OPTIONS = (("keyword", "-k"), ("markexpr", "-m"))
 
@@ -72,6 +74,7 @@ class SelectionWatch:
         self.config = config
         self.collect_only = bool(config.option.collectonly)  # nothing is to run: no worker, no device, no report
         self.deselected = 0
+        self.stress_left_out: set[str] = set()  # contracts of the stress tier with a case deselected
         self.stopped = ""
 
     @classmethod
@@ -82,6 +85,7 @@ class SelectionWatch:
 
     def pytest_deselected(self, items: list[pytest.Item]) -> None:
         self.deselected += len(items)
+        self.stress_left_out |= {item.contract.id for item in items if item.get_closest_marker(STRESS) is not None and hasattr(item, "contract")}
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -101,6 +105,8 @@ class SelectionWatch:
         named += [f"named on the command line: {arg}" for arg in chosen]
         if self.deselected:
             named.append(f"{self.deselected} deselected")
+        if self.stress_left_out:  # a run without its stress tier proves nothing under load: said by name
+            named.append(f"the stress tier left out ({len(self.stress_left_out)} contracts: {', '.join(sorted(self.stress_left_out))})")
         if getattr(options, "maxfail", 0):
             named.append(f"--maxfail {options.maxfail}" if options.maxfail != 1 else "-x")
         if self.stopped:

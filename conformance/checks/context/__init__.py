@@ -21,6 +21,7 @@ from typing import Any, Callable, Concatenate, Generic, ParamSpec, TypeVar
 from conformance.calls import Call
 from conformance.checks.context.device import DeviceUnderTest
 from conformance.checks.context.evidence import Evidence
+from conformance.checks.context.load import Load
 from conformance.checks.context.memories import Memories
 from conformance.checks.context.progress import CallGuard
 from conformance.checks.context.sessions import SessionInfo, Sessions
@@ -52,9 +53,10 @@ class _PartsMethod(Generic[P, R]):
 
 
 class CheckContext:
-    def __init__(self, target: EpTarget, device_index: int, models: ModelCache):
+    def __init__(self, target: EpTarget, device_index: int, models: ModelCache, load: Load | None = None):
         self.under_test = DeviceUnderTest.of(import_onnxruntime(), target, device_index)
         self.models = models
+        self.load = load or Load()  # the stress tier's iterations, threads and sizes (--conformance-soak)
         self.guard = CallGuard()
         self.evidence = Evidence()
         self.memories = Memories(self.under_test, self.guard)
