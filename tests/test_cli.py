@@ -340,3 +340,20 @@ def test_diff_of_runs_of_two_eps_says_so(cpu_report, tmp_path, capsys):
     assert cli.main(["diff", str(cpu_report), str(tmp_path / "report.json")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "note: these are runs of two EPs (CPUExecutionProvider -> OtherExecutionProvider), which share no case"
+
+
+@pytest.mark.parametrize("text, seconds", [("0", 0.0), ("90", 90.0), ("90s", 90.0), ("10m", 600.0), ("1.5h", 5400.0), (" 2m ", 120.0)])
+def test_a_soak_duration_reads_seconds_minutes_and_hours(text, seconds):
+    from conformance.options import duration
+
+    assert duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "-5", "ten minutes", "5d", "25h", "nan"])
+def test_a_soak_duration_that_is_not_one_is_a_usage_error(text):
+    import argparse
+
+    from conformance.options import duration
+
+    with pytest.raises(argparse.ArgumentTypeError, match="expects a duration"):
+        duration(text)

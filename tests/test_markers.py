@@ -4,6 +4,8 @@ accepts them: `-m required` runs exactly the required contracts' cases."""
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Callable
 
 import pytest
@@ -26,7 +28,7 @@ def catalogue_ids(keep: Callable[[Contract], bool]) -> set[str]:
 def test_pytest_lists_the_markers_without_ep(pytester):
     result = pytester.runpytest_subprocess(*BASE, "--markers")
     listed = {line.split(":")[0] for line in result.stdout.lines if line.startswith("@pytest.mark.")}
-    expected = {"required", "recommended", "informational", "subject_ep", "subject_runtime", "subject_package", "isolated", "own_process",
+    expected = {"required", "recommended", "informational", "subject_ep", "subject_runtime", "subject_package", "isolated", "own_process", "stress",
                 "family_copy", "family_memory_info", "family_update_inplace", "conformance"}
     assert {f"@pytest.mark.{name}" for name in expected} <= listed
 
@@ -51,6 +53,21 @@ def test_a_vendors_family_has_its_marker_too(pytester):
     result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "--strict-markers", "--co", "-q", "-m", "family_vendor_things")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:] + result.stderr.str()
     assert [line for line in result.stdout.lines if "::" in line] == ["vendor.yaml::vendor-things.update[cpu-float32-3]"]
+
+
+def test_the_stress_tier_is_selected_by_its_marker_and_a_strict_run_without_it_names_what_it_left_out(pytester):
+    """A contract with `tier: stress` carries the marker stress; a strict run with -m 'not stress'
+    is a subset that cannot certify, and its verdict reasons name the stress contracts it left out."""
+    pytester.makefile(".yaml", vendor=VENDOR + "    tier: stress\n")
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "--strict-markers", "--co", "-q", "-m", "stress")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:] + result.stderr.str()
+    assert [line for line in result.stdout.lines if "::" in line and "vendor" in line] == ["vendor.yaml::vendor-things.update[cpu-float32-3]"]
+    result = pytester.runpytest_subprocess(*BASE, "vendor.yaml", "--ep=cpu", "--conformance-strict", "-m", "not stress and family_update_inplace",
+                                           "--conformance-report", "reports")
+    report = json.loads((pytester.path / "reports" / "report.json").read_text())
+    assert report["verdict"] == "incomplete", report["verdict_reasons"]
+    left_out = re.search(r"the stress tier left out \(\d+ contracts: ([^)]*)\)", report["verdict_reasons"][0])
+    assert left_out and "vendor-things.update" in left_out.group(1).split(", "), report["verdict_reasons"]
 
 
 VENDOR = """\
