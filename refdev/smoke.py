@@ -32,10 +32,10 @@ KEY = 0x5A  # RefDev stores DEFAULT-memory bytes XOR this key
 
 
 def fault_modes():
-    """The EP's fault modes, read from its k_fault_names array (refdev_ep.c beside this file) so
+    """The EP's fault modes, read from its k_fault_names array (faults.c beside this file) so
     that a new mode is never left out; all but unregister-crash, which smoke.py never provokes:
     it does not unregister the library."""
-    source = os.path.join(HERE, "refdev_ep.c")
+    source = os.path.join(HERE, "faults.c")
     try:
         with open(source) as f:
             names = re.search(r"k_fault_names\[\w*\]\s*=\s*\{(.*?)\};", f.read(), re.S)

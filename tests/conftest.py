@@ -41,10 +41,10 @@ build_failure_reason = LANES.build_failure_reason
 
 @pytest.fixture(scope="session")
 def refdev_library() -> Path:
-    # make each time, not only when the library is missing: a library built before refdev_ep.c
-    # changed lacks what the tests ask of it (a new fault mode); make does nothing when it is up
-    # to date. Under xdist every worker gets here: the lock keeps two builds from sharing one
-    # temporary file.
+    # make each time, not only when the library is missing: a library built before the EP's
+    # sources (refdev/*.c, refdev.h) changed lacks what the tests ask of it (a new fault mode);
+    # make does nothing when it is up to date. Under xdist every worker gets here: the lock keeps
+    # two builds from sharing one temporary file.
     LIBRARY.parent.mkdir(parents=True, exist_ok=True)
     with open(LIBRARY.parent / ".build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

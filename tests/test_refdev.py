@@ -343,9 +343,9 @@ def test_the_smoke_test_takes_every_fault_mode_of_the_ep_but_unregister_crash_an
 def test_the_smoke_test_says_when_it_cannot_read_the_fault_modes(monkeypatch, tmp_path):
     smoke = load_smoke()
     monkeypatch.setattr(smoke, "HERE", str(tmp_path))
-    with pytest.raises(SystemExit, match="smoke.py: cannot read the fault modes: .*refdev_ep.c"):
+    with pytest.raises(SystemExit, match="smoke.py: cannot read the fault modes: .*faults.c"):
         smoke.fault_modes()
-    (tmp_path / "refdev_ep.c").write_text("int main(void) { return 0; }\n")
+    (tmp_path / "faults.c").write_text("int main(void) { return 0; }\n")
     with pytest.raises(SystemExit, match="no k_fault_names array in"):
         smoke.fault_modes()
 
