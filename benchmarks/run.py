@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import copies  # noqa: E402
 import conformance_run  # noqa: E402
+import stress_tier  # noqa: E402
 from device_memcpy import DeviceMemcpy  # noqa: E402
 
 from conformance.testbed import bandwidth  # noqa: E402
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ep", metavar="NAME", help="time the copies of this EP only (default: cpu, refdev, webgpu, cuda where present)")
     parser.add_argument("--ep-library", metavar="PATH", help="plugin EP library providing --ep")
     parser.add_argument("--skip-run", action="store_true", help="copies only, no conformance runs")
+    parser.add_argument("--skip-stress", action="store_true", help="leave out what the stress tier costs (two more runs per EP)")
     parser.add_argument("--json", metavar="PATH", help="also write the copy figures as JSON (rows, host and device limits)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
@@ -50,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     verdicts = []
     if not args.skip_run:
         verdicts += _conformance_section(args.repeat)
+        if not args.skip_stress:
+            verdicts += _stress_section()
     verdicts += _copy_section(tuple(n for n in copies.SIZES if n <= largest), args.ep, args.ep_library, args.json)
     _print_table("targets (CPU lane)", ["target", "figure", "met"], verdicts)
     return 0
@@ -89,6 +93,15 @@ def _conformance_section(repeat: int) -> list[list[str]]:
         [f"isolation <= {ISOLATION_SHARE:.0%} of the run", f"{share:.0%}", _met(share <= ISOLATION_SHARE)],
         [f"machinery: run / (checks + pytest floor) <= {MACHINERY_RATIO:.2f}x", f"{machinery:.2f}x", _met(machinery <= MACHINERY_RATIO)],
     ]
+
+
+def _stress_section() -> list[list[str]]:
+    """What the stress tier adds to a certification run, per EP, both runs side by side."""
+    rows = stress_tier.measure()
+    _print_table("stress tier: the whole run against the same run with -m 'not stress' (one of each, side by side)",
+                 ["ep", "whole s", "without s", "tier adds s", "stress cases", "their own s", "peak RSS", "peak RSS without",
+                  "largest tensor", f"adds <= {stress_tier.ADDED_SECONDS:g} s", "measured in s"], rows)
+    return [[f"stress tier adds <= {stress_tier.ADDED_SECONDS:g} s ({row[0]})", f"{row[3]} s", _met(row[9] == "yes")] for row in rows]
 
 
 def _copy_section(sizes: tuple[int, ...], ep: str | None, library: str | None, json_path: str | None = None) -> list[list[str]]:

@@ -171,6 +171,7 @@ def _contract(contract, files: dict[str, list[str] | None]) -> dict[str, Any]:
         "sources": [s.to_dict() for s in contract.sources],
         "provenance": contract.provenance.to_dict() if contract.provenance else None,
         "since": contract.since,
+        "tier": contract.tier,
         "contested": contract.contested.to_dict() if contract.contested else None,
         "excerpt": _excerpt(files[contract.file], contract.location.line),
     }
