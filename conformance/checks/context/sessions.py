@@ -104,9 +104,10 @@ class Sessions:
             self._sessions[key] = SessionInfo(session, path, recipe, {"CPUExecutionProvider": list(self.models.recipes[recipe].ops)})
         return self._sessions[key]
 
-    def create_session(self, model: bytes, device=None):
+    def create_session(self, model: bytes, device=None, *, intra_op_threads: int = 1):
         """A session of `model` on the EP under test, made as every check's session is; on
-        `device` (an OrtEpDevice) instead of this context's, where a check has fetched it anew."""
+        `device` (an OrtEpDevice) instead of this context's, where a check has fetched it anew;
+        with `intra_op_threads` for a check about sessions under load (the stress tier)."""
         ort, target = self.under_test.ort, self.under_test.target
         device = device if device is not None else self.under_test.device
         options = ort.SessionOptions()
@@ -115,7 +116,7 @@ class Sessions:
         # The checks observe where values live and what the nodes compute, not parallel
         # speed: one thread per session, because creating a session's thread pools costs
         # 4-13 ms on a small machine, the largest single cost of a run.
-        options.intra_op_num_threads = 1
+        options.intra_op_num_threads = intra_op_threads
         options.inter_op_num_threads = 1
         options.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
         provider_options = target.provider_options

@@ -216,16 +216,18 @@ class Snippets:
             lines.append(f"environment_as_in_the_run({setup!r}, {faults!r})")
         return lines
 
-    def session_snippet(self, model_path: Path | str | None) -> str:
+    def session_snippet(self, model_path: Path | str | None, intra_op_threads: int = 1) -> str:
         """Lines that create `s`, a session of the model on the EP under test (after `preamble`),
         made as `Sessions.create_session` makes it (its node assignment recorded, the EP's
-        options given, one thread), with fallback to the CPU EP disabled, and that assert the
-        EP took nodes of it."""
+        options given, one thread unless `intra_op_threads` says more), with fallback to the CPU
+        EP disabled, and that assert the EP took nodes of it."""
         target = self.under_test.target
         options = target.provider_options
         path = os.path.abspath(model_path) if model_path is not None else "<the model: not saved in this run>"
+        threads = "so.intra_op_num_threads = so.inter_op_num_threads = 1" if intra_op_threads == 1 else \
+            f"so.intra_op_num_threads, so.inter_op_num_threads = {intra_op_threads}, 1"
         lines = ["so = ort.SessionOptions()", "so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL",
-                 "so.intra_op_num_threads = so.inter_op_num_threads = 1", f"so.add_session_config_entry({ASSIGNMENT_CONFIG!r}, '1')"]
+                 threads, f"so.add_session_config_entry({ASSIGNMENT_CONFIG!r}, '1')"]
         lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in target.session_config.items()]
         if self.under_test.device is not None:
             lines += [f"so.add_provider_for_devices([dev], {options!r})",

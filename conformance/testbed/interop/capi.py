@@ -180,6 +180,15 @@ class CApi:
             return None
         return result
 
+    def function(self, name: str) -> Any:
+        """The ctypes function of OrtApi `name`, called as it is: a status-returning one returns
+        its status, for `check`. For a loop that times the native call alone."""
+        return self._function(name, slots.ORT_API, self._api, self.SIGNATURES)
+
+    def check(self, name: str, status: Any) -> None:
+        """Raises OrtError for a status `function(name)` returned that was not OK (and releases it)."""
+        self._checked(name, status)
+
     def interop(self, name: str, *args) -> None:
         function = self._function(name, slots.ORT_INTEROP_API, self._interop, self.INTEROP_SIGNATURES)
         result = function(*args)
