@@ -16,7 +16,9 @@ import pytest
 from conftest import ROOT, conformance_run
 from conformance.outcomes import Outcome, Result, Verdict, verdict
 from conformance.report.schema import report_problems
-from conformance.plugin.selection import Selection, case_key, compare
+from conformance.plugin.selection import Selection, case_key, compare, stress_left_out
+from conformance.catalogue.spec import load_catalogue
+from conformance.data import contracts_dir
 
 ITEM = "specs/contracts/update-inplace.yaml::update-inplace.from-numpy[cpu-float32-7x13]"
 
@@ -117,7 +119,8 @@ def test_a_non_strict_subset_is_labelled_partial_in_every_report(tmp_path):
     assert run.exit_code == 0 and run.report["verdict"] == "conformant"
     text = run.report["selection"]["text"]
     catalogue = run.report["selection"]["catalogue"]
-    assert text == f"16 of {catalogue} checks ran (-k nodes-on-ep; {catalogue - 16} deselected)"
+    stress = sorted(c.id for c in load_catalogue([str(contracts_dir())], known_checks=()).contracts if c.tier == "stress")
+    assert text == f"16 of {catalogue} checks ran (-k nodes-on-ep; {catalogue - 16} deselected; {stress_left_out(stress)})"
     assert re.search(r"verdict: conformant at onnxruntime [0-9.]+'s API \(partial run: " + re.escape(text) + r"\)", run.output)
     assert f"**Partial run**: {text}" in (run.reports / "report.md").read_text()
     assert 'id="partial"' in (run.reports / "report.html").read_text()
@@ -168,3 +171,9 @@ def test_an_interrupted_strict_run_is_a_subset(tmp_path):
     selection = run.report["selection"]
     assert run.report["verdict"] == "incomplete" and run.exit_code != 0
     assert not selection["complete"] and "stopped early: interrupted" in selection["how"], selection
+
+
+def test_the_stress_contracts_left_out_are_named_a_few_and_counted():
+    assert stress_left_out(["a.b", "c.d"]) == "the stress tier left out (2 contracts: a.b, c.d)"
+    many = [f"s.c{i}" for i in range(9)]
+    assert stress_left_out(many) == "the stress tier left out (9 contracts: s.c0, s.c1, s.c2, s.c3, s.c4, s.c5 and 3 more)"

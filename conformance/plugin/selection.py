@@ -65,6 +65,17 @@ def compare(expected: Iterable[tuple], ran: Iterable[tuple], how: Iterable[str] 
     return Selection(len(wanted), len(done), tuple(how) or (f"{len(wanted) - len(done)} checks of the catalogue have no result",))
 
 
+# How many of the stress contracts a run left out are named: the line stays readable in a
+# verdict's reasons; the rest are counted.
+NAMED_STRESS = 6
+
+
+def stress_left_out(contracts: list[str]) -> str:
+    """'the stress tier left out (2 contracts: a.b, c.d)', at most NAMED_STRESS of them by name."""
+    named = ", ".join(contracts[:NAMED_STRESS]) + (f" and {len(contracts) - NAMED_STRESS} more" if len(contracts) > NAMED_STRESS else "")
+    return f"the stress tier left out ({len(contracts)} contracts: {named})"
+
+
 class SelectionWatch:
     """Registered as a plugin beside the run: counts what pytest deselects (-k, -m, --deselect,
     --lf, --sw all go through pytest_deselected) and records how the session stopped, before the
@@ -106,7 +117,7 @@ class SelectionWatch:
         if self.deselected:
             named.append(f"{self.deselected} deselected")
         if self.stress_left_out:  # a run without its stress tier proves nothing under load: said by name
-            named.append(f"the stress tier left out ({len(self.stress_left_out)} contracts: {', '.join(sorted(self.stress_left_out))})")
+            named.append(stress_left_out(sorted(self.stress_left_out)))
         if getattr(options, "maxfail", 0):
             named.append(f"--maxfail {options.maxfail}" if options.maxfail != 1 else "-x")
         if self.stopped:
