@@ -11,9 +11,13 @@ start-up, without onnxruntime:
 `supports` is True when `copy_tensors` moved the bytes intact in every run of that EP version
 (the newest run of each onnxruntime version and device); `answers` gives each run's
 status, detail, verdict and report. An EP, version or memory the table does not know is a
-FleetError that lists what it does know. The standard library only, and the leaf of the kit's
-errors: this module is what `conformance.fleet` exposes, and loads neither onnxruntime, numpy
-nor jsonschema.
+FleetError that lists what it does know. What a run could not measure is never answered as if
+it had: an EP that get_ep_devices() does not list (the CUDA EP without a GPU, the legacy
+OpenVINO EP) advertised no memory, so what its DEFAULT or HOST_ACCESSIBLE memory is, and how
+copies to and from it go, is not known; `answers` says `not_known` and why, and `supports`
+raises NotMeasured rather than answer False.
+The standard library only, and the leaf of the kit's errors: this module is what
+`conformance.fleet` exposes, and loads neither onnxruntime, numpy nor jsonschema.
 """
 
 from __future__ import annotations
@@ -23,11 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance import errors
 from conformance.errors import KitError
 
 SCHEMA = "ort-ep-conformance/fleet/1"
 MEMORIES = ("cpu", "default", "host_accessible")
 NOT_ADVERTISED = "not_advertised"  # an answer's status where that run's EP device lacks the memory
+NOT_KNOWN = "not_known"  # an answer's status where that run could not measure the direction (detail: why)
+# Why an EP that get_ep_devices() does not list has no measured memory: the kit asks an EP device
+# for its memory infos, and without one only plain CPU memory was there to probe.
+UNLISTED = ("get_ep_devices() does not list this EP, so it was never asked for its memory: its DEFAULT and "
+            "HOST_ACCESSIBLE memory are not known, and only plain CPU memory was probed")
 _ROW_KEYS = ("ep", "ep_label", "ep_version", "onnxruntime", "device", "memory", "copies", "run")
 
 
@@ -43,12 +53,20 @@ class UnknownMemory(FleetError, LookupError):
     """A memory that is not one of the table's, or that the EP device does not advertise."""
 
 
+class NotMeasured(FleetError, errors.NotMeasured):
+    """A question no run of the table measured an answer to (an EP that get_ep_devices() does not
+    list, a probe that was lost): the message names the runs and why. Not False: False would
+    say the copy was tried and did not work."""
+
+
 @dataclass(frozen=True)
 class Answer:
     """One run's answer for one copy direction of one EP device. `status` is the copy matrix's
-    (supported, unverified, broken, required_but_missing, not_required, unsupported), `unknown`
-    where the run has no matrix for it, or `not_advertised` where that run's EP device lacks one of
-    the memories (the same EP set up otherwise in another run); `report` links the run's report."""
+    (supported, unverified, broken, required_but_missing, not_required, unsupported),
+    `not_known` where the run could not measure it (`detail` says why: an EP that
+    get_ep_devices() does not list, a probe that was lost), or `not_advertised` where that run's
+    EP device lacks one of the memories (the same EP set up otherwise in another run); `report`
+    links the run's report."""
 
     ep: str
     ep_version: str | None
@@ -66,6 +84,10 @@ class Answer:
     @property
     def supported(self) -> bool:
         return self.status == "supported"
+
+    @property
+    def measured(self) -> bool:
+        return self.status not in (NOT_KNOWN, NOT_ADVERTISED)
 
     def __str__(self) -> str:
         return (f"{self.ep} {self.ep_version or '-'} (onnxruntime {self.onnxruntime or '-'}, device {self.device}): "
@@ -129,12 +151,19 @@ class Fleet:
         """Whether copy_tensors moved the bytes intact from `source` to `destination` in the newest
         run of each EP version, onnxruntime version and device of `ep` at `version`. False for
         `not_required` too: both ends are CPU memory, and copy_tensors was refused (no copy is
-        needed; `answers` says so)."""
+        needed; `answers` says so). NotMeasured, naming the runs and why, when no run that
+        measured the direction says False and some newest run could not measure it."""
         newest: dict[tuple, Answer] = {}
         for answer in self.answers(ep, version, source, destination, onnxruntime=onnxruntime, device=device):
             if answer.status != NOT_ADVERTISED:  # a run of the EP set up without that memory (another configuration)
                 newest.setdefault((answer.onnxruntime, answer.device, answer.ep_version), answer)
-        return bool(newest) and all(answer.supported for answer in newest.values())
+        if any(answer.measured and not answer.supported for answer in newest.values()):
+            return False  # measured: a run tried the copy and it did not move the bytes intact
+        unknown = [answer for answer in newest.values() if answer.status == NOT_KNOWN]
+        if unknown:
+            said = "; ".join(f"run {answer.run}: {answer.detail}" for answer in unknown)
+            raise NotMeasured(f"{self.path}: {ep}{' ' + version if version else ''}: {source} -> {destination} is not known: {said}")
+        return bool(newest)
 
 
 def _version(row: dict[str, Any]) -> str | None:
@@ -145,11 +174,17 @@ class _NotHere(KitError):
     """A memory this row's EP device does not advertise (the same EP may in another run)."""
 
 
+class _NotKnown(KitError):
+    """A memory this row's run could not ask the EP about (why, in its message)."""
+
+
 def _endpoint(row: dict[str, Any], name: str) -> tuple[str, str]:
     """(the matrix's name of memory `name` on this row's device, a note when it is another's)."""
     wanted = name.casefold()
     names = sorted({p["source"] for p in row["copies"]} | set(MEMORIES))
     memory = row["memory"]
+    if wanted in ("default", "host_accessible") and not row["ep_device"]:
+        raise _NotKnown(UNLISTED)  # its memory None means never asked, not plain CPU memory
     if wanted == "default" and (memory["default"] is None or memory["default"].get("device_type") == "cpu"):
         return "cpu", "its DEFAULT memory is plain CPU memory; "
     if wanted == "host_accessible" and memory["host_accessible"] is None:
@@ -166,9 +201,13 @@ def _answer(row: dict[str, Any], source: str, destination: str) -> Answer:
     except _NotHere as why:
         return Answer(row["ep"], row["ep_version"], row["onnxruntime"], row["device"], source, destination, NOT_ADVERTISED,
                       f"device {row['device']} {why}", run["verdict"], run.get("date"), run["report"], run["name"])
+    except _NotKnown as why:
+        return Answer(row["ep"], row["ep_version"], row["onnxruntime"], row["device"], source, destination, NOT_KNOWN,
+                      f"device {row['device']}: {why}", run["verdict"], run.get("date"), run["report"], run["name"])
     pair = next((p for p in row["copies"] if (p["source"], p["destination"]) == (src, dst)), None)
     if pair is None:
-        status, detail = "unknown", row.get("probe_error") or "the run's copy matrix has no such pair"
+        lost = f"its copy probe was lost: {row['probe_error']}" if row.get("probe_error") else "the run's copy matrix has no such pair"
+        status, detail = NOT_KNOWN, f"device {row['device']}: {lost}"
     else:
         status, detail = pair["status"], pair["detail"]
     return Answer(row["ep"], row["ep_version"], row["onnxruntime"], row["device"], src, dst, status, (note_src or note_dst) + detail,
