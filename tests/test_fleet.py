@@ -19,7 +19,7 @@ from conftest import LANES
 from conformance import cli
 from conformance import fleet as reader
 from conformance.errors import KitError
-from conformance.tools import bundle, fleet, fleet_reader, matrix_text
+from conformance.tools import bundle, fleet, fleet_reader, matrix_text, plain_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = {"name": "OpenVINO_shared_CPU", "device_type": "cpu", "vendor_id": 0x8086, "device_id": 0, "device_mem_type": "host_accessible",
@@ -190,6 +190,45 @@ def test_the_schema_refuses_a_row_that_lacks_what_the_table_answers(table):
     assert any("rows[0]" in p and "copies" in p for p in problems) and any("rows[1].importer.status" in p for p in problems)
 
 
+def mutations(data: dict) -> list[dict]:
+    """The table made wrong in the ways a file written elsewhere may be: fields retyped, missing,
+    out of their sets; each a copy."""
+    changes = [
+        lambda d: d["rows"][0].update(copies="none"),
+        lambda d: d["rows"][0]["memory"].update(default={"name": 3}),
+        lambda d: d["rows"][1]["memory"]["host_accessible"].update(vendor_id="0x8086"),
+        lambda d: d["rows"][0]["run"].pop("verdict"),
+        lambda d: d["rows"][0]["run"].update(verdict="fine"),
+        lambda d: d["rows"][0].update(ep_device="yes"),
+        lambda d: d["rows"][1]["copies"][0].update(required=1),
+        lambda d: d["rows"][0]["session"]["inputs"][0].update(cases=0),
+        lambda d: d["rows"][0]["session"].update(outcomes={"x": {"pass": "3"}}),
+        lambda d: d.update(runs=True),
+        lambda d: d.update(rows={}),
+        lambda d: d["rows"].append(7),
+        lambda d: d["rows"][0]["importer"].update(tensor_memory=[]),
+    ]
+    out = []
+    for change in changes:
+        changed = copy.deepcopy(data)
+        change(changed)
+        out.append(changed)
+    return out
+
+
+def test_the_readers_schema_check_finds_what_jsonschema_finds_with_the_standard_library_alone(table):
+    schema = json.loads(fleet_reader.SCHEMA_FILE.read_text())
+    data = json.loads((table / "fleet.json").read_text())
+    assert plain_schema.problems(schema, data) == [] == fleet.fleet_problems(data)
+    for changed in mutations(data):
+        ours, theirs = plain_schema.problems(schema, changed), fleet.fleet_problems(changed)
+        assert ours and theirs, (ours, theirs)
+        places = {line.split(": ")[0] for line in ours}
+        assert all(any(line.startswith(place) for place in places) for line in theirs), (ours, theirs)  # every place jsonschema names, or the object holding it
+    with pytest.raises(plain_schema.UnknownKeyword, match="keyword pattern is not checked"):
+        plain_schema.problems({"type": "string", "pattern": "^a"}, "b")
+
+
 def test_the_reader_answers_a_question_about_each_ep(table):
     table_ = reader.load(table)
     assert table_.eps() == ["CPUExecutionProvider", "OpenVINOExecutionProvider"]
@@ -245,14 +284,16 @@ def test_the_reader_needs_no_onnxruntime_and_loads_only_the_standard_library(tab
     assert completed.returncode == 0, completed.stderr
     answer, modules = completed.stdout.splitlines()
     assert answer == "True"
-    assert modules == str(["conformance", "conformance.errors", "conformance.fleet", "conformance.tools", "conformance.tools.fleet_reader",
-                           "conformance.version"])
+    assert modules == str(["conformance", "conformance.errors", "conformance.fleet", "conformance.safe_io", "conformance.tools",
+                           "conformance.tools.fleet_reader", "conformance.tools.plain_schema", "conformance.version"])
 
 
 @pytest.mark.parametrize("content, message", [
     ("{", "not JSON"),
     ('{"schema": "ort-ep-conformance/report/1"}', "not a fleet table of schema ort-ep-conformance/fleet/1"),
-    ('{"schema": "ort-ep-conformance/fleet/1", "rows": [{"ep": "x"}]}', "$.rows[0]: lacks ep_label"),
+    ('{"schema": "ort-ep-conformance/fleet/1", "rows": [{"ep": "x"}]}', "$: lacks 'kit_version', 'generated', 'runs' (and 1 more)"),
+    ('{"schema": "ort-ep-conformance/fleet/1", "kit_version": "1", "generated": "now", "runs": 1, "rows": [{"ep": "x"}]}',
+     "not a fleet table of fleet.schema.json: $.rows[0]: lacks 'id', 'ep_label', 'ep_version'"),
 ])
 def test_the_reader_refuses_a_file_that_is_not_a_fleet_table_naming_it(tmp_path, content, message):
     path = tmp_path / "fleet.json"

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import copy
 import io
+import json
+import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
 import pytest
 
 from conformance import cli
-from conformance.tools import bundle, bundle_archive
+from conformance.tools import bundle, bundle_archive, fleet_reader
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -96,3 +100,62 @@ def test_a_bundle_larger_than_a_bundle_is_refused_before_it_is_read(tmp_path, ca
     monkeypatch.setattr(bundle_archive, "MAX_BUNDLE_BYTES", 1000)
     line = one_line_refusal(capsys, ["fleet", str(path), "-o", str(tmp_path / "fleet")])
     assert f"{path}: 2000 bytes, over the limit of 1000 for a bundle" in line
+
+
+# --- fleet tables: wrong shapes, FIFOs, endless and huge files ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fleet_table(cpu_reports, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("fleet")
+    assert cli.main(["fleet", str(cpu_reports), "-o", str(out)]) == 0
+    return out / "fleet.json"
+
+
+TAMPERED_TABLES = {
+    "a list where an object is": (lambda d: d["rows"][0].update(memory=[]), "$.rows[0].memory: [] is not of type object"),
+    "a string where a list is": (lambda d: d["rows"][0].update(copies="none"), "$.rows[0].copies: 'none' is not of type array"),
+    "a status out of its set": (lambda d: d["rows"][0]["copies"][0].update(status="fine"), "$.rows[0].copies[0].status: 'fine' is not one of"),
+    "a field missing": (lambda d: d["rows"][0]["run"].pop("verdict"), "$.rows[0].run: lacks 'verdict'"),
+    "a number where text is": (lambda d: d["rows"][0].update(ep=7), "$.rows[0].ep: 7 is not of type string"),
+    "rows not a list": (lambda d: d.update(rows={"ep": "x"}), "$.rows: {'ep': 'x'} is not of type array"),
+}
+
+
+@pytest.mark.parametrize("what", TAMPERED_TABLES)
+def test_answers_of_a_fleet_table_of_the_wrong_shape_is_one_line_naming_the_field(fleet_table, tmp_path, capsys, what):
+    change, problem = TAMPERED_TABLES[what]
+    data = json.loads(fleet_table.read_text())
+    change(data)
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps(data))
+    line = one_line_refusal(capsys, ["answers", str(path)])
+    assert line.startswith(f"ort-conformance: {path}: not a fleet table of fleet.schema.json: {problem}"), line
+
+
+def test_answers_of_a_fifo_is_refused_at_once_without_waiting_for_a_writer(tmp_path):
+    os.mkfifo(tmp_path / "fleet.json")
+    # A process of its own, with a deadline: a read that waited for a writer would never end.
+    completed = subprocess.run([sys.executable, "-m", "conformance.cli", "answers", str(tmp_path)], capture_output=True, text=True,
+                               timeout=60, cwd=ROOT)
+    assert completed.returncode == 2 and "Traceback" not in completed.stderr
+    assert completed.stderr.strip() == f"ort-conformance: {tmp_path / 'fleet.json'}: cannot be read as a fleet table: not a regular file: a FIFO"
+
+
+def test_answers_of_an_endless_or_huge_file_is_refused_before_reading(tmp_path, capsys):
+    assert one_line_refusal(capsys, ["answers", "/dev/zero"]) == \
+        "ort-conformance: /dev/zero: cannot be read as a fleet table: not a regular file: a character device"
+    huge = tmp_path / "fleet.json"
+    with open(huge, "wb") as out:
+        out.truncate(fleet_reader.MAX_TABLE_BYTES + 1)  # sparse: no disk, and it must not be read into memory
+    line = one_line_refusal(capsys, ["answers", str(huge)])
+    assert line == (f"ort-conformance: {huge}: cannot be read as a fleet table: too large for a fleet table: "
+                    f"{fleet_reader.MAX_TABLE_BYTES + 1} bytes, over the limit of {256 << 20}")
+
+
+def test_fleet_of_a_report_that_is_a_fifo_or_a_device_is_one_line(tmp_path, capsys):
+    os.mkfifo(tmp_path / "report.json")
+    assert "not a regular file: a FIFO" in one_line_refusal(capsys, ["fleet", str(tmp_path), "-o", str(tmp_path / "out")])
+    (tmp_path / "zero").mkdir()
+    (tmp_path / "zero" / "report.json").symlink_to("/dev/zero")
+    assert "not a regular file: a character device" in one_line_refusal(capsys, ["fleet", str(tmp_path / "zero"), "-o", str(tmp_path / "out")])

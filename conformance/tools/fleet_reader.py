@@ -16,8 +16,11 @@ it had: an EP that get_ep_devices() does not list (the CUDA EP without a GPU, th
 OpenVINO EP) advertised no memory, so what its DEFAULT or HOST_ACCESSIBLE memory is, and how
 copies to and from it go, is not known; `answers` says `not_known` and why, and `supports`
 raises NotMeasured rather than answer False.
-The standard library only, and the leaf of the kit's errors: this module is what
-`conformance.fleet` exposes, and loads neither onnxruntime, numpy nor jsonschema.
+
+A table is read as a file from elsewhere: a regular file of at most MAX_TABLE_BYTES, checked
+whole against fleet.schema.json (plain_schema: no jsonschema needed) before a row is used.
+The standard library only, and the leaves of the kit's errors and safe reads: this module is
+what `conformance.fleet` exposes, and loads neither onnxruntime, numpy nor jsonschema.
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance import safe_io
 from conformance import errors
 from conformance.errors import KitError
+from conformance.tools import plain_schema
 
 SCHEMA = "ort-ep-conformance/fleet/1"
+SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "fleet.schema.json"
 MEMORIES = ("cpu", "default", "host_accessible")
 NOT_ADVERTISED = "not_advertised"  # an answer's status where that run's EP device lacks the memory
 NOT_KNOWN = "not_known"  # an answer's status where that run could not measure the direction (detail: why)
@@ -38,7 +44,8 @@ NOT_KNOWN = "not_known"  # an answer's status where that run could not measure t
 # for its memory infos, and without one only plain CPU memory was there to probe.
 UNLISTED = ("get_ep_devices() does not list this EP, so it was never asked for its memory: its DEFAULT and "
             "HOST_ACCESSIBLE memory are not known, and only plain CPU memory was probed")
-_ROW_KEYS = ("ep", "ep_label", "ep_version", "onnxruntime", "device", "memory", "copies", "run")
+# A fleet table of hundreds of runs is a few megabytes; a file past this is refused unread.
+MAX_TABLE_BYTES = 256 << 20
 
 
 class FleetError(KitError):
@@ -216,24 +223,33 @@ def _answer(row: dict[str, Any], source: str, destination: str) -> Answer:
 
 def load(path: str | Path) -> Fleet:
     """The fleet table in `path` (fleet.json, or the folder `ort-conformance fleet` wrote it to).
-    FleetError, naming the file and what is wrong, when it is not one this reader knows."""
+    FleetError, naming the file and what is wrong, when it is not one this reader knows: not a
+    regular file (a FIFO, a device), over MAX_TABLE_BYTES, not JSON, or not of fleet.schema.json
+    (checked whole, before any row is used)."""
     path = Path(path)
     if path.is_dir():
         path = path / "fleet.json"
     try:
-        data = json.loads(path.read_bytes())
-    except OSError as exc:
-        raise FleetError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        data = json.loads(safe_io.read_regular(path, MAX_TABLE_BYTES, what="fleet table"))
+    except safe_io.UnsafeFile as exc:
+        raise FleetError(f"{path}: cannot be read as a fleet table: {exc.message}") from None
     except (ValueError, RecursionError) as exc:
-        raise FleetError(f"{path}: not JSON: {exc}") from None
+        raise FleetError(f"{path}: not JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None
-        raise FleetError(f"{path}: not a fleet table of schema {SCHEMA} (schema {schema!r}); write one with `ort-conformance fleet`")
-    rows = data.get("rows")
-    if not isinstance(rows, list):
-        raise FleetError(f"{path}: $.rows: not a list")
-    for index, row in enumerate(rows):
-        missing = [key for key in _ROW_KEYS if not isinstance(row, dict) or key not in row]
-        if missing:
-            raise FleetError(f"{path}: $.rows[{index}]: lacks {', '.join(missing)}")
+        raise FleetError(f"{path}: not a fleet table of schema {SCHEMA} (schema {str(schema)[:80]!r}); write one with `ort-conformance fleet`")
+    found = plain_schema.problems(_schema(), data)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise FleetError(f"{path}: not a fleet table of {SCHEMA_FILE.name}: {found[0]}{more}")
     return Fleet(data, str(path))
+
+
+_SCHEMAS: list[dict[str, Any]] = []
+
+
+def _schema() -> dict[str, Any]:
+    """fleet.schema.json, read once (it ships beside this package's modules)."""
+    if not _SCHEMAS:
+        _SCHEMAS.append(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    return _SCHEMAS[0]
