@@ -12,14 +12,18 @@ import copy
 import io
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 
 from conformance import cli
+from conformance.run import runfolder
 from conformance.tools import bundle, bundle_archive, fleet_reader
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,3 +163,49 @@ def test_fleet_of_a_report_that_is_a_fifo_or_a_device_is_one_line(tmp_path, caps
     (tmp_path / "zero").mkdir()
     (tmp_path / "zero" / "report.json").symlink_to("/dev/zero")
     assert "not a regular file: a character device" in one_line_refusal(capsys, ["fleet", str(tmp_path / "zero"), "-o", str(tmp_path / "out")])
+
+
+# --- shard folders -------------------------------------------------------------------------------
+
+
+def shard_copy(shard: Path, tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(shard, folder)
+    return folder
+
+
+def test_merge_of_a_shard_with_a_truncated_junit_file_is_one_line_and_writes_nothing(cpu_shards, tmp_path, capsys):
+    second = shard_copy(cpu_shards[1], tmp_path, "shard-2")
+    junit = (second / "junit.xml").read_bytes()
+    (second / "junit.xml").write_bytes(junit[: len(junit) // 2])
+    out = tmp_path / "merged"
+    line = one_line_refusal(capsys, ["merge", str(cpu_shards[0]), str(second), "-o", str(out)])
+    assert line.startswith(f"ort-conformance: {second / 'junit.xml'}: not a JUnit file (not XML: ")
+    assert not (out / "report.json").exists()
+
+
+@pytest.mark.parametrize("attribute, value, problem", [
+    ("time", "1" * 40 + "x", "attribute 'time' must be a decimal number of seconds"),  # the schema's own pattern takes years on this
+    ("tests", "²", "attribute 'tests' must be a non-negative integer, not '²'"),  # isdigit() takes it, int() does not
+])
+def test_a_junit_attribute_of_the_wrong_form_is_refused_quickly_by_merge(cpu_shards, tmp_path, capsys, attribute, value, problem):
+    second = shard_copy(cpu_shards[1], tmp_path, "shard-2")
+    text = (second / "junit.xml").read_text()
+    start = text.index("<testsuite ")
+    suite = text[start:text.index(">", start)]
+    (second / "junit.xml").write_text(text.replace(suite, re.sub(f' {attribute}="[^"]*"', f' {attribute}="{value}"', suite, count=1), 1))
+    began = time.monotonic()
+    line = one_line_refusal(capsys, ["merge", str(cpu_shards[0]), str(second), "-o", str(tmp_path / "merged")])
+    assert f"{second / 'junit.xml'}: not a JUnit file of a conformance run: " in line and problem in line
+    assert time.monotonic() - began < 30
+
+
+def test_a_merge_that_fails_while_writing_leaves_no_report_set_behind(cpu_shards, tmp_path, capsys):
+    out, elsewhere = tmp_path / "merged", tmp_path / "elsewhere"
+    out.mkdir()
+    elsewhere.mkdir()
+    (out / "repro").symlink_to(elsewhere)  # planted: the merged run's reproducers cannot be written
+    line = one_line_refusal(capsys, ["merge", *map(str, cpu_shards), "-o", str(out)])
+    assert "the merged report was not written" in line and f"{out / 'repro'}: is a symlink" in line
+    assert not [name for name in runfolder.RUN_FILES if (out / name).exists()]
+    assert list(elsewhere.iterdir()) == []
