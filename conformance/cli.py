@@ -412,7 +412,9 @@ def _fleet(args) -> int:
 
     output = Path(args.output)
     try:
-        runs = [fleet.load_run(Path(path), _shipped_required_contracts) for path in args.runs]
+        runs, repeated = fleet.distinct([fleet.load_run(Path(path), _shipped_required_contracts) for path in args.runs])
+        for note in repeated:
+            print(f"ort-conformance: {note}", file=sys.stderr)
         data, pages = fleet.build(runs, output)
         fleet.write(data, pages, output)
     except fleet.FleetError as exc:

@@ -165,6 +165,20 @@ def test_fleet_of_a_report_that_is_a_fifo_or_a_device_is_one_line(tmp_path, caps
     assert "not a regular file: a character device" in one_line_refusal(capsys, ["fleet", str(tmp_path / "zero"), "-o", str(tmp_path / "out")])
 
 
+# --- the same run given twice --------------------------------------------------------------------
+
+
+def test_the_same_run_given_twice_in_any_form_is_one_row(cpu_reports, good_bundle, tmp_path, capsys):
+    out = tmp_path / "fleet"
+    assert cli.main(["fleet", str(cpu_reports), str(cpu_reports / "report.json"), str(good_bundle), str(cpu_reports), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "1 EP devices of 1 runs" in captured.out
+    notes = captured.err.strip().splitlines()
+    assert len(notes) == 3 and all(f"the same run as {cpu_reports / 'report.json'} (the same report.json): taken once" in n for n in notes)
+    (row,) = json.loads((out / "fleet.json").read_text())["rows"]
+    assert row["run"]["kind"] == "report"
+
+
 # --- shard folders -------------------------------------------------------------------------------
 
 
