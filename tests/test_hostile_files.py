@@ -22,7 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import conformance_run
 from conformance import cli
+from conformance.report import markdown, summary
+from conformance.report.common import code_span
 from conformance.run import runfolder
 from conformance.tools import bundle, bundle_archive, fleet_reader
 
@@ -223,3 +226,60 @@ def test_a_merge_that_fails_while_writing_leaves_no_report_set_behind(cpu_shards
     assert "the merged report was not written" in line and f"{out / 'repro'}: is a symlink" in line
     assert not [name for name in runfolder.RUN_FILES if (out / name).exists()]
     assert list(elsewhere.iterdir()) == []
+
+
+# --- a vendor's wrapper string in Markdown ----------------------------------------------------------
+
+
+def outside_code_spans(line: str) -> str:
+    """`line` without its code spans, as CommonMark reads them: a run of n backticks opens a span
+    that the next run of exactly n backticks closes; one never closed is literal text."""
+    out, i = [], 0
+    while i < len(line):
+        if line[i] != "`":
+            out.append(line[i])
+            i += 1
+            continue
+        end = i
+        while end < len(line) and line[end] == "`":
+            end += 1
+        width, search = end - i, end
+        closing = None
+        while search < len(line) and closing is None:
+            if line[search] == "`":
+                run_end = search
+                while run_end < len(line) and line[run_end] == "`":
+                    run_end += 1
+                closing = run_end if run_end - search == width else None
+                search = run_end
+            else:
+                search += 1
+        if closing is None:
+            out.append(line[i:end])
+            i = end
+        else:
+            i = closing
+    return "".join(out)
+
+
+@pytest.mark.parametrize("text", ["plain", "a`b", "``x``", "`lead", "trail`", " spaced ", "two\nlines"])
+def test_a_code_span_holds_whatever_it_is_given(text):
+    span = code_span(text)
+    assert outside_code_spans(span) == "" and "\n" not in span
+
+
+def test_a_wrapper_with_a_backtick_and_script_stays_inside_its_code_span_in_report_md_and_summary_md(tmp_path):
+    wrapper = "env A=x`<script>alert(1)</script>`"
+    reports = conformance_run(tmp_path, "--ep=cpu", f"--conformance-wrapper={wrapper}", "-k", "memory-info.tensor-size").reports
+    data = json.loads((reports / "report.json").read_text())
+    assert data["run"]["wrapper"] == wrapper
+    for name in ("report.md", "summary.md"):
+        text = (reports / name).read_text()
+        assert "<script>alert(1)</script>" in text, name  # the wrapper is shown ...
+        assert all("<script>" not in outside_code_spans(line) for line in text.splitlines()), name  # ... as code, never as HTML
+    # The renderers directly, with the wrapper as a vendor could give it, and a library path alike.
+    data["run"]["wrapper"] = "``<img src=x onerror=alert(1)>`"
+    data["ep"]["library"] = data["eps"][0]["library"] = "/opt/`<b>ep</b>`.so"
+    data["eps"][0]["library_sha256"] = "0" * 64
+    for text in (markdown.render(data), summary.render(data)):
+        assert all("<img" not in outside_code_spans(line) and "<b>" not in outside_code_spans(line) for line in text.splitlines())
