@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                     "the importer and its handle types, where session inputs and outputs live, the verdict and its date.\n"
                     "Writes DIR/fleet.json (conformance/schemas/fleet.schema.json; read it with conformance.fleet.load)\n"
                     "and DIR/fleet.html (one filterable table, each cell linking to the run's report). A bundle that\n"
-                    "does not verify is refused. Exit 0; 2 when an input is not a report or a verified bundle, or DIR\n"
-                    "cannot be written.",
+                    "does not verify is refused. A run given twice (its folder and its bundle) is taken once. Exit 0;\n"
+                    "2 when an input is not a report or a verified bundle, or DIR cannot be written.",
                     "  ort-conformance fleet reports/*/report.json -o reports/fleet --answers docs/answers.md\n"
                     "  ort-conformance fleet acme-cuda.tar.gz other-vendor.tar.gz reports/cpu -o fleet")
     fleet.add_argument("runs", nargs="+", metavar="REPORT_OR_BUNDLE", help="report.json files, folders holding one, or bundles")
@@ -143,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
                       "Per EP device: is its DEFAULT memory other than CPU, which copy_tensors directions work between\n"
                       "CPU, DEFAULT and HOST_ACCESSIBLE, does it give an importer (handle types, imported tensors' memory),\n"
                       "where session inputs and outputs live; each answer linking to its run, and the seed's claims about\n"
-                      "OpenVINO weighed against the OpenVINO rows. Exit 0; 2 when FLEET is not a fleet table or FILE\n"
-                      "cannot be written.",
+                      "OpenVINO weighed against the OpenVINO rows; what a run could not measure is \"not known\", with why.\n"
+                      "Exit 0; 2 when FLEET is not a fleet table (not a regular file, over 256 MiB, or not of its schema)\n"
+                      "or FILE cannot be written.",
                       "  ort-conformance answers reports/fleet/fleet.json -o docs/answers.md")
     answers.add_argument("fleet", metavar="FLEET", help="fleet.json (or the folder holding it) written by `ort-conformance fleet`")
     answers.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
@@ -154,7 +155,8 @@ def main(argv: list[str] | None = None) -> int:
                     "one job of a CI matrix each. Refused, saying why, unless they are every shard of one run: one N and\n"
                     "each index once, the same catalogue digest, kit, onnxruntime and EP build (library sha256), each\n"
                     "finished, no case twice and every case of the catalogue once. Writes report.json/md/html, summary.md,\n"
-                    "junit.xml and the journal with the verdict a single full run gives. Exit 0; 2 when refused or\n"
+                    "junit.xml and the journal with the verdict a single full run gives, the report set last: a merge\n"
+                    "that fails writes none. Exit 0; 2 when refused (a shard's file truncated or malformed included) or\n"
                     "OUT cannot be written.",
                     "  ort-conformance merge shard-1 shard-2 shard-3 -o reports\n"
                     "  ort-conformance merge artifacts/shard-* -o merged && ort-conformance bundle --report-dir merged -o acme.tar.gz")
@@ -412,7 +414,9 @@ def _fleet(args) -> int:
 
     output = Path(args.output)
     try:
-        runs = [fleet.load_run(Path(path), _shipped_required_contracts) for path in args.runs]
+        runs, repeated = fleet.distinct([fleet.load_run(Path(path), _shipped_required_contracts) for path in args.runs])
+        for note in repeated:
+            print(f"ort-conformance: {note}", file=sys.stderr)
         data, pages = fleet.build(runs, output)
         fleet.write(data, pages, output)
     except fleet.FleetError as exc:

@@ -30,6 +30,12 @@ class FileError(KitError):
         self.message = message
 
 
+class NotMeasured(KitError):
+    """A question asked of what no run or probe measured (the memory of an EP that
+    get_ep_devices() does not list, a probe that was lost): the message says what and why.
+    Raised rather than answered False, which would say the thing was tried and did not work."""
+
+
 @dataclass(frozen=True)
 class SpecError:
     """An error at a place: the file as shown (`path`), its 1-based `line` and `column`, the

@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from conformance.errors import KitError
+from conformance.errors import KitError, NotMeasured
 
 SCHEMA = "ort-ep-conformance/probe/1"
 
@@ -152,10 +152,20 @@ class CapabilityMatrix:
 
     def supports(self, source: str, destination: str, *, ep: str | None = None, device: str | None = None) -> bool:
         """Whether the copy works on every device probed (of provider or label `ep`, of label
-        `device`, when given): False when one of them lacks it, and when none matches."""
+        `device`, when given): False when one of them lacks it, and when none matches.
+        NotMeasured when none that was probed says False and a chosen EP is one that
+        get_ep_devices() does not list, asked of its DEFAULT or HOST_ACCESSIBLE memory: it was
+        never asked for them, so whether it has them is not known."""
         require_memories((source, destination), {name for d in self.devices for name in d.memory_names()})
-        chosen = [d for e in self.eps if ep in (None, e.name, e.label) for d in e.devices if device in (None, d.label)]
-        return bool(chosen) and all(d.supports(source, destination) for d in chosen)
+        chosen = [(e, d) for e in self.eps if ep in (None, e.name, e.label) for d in e.devices if device in (None, d.label)]
+        own_memory = {source, destination} & {"default", "host_accessible"}
+        unknown = [e for e, _ in chosen if own_memory and not e.ep_device]
+        if not chosen or any(not d.supports(source, destination) for e, d in chosen if e not in unknown):
+            return False
+        if unknown:
+            raise NotMeasured(f"{source} -> {destination} on {', '.join(sorted({e.name for e in unknown}))} is not known: get_ep_devices() "
+                              "does not list it, so it was never asked for its memory and only plain CPU memory was probed")
+        return True
 
     def statuses(self) -> set[str]:
         """Every status some pair has (a lost device counts as none)."""

@@ -104,6 +104,12 @@ def cpu_reports(tmp_path_factory) -> Path:
     return conformance_run(tmp_path_factory.mktemp("cpu"), "--ep=cpu").reports
 
 
+@pytest.fixture(scope="session")
+def cpu_shards(tmp_path_factory) -> list[Path]:
+    """The report folders of the two shards of one conformance run of the CPU EP (read only)."""
+    return [conformance_run(tmp_path_factory.mktemp(f"shard-{k}"), "--ep=cpu", f"--conformance-shard={k}/2").reports for k in (1, 2)]
+
+
 # A vendor's contract file, valid as written: the spec tests alter one line of it at a time, and
 # the worker tests misname its check.
 CONTRACT_FILE = """\

@@ -18,7 +18,8 @@ import headless
 from conftest import LANES
 from conformance import cli
 from conformance import fleet as reader
-from conformance.tools import bundle, fleet
+from conformance.errors import KitError
+from conformance.tools import bundle, fleet, fleet_reader, matrix_text, plain_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 HOST = {"name": "OpenVINO_shared_CPU", "device_type": "cpu", "vendor_id": 0x8086, "device_id": 0, "device_mem_type": "host_accessible",
@@ -52,6 +53,27 @@ def host_accessible_ep(report: dict, *, imported: str = "host_accessible", input
     return data
 
 
+UNLISTED_IMPORTS = {"status": "not_run", "reason": "the C library lists 0 CUDAExecutionProvider devices; the kit tests device 0",
+                    "handle_types": [], "tensor_memory": None, "copies": []}
+
+
+def unlisted_ep(report: dict) -> dict:
+    """The CPU run as if made of an EP that get_ep_devices() does not list (the CUDA EP without a
+    GPU, as the cuda-absent lane runs it): no EP device, so no memory info was ever asked, and a
+    copy matrix of plain CPU memory alone, as the kit records such a run."""
+    data = copy.deepcopy(report)
+    name = "CUDAExecutionProvider"
+    data["ep"].update(name=name, label="cuda", version=None, ep_device=False)
+    data["eps"] = [data["ep"]]
+    for device in data["devices"]:
+        device.update(ep=name, label="cuda", ep_name=name, ep_metadata={}, hardware=None, memory={"default": None, "host_accessible": None})
+    for result in data["results"]:
+        result.update(ep=name, device="cuda")
+    (cpu_matrix,) = report["capabilities"]
+    data["capabilities"] = [{**cpu_matrix, "ep": name, "device": "cuda", "imports": UNLISTED_IMPORTS}]
+    return data
+
+
 def runs_folder(tmp_path: Path, cpu_reports: Path, **variant) -> list[str]:
     """reports/cpu (the real run) and reports/openvino (its variant), as lanes/run lays them out."""
     cpu = tmp_path / "reports" / "cpu"
@@ -70,6 +92,77 @@ def table(tmp_path, cpu_reports, capsys) -> Path:
     assert cli.main(["fleet", *runs_folder(tmp_path, cpu_reports), "-o", str(out)]) == 0
     assert "2 EP devices of 2 runs" in capsys.readouterr().out
     return out
+
+
+def test_what_no_run_measured_is_not_known_with_why_in_the_table_the_page_the_answers_the_reader_and_the_probe(tmp_path, cpu_reports, capsys):
+    """A real CPU run, the HOST_ACCESSIBLE variant and an EP that get_ep_devices() does not list:
+    the unlisted EP's memory was never asked for, so every output says "not known" and why, and
+    none says its memory is CPU memory or that no copy is needed."""
+    folders = runs_folder(tmp_path, cpu_reports)
+    unlisted = tmp_path / "reports" / "cuda-absent"
+    unlisted.mkdir()
+    report = unlisted_ep(json.loads((cpu_reports / "report.json").read_text()))
+    (unlisted / "report.json").write_text(json.dumps(report))
+    out, page = tmp_path / "fleet", tmp_path / "answers.md"
+    assert cli.main(["fleet", *folders, str(unlisted), "-o", str(out), "--answers", str(page)]) == 0
+    why = fleet_reader.UNLISTED
+    assert "get_ep_devices() does not list this EP" in why
+
+    # The reader: an answer of its own, and supports() refuses to say False.
+    table_ = reader.load(out)
+    (answer,) = table_.answers("cuda", None, "default", "cpu")
+    assert answer.status == reader.NOT_KNOWN and why in answer.detail and not answer.supported
+    for source, destination in (("default", "cpu"), ("cpu", "default"), ("host_accessible", "cpu"), ("default", "default")):
+        with pytest.raises(reader.NotMeasured) as raised:
+            table_.supports("CUDAExecutionProvider", None, source, destination)
+        assert f"{source} -> {destination} is not known: run cuda-absent: device cuda: {why}" in str(raised.value)
+    assert isinstance(raised.value, KitError) and not isinstance(raised.value, LookupError)
+    assert table_.supports("cuda", None, "cpu", "cpu") is False  # plain CPU memory: measured, copy_tensors declined it
+
+    # answers.md: the summary row and the section say not known and why; no CPU-memory guess.
+    text = page.read_text()
+    (line,) = [line for line in text.splitlines() if line.startswith("| CUDAExecutionProvider |")]
+    assert "| not known: not listed by get_ep_devices() |" in line and f"| not known: {why} |" in line
+    section = text[text.index("### CUDAExecutionProvider"):]
+    section = section[:section.index("\n### ")]
+    assert f"**Is its DEFAULT memory something other than CPU?** not known: {why}" in section
+    assert f"**Which copy_tensors directions work?** not known: {why}" in section
+    assert "CPU → CPU: **not_required**" in section and "(plain CPU memory)" in section
+    assert "CPU memory (copy_tensors declines" not in line + section and "no copy is needed" not in line + section
+    assert "NotMeasured" in text  # the page says what the reader does where it says not known
+
+    # fleet.html: the memory cells and every copy column the unlisted row lacks read not known,
+    # their titles why; the CPU -> CPU cell it has is marked as plain CPU memory.
+    html = (out / "fleet.html").read_text()
+    row = html[html.index('<tr id="3-cuda-absent/cuda/cuda">'):]
+    row = row[:row.index("</tr>")]
+    cells = row.split("<td")[1:]
+    memory_cells = cells[4:6]
+    assert all("not known" in cell and f'title="{why}"' in cell for cell in memory_cells)
+    copies = {head: cell for head, cell in zip(["CPU→CPU", "CPU→HOST", "HOST→CPU", "HOST→HOST"], cells[6:10], strict=True)}
+    assert "not_required" in copies["CPU→CPU"] and "between plain CPU memory" in copies["CPU→CPU"]
+    assert all(">not known<" in copies[head] and f'title="{why}"' in copies[head] for head in ("CPU→HOST", "HOST→CPU", "HOST→HOST"))
+    assert "the device has no such memory" not in html and "plain CPU memory</a>" not in row
+
+    # The probe's text for the same EP.
+    (matrix,) = report["capabilities"]
+    text_lines = list(matrix_text.lines({"eps": [{"ep": report["ep"]["name"], "label": "cuda", "onnxruntime": report["onnxruntime"]["version"],
+                                                   "ep_device": False, "devices": [{**matrix, "device": "cuda"}]}]}))
+    assert "its DEFAULT and HOST_ACCESSIBLE memory are not known (it was never asked for memory info)" in text_lines[1]
+    assert "plain CPU memory only, not of memory the EP owns" in text_lines[1]
+
+
+def test_a_lost_copy_probe_is_not_known_to_the_reader_not_false(table, tmp_path):
+    data = json.loads((table / "fleet.json").read_text())
+    other = data["rows"][1]
+    other["copies"], other["probe_error"] = [], "the probe's process was killed by SIGSEGV"
+    path = tmp_path / "lost.json"
+    path.write_text(json.dumps(data))
+    table_ = reader.load(path)
+    (answer,) = table_.answers("openvino", "1.8.1", "host_accessible", "host_accessible")
+    assert answer.status == reader.NOT_KNOWN and "its copy probe was lost: the probe's process was killed by SIGSEGV" in answer.detail
+    with pytest.raises(reader.NotMeasured, match="killed by SIGSEGV"):
+        table_.supports("openvino", "1.8.1", "host_accessible", "host_accessible")
 
 
 def test_fleet_writes_json_valid_against_its_published_schema_with_a_row_per_ep_device(table, cpu_reports):
@@ -95,6 +188,45 @@ def test_the_schema_refuses_a_row_that_lacks_what_the_table_answers(table):
     data["rows"][1]["importer"]["status"] = "maybe"
     problems = fleet.fleet_problems(data)
     assert any("rows[0]" in p and "copies" in p for p in problems) and any("rows[1].importer.status" in p for p in problems)
+
+
+def mutations(data: dict) -> list[dict]:
+    """The table made wrong in the ways a file written elsewhere may be: fields retyped, missing,
+    out of their sets; each a copy."""
+    changes = [
+        lambda d: d["rows"][0].update(copies="none"),
+        lambda d: d["rows"][0]["memory"].update(default={"name": 3}),
+        lambda d: d["rows"][1]["memory"]["host_accessible"].update(vendor_id="0x8086"),
+        lambda d: d["rows"][0]["run"].pop("verdict"),
+        lambda d: d["rows"][0]["run"].update(verdict="fine"),
+        lambda d: d["rows"][0].update(ep_device="yes"),
+        lambda d: d["rows"][1]["copies"][0].update(required=1),
+        lambda d: d["rows"][0]["session"]["inputs"][0].update(cases=0),
+        lambda d: d["rows"][0]["session"].update(outcomes={"x": {"pass": "3"}}),
+        lambda d: d.update(runs=True),
+        lambda d: d.update(rows={}),
+        lambda d: d["rows"].append(7),
+        lambda d: d["rows"][0]["importer"].update(tensor_memory=[]),
+    ]
+    out = []
+    for change in changes:
+        changed = copy.deepcopy(data)
+        change(changed)
+        out.append(changed)
+    return out
+
+
+def test_the_readers_schema_check_finds_what_jsonschema_finds_with_the_standard_library_alone(table):
+    schema = json.loads(fleet_reader.SCHEMA_FILE.read_text())
+    data = json.loads((table / "fleet.json").read_text())
+    assert plain_schema.problems(schema, data) == [] == fleet.fleet_problems(data)
+    for changed in mutations(data):
+        ours, theirs = plain_schema.problems(schema, changed), fleet.fleet_problems(changed)
+        assert ours and theirs, (ours, theirs)
+        places = {line.split(": ")[0] for line in ours}
+        assert all(any(line.startswith(place) for place in places) for line in theirs), (ours, theirs)  # every place jsonschema names, or the object holding it
+    with pytest.raises(plain_schema.UnknownKeyword, match="keyword pattern is not checked"):
+        plain_schema.problems({"type": "string", "pattern": "^a"}, "b")
 
 
 def test_the_reader_answers_a_question_about_each_ep(table):
@@ -152,14 +284,16 @@ def test_the_reader_needs_no_onnxruntime_and_loads_only_the_standard_library(tab
     assert completed.returncode == 0, completed.stderr
     answer, modules = completed.stdout.splitlines()
     assert answer == "True"
-    assert modules == str(["conformance", "conformance.errors", "conformance.fleet", "conformance.tools", "conformance.tools.fleet_reader",
-                           "conformance.version"])
+    assert modules == str(["conformance", "conformance.errors", "conformance.fleet", "conformance.safe_io", "conformance.tools",
+                           "conformance.tools.fleet_reader", "conformance.tools.plain_schema", "conformance.version"])
 
 
 @pytest.mark.parametrize("content, message", [
     ("{", "not JSON"),
     ('{"schema": "ort-ep-conformance/report/1"}', "not a fleet table of schema ort-ep-conformance/fleet/1"),
-    ('{"schema": "ort-ep-conformance/fleet/1", "rows": [{"ep": "x"}]}', "$.rows[0]: lacks ep_label"),
+    ('{"schema": "ort-ep-conformance/fleet/1", "rows": [{"ep": "x"}]}', "$: lacks 'kit_version', 'generated', 'runs' (and 1 more)"),
+    ('{"schema": "ort-ep-conformance/fleet/1", "kit_version": "1", "generated": "now", "runs": 1, "rows": [{"ep": "x"}]}',
+     "not a fleet table of fleet.schema.json: $.rows[0]: lacks 'id', 'ep_label', 'ep_version'"),
 ])
 def test_the_reader_refuses_a_file_that_is_not_a_fleet_table_naming_it(tmp_path, content, message):
     path = tmp_path / "fleet.json"

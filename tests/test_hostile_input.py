@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.tools import bundle, found
+from conformance.tools import bundle, bundle_archive, found
 
 from conformance import cli, safe_io
 
@@ -268,7 +268,7 @@ def test_a_small_archive_holding_a_huge_sparse_member_is_refused_by_its_header(t
 
 def test_a_member_over_the_stated_cap_is_refused_before_it_is_read(tmp_path, monkeypatch):
     path = small_bundle(tmp_path / "b.tar.gz", {"report.json": b"x" * 2000})
-    monkeypatch.setattr(bundle, "MAX_MEMBER_BYTES", 1000)
+    monkeypatch.setattr(bundle_archive, "MAX_MEMBER_BYTES", 1000)
     read = []
     monkeypatch.setattr(tarfile.TarFile, "extractfile", lambda self, member: read.append(member) or io.BytesIO(b""))
     with pytest.raises(bundle.BundleError, match="member report.json is 2000 bytes, over the limit of 1000 for a bundle member"):

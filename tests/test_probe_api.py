@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 import conformance
 from conformance import cli
 from conformance.data import schemas_dir
+from conformance.errors import NotMeasured
 from conformance.matrix import SCHEMA, STATUSES, CapabilityMatrix, Device, Ep, Pair, UnknownMemory
 
 
@@ -68,6 +69,17 @@ def test_supports_answers_per_device_and_for_every_device():
             ask()
     assert matrix.statuses() == {"supported", "broken"}
     assert schema_problems(matrix.to_dict()) == []
+
+
+def test_supports_of_an_ep_that_get_ep_devices_does_not_list_is_not_known_for_its_own_memory():
+    plain = Device("CUDAExecutionProvider", "cuda", (Pair("cpu", "cpu", "not_required", False, "no copy needed"),), {"cpu": None})
+    refdev = Device("RefDev", "refdev:0", (Pair("cpu", "default", "broken", True, "byte 3 differs"),))
+    matrix = CapabilityMatrix((Ep("CUDAExecutionProvider", "cuda", "1.31.1", False, (plain,)), Ep("RefDev", "refdev", "1.32.0", True, (refdev,))))
+    for source, destination in (("cpu", "default"), ("default", "cpu"), ("host_accessible", "cpu")):
+        with pytest.raises(NotMeasured, match=f"{source} -> {destination} on CUDAExecutionProvider is not known: get_ep_devices"):
+            matrix.supports(source, destination, ep="cuda")
+    assert matrix.supports("cpu", "cpu", ep="cuda") is False  # plain CPU memory was probed: copy_tensors declined it
+    assert matrix.supports("cpu", "default") is False  # a device that was probed says no: that is known
 
 
 def test_the_schema_refuses_what_a_reader_could_not_use():

@@ -183,7 +183,7 @@ def test_diff_ignores_throughput_figures_but_not_a_status_change(tmp_path, capsy
 
 
 @pytest.mark.parametrize("kind", ["json", "text"])
-def test_probe_of_an_ep_without_an_ep_device_says_no_memory_info_was_advertised(monkeypatch, capsys, kind):
+def test_probe_of_an_ep_without_an_ep_device_says_its_memory_is_not_known_and_why(monkeypatch, capsys, kind):
     matrix = {"eps": [{"ep": "CUDAExecutionProvider", "label": "cuda", "onnxruntime": "1.31.1", "ep_device": False,
                        "unusable": "CUDAExecutionProvider is listed but is not functional here",
                        "devices": [{"ep": "CUDAExecutionProvider", "device": "cuda", "pairs": [pair("cpu", "cpu", "not_required")],
@@ -195,7 +195,8 @@ def test_probe_of_an_ep_without_an_ep_device_says_no_memory_info_was_advertised(
         assert json.loads(out)["eps"][0]["ep_device"] is False
         return
     lines = out.splitlines()
-    assert lines[1] == f"  {NO_EP_DEVICE}: no memory info was advertised; the matrix covers plain CPU memory only"
+    assert lines[1] == (f"  {NO_EP_DEVICE}: its DEFAULT and HOST_ACCESSIBLE memory are not known (it was never asked for memory info); "
+                        "the pairs below are of plain CPU memory only, not of memory the EP owns")
     assert lines[2] == "  CUDAExecutionProvider is listed but is not functional here"
 
 

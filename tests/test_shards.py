@@ -12,15 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import conformance_run
 from conformance import cli
 from conformance.plugin.shards import shard_of, shard_option
 from conformance.tools import bundle
 
 
 @pytest.fixture(scope="module")
-def shards(tmp_path_factory) -> list[Path]:
-    return [conformance_run(tmp_path_factory.mktemp(f"shard-{k}"), "--ep=cpu", f"--conformance-shard={k}/2").reports for k in (1, 2)]
+def shards(cpu_shards) -> list[Path]:
+    return cpu_shards
 
 
 def report(folder: Path) -> dict:

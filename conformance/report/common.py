@@ -13,6 +13,18 @@ from conformance.testbed.eps import memory_label
 from conformance.outcomes import BROKEN, NOT_AGAINST_EP
 
 
+def code_span(text: Any) -> str:
+    """`text` as one Markdown code span that nothing in it can end: fenced by one backtick more
+    than its longest run of backticks, and spaced from a fence it begins or ends with a backtick
+    (CommonMark strips one space each side), on one line. A vendor's wrapper or library path
+    written between single backticks would end the span at its own backtick, and what follows
+    (`<script>`) would be raw HTML in report.md."""
+    text = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text[:1] == "`" or text[-1:] == "`" or (text[:1] == text[-1:] == " " and text.strip()) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 # What a report says of a memory type for an EP that get_ep_devices() does not list: its
 # memory infos were never asked, so "None" there does not mean plain CPU memory.
 NO_EP_DEVICE = "no EP device (get_ep_devices() does not list this EP)"
@@ -56,7 +68,7 @@ def run_conditions(data: dict[str, Any]) -> list[str]:
     missing = [f"Not computed: {what}" for what in data.get("not_computed") or []]
     if run.get("emulated"):
         return [f"CPU emulated: {run['emulated']}.", *missing]
-    return ([f"The EP's processes ran under `{run['wrapper']}`."] if run.get("wrapper") else []) + missing
+    return ([f"The EP's processes ran under {code_span(run['wrapper'])}."] if run.get("wrapper") else []) + missing
 
 
 def ep_origin(entry: dict[str, Any]) -> str:
@@ -65,7 +77,7 @@ def ep_origin(entry: dict[str, Any]) -> str:
     package = entry.get("plugin_package") or {}
     parts = [f"package {package['name']} {package['version']}"] if package else []
     if entry.get("library"):
-        parts.append(f"library `{entry['library']}` sha256 `{entry['library_sha256']}`")
+        parts.append(f"library {code_span(entry['library'])} sha256 {code_span(entry['library_sha256'])}")
     return ", ".join(parts)
 
 

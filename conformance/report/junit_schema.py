@@ -15,7 +15,6 @@ the error element `errors`, a slip in that file: every reader and writer uses `e
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +46,33 @@ ELEMENTS: dict[str, tuple[set[str], set[str], set[str]]] = {
     "stackTrace": (set(), set(), set()),
 }
 COUNTS = {"tests", "failures", "errors", "skipped", "disabled"}
-# junit-10.xsd's SUREFIRE_TIME: digits with optional thousands separators and decimals.
-TIME = re.compile(r"(([0-9]{0,3},)*[0-9]{3}|[0-9]{0,3})*(\.[0-9]{0,3})?")
+_DIGITS = frozenset("0123456789")  # ASCII alone: str.isdigit() also takes '²', which int() refuses
+
+
+def is_count(value: str) -> bool:
+    """Whether `value` is a non-negative integer in ASCII digits."""
+    return bool(value) and set(value) <= _DIGITS
+
+
+def is_time(value: str) -> bool:
+    """Whether `value` is what junit-10.xsd's SUREFIRE_TIME takes: digits with optional
+    thousands separators (after the last comma, at least three digits) and up to three decimals.
+    Said as string tests, not as the schema's pattern `(([0-9]{0,3},)*[0-9]{3}|[0-9]{0,3})*`,
+    whose nested repeats take seconds on 22 characters and years on 40 (a junit.xml from
+    elsewhere chooses its attributes)."""
+    whole, dot, fraction = value.partition(".")
+    if dot and not (len(fraction) <= 3 and set(fraction) <= _DIGITS):
+        return False
+    if not set(whole) <= _DIGITS | {","}:
+        return False
+    last = whole.rpartition(",")
+    return not last[1] or len(last[2]) >= 3
+
+
+def seconds_of(value: str) -> float:
+    """The seconds a `time` attribute that is_time() takes says (0 for one it does not)."""
+    digits = value.replace(",", "")
+    return float(digits) if is_time(value) and digits.strip(".") else 0.0
 
 
 @dataclass(frozen=True)
@@ -88,10 +112,10 @@ def _structure(element: ET.Element, path: str):
     for name in sorted(set(element.attrib) - required - optional):
         yield Problem(path, f"attribute '{name}' is not in the schema")
     for name, value in element.attrib.items():
-        if name in COUNTS and not value.isdigit():
-            yield Problem(path, f"attribute '{name}' must be a non-negative integer, not {value!r}")
-        if name == "time" and not TIME.fullmatch(value):
-            yield Problem(path, f"attribute 'time' must be a decimal number of seconds, not {value!r}")
+        if name in COUNTS and not is_count(value):
+            yield Problem(path, f"attribute '{name}' must be a non-negative integer, not {value[:40]!r}")
+        if name == "time" and not is_time(value):
+            yield Problem(path, f"attribute 'time' must be a decimal number of seconds, not {value[:40]!r}")
     seen: dict[str, int] = {}
     for child in element:
         seen[child.tag] = seen.get(child.tag, 0) + 1
@@ -127,7 +151,7 @@ def _counts(suite: ET.Element, path: str) -> list[Problem]:
     problems = []
     for attribute, count in actual.items():
         declared = suite.get(attribute)
-        if declared is not None and declared.isdigit() and int(declared) != count and not suite.findall("testsuite"):
+        if declared is not None and is_count(declared) and int(declared) != count and not suite.findall("testsuite"):
             problems.append(Problem(path, f"{attribute}={declared} but the suite holds {count}"))
     return problems
 

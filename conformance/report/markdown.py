@@ -9,8 +9,9 @@ from conformance.catalogue.claims import unverified_count
 import conformance.report.groups as groups
 from conformance.report.evidence import claim_evidence
 import conformance.report.throughput as throughput
-from conformance.report.common import (counts_text, device_line, ep_origin, failures_of_the_ep, findings_apart, imports_lines, params_label, partial_run,
-                                       provenance_text, run_conditions, shared_with_the_ep, tally, unlisted_note, verdict_of)
+from conformance.report.common import (code_span, counts_text, device_line, ep_origin, failures_of_the_ep, findings_apart, imports_lines,
+                                       params_label, partial_run, provenance_text, run_conditions, shared_with_the_ep, tally, unlisted_note,
+                                       verdict_of)
 
 
 def cell(text: Any) -> str:
@@ -35,7 +36,7 @@ def render(data: dict[str, Any]) -> str:
         out.append(f"- EP {entry['name']} (version {entry['version'] or 'unknown'}; {declared}{origin})")
     out += [f"- **{line}**" for line in run_conditions(data)]
     for device in data["devices"]:
-        out.append(f"- device `{device['label']}`: {device_line(device)}")
+        out.append(f"- device {code_span(device['label'])}: {device_line(device)}")
     ep_counts, runtime_counts = tally(data["results"])
     out += ["", f"Results of the EP: {counts_text(ep_counts)}.", ""]
     if runtime_counts:  # a paragraph of its own
@@ -62,7 +63,7 @@ def render(data: dict[str, Any]) -> str:
                 "counted and shown with the EP's failures above.", ""]
     if data["run"]["lost"]:
         out += ["## Checks lost to crashes or hangs", ""]
-        out += [f"- `{cell(one['nodeid'])}`: {one['outcome']}: {cell(one['message'])}" for one in data["run"]["lost"]] + [""]
+        out += [f"- {code_span(one['nodeid'])}: {one['outcome']}: {cell(one['message'])}" for one in data["run"]["lost"]] + [""]
 
     if data.get("waivers"):
         out += ["## Waivers", "", "| contract | status | cases | reason | upstream | until | declared in |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -106,9 +107,9 @@ def spec_claims(ep: dict[str, Any], heading: str = "##", named: bool = False) ->
         return out + ["No EP spec: the run was checked against what the EP advertises.", ""]
     claims = ep.get("claims") or []
     if not claims:
-        return out + [f"From `{ep.get('spec')}`; this report does not carry its claims.", ""]
+        return out + [f"From {code_span(ep.get('spec'))}; this report does not carry its claims.", ""]
     unverified = unverified_count(claims)
-    out += [f"From `{ep.get('spec')}`: {len(claims) - unverified} of {len(claims)} claims verified by a run on the real EP"
+    out += [f"From {code_span(ep.get('spec'))}: {len(claims) - unverified} of {len(claims)} claims verified by a run on the real EP"
             + (f"; **{unverified} unverified** (marked **no**): contradicted by this run, or taken from the sources and confirmed by no run."
                if unverified else "."), ""]
     out += ["| claim | value | verified | this run | the spec says |", "| --- | --- | --- | --- | --- |"]
@@ -131,7 +132,7 @@ def throughput_table(matrix: dict[str, Any], heading: str) -> list[str]:
     figures = throughput.table(matrix)
     if figures is None:
         return []
-    out = [f"{heading} Copy throughput of `{matrix['device']}` (measured, informational)", "", throughput.NOTE, "",
+    out = [f"{heading} Copy throughput of {code_span(matrix['device'])} (measured, informational)", "", throughput.NOTE, "",
            "| source | destination | method | " + " | ".join(figures.sizes) + " |",
            "| --- | --- | --- | " + " | ".join("---" for _ in figures.sizes) + " |",
            "| host memcpy (numpy) | | | " + " | ".join("-" if g is None else f"{throughput.gbps_text(g)} GB/s" for g in figures.host_memcpy) + " |"]
@@ -165,11 +166,11 @@ def _group(group: groups.Group, contracts: dict[str, Any]) -> list[str]:
     """A contract's failing cases: the contract once, then a row per case (see report/groups.py)."""
     contract = contracts.get(group.contract, {})
     first = group.rows[0].result
-    out = [f"### `{group.contract}`: {len(group.rows)} failing case{'s' if len(group.rows) != 1 else ''}", ""]
+    out = [f"### {code_span(group.contract)}: {len(group.rows)} failing case{'s' if len(group.rows) != 1 else ''}", ""]
     if contract.get("statement"):
         out += [f"{contract['statement']} ({contract.get('severity')}, subject {contract.get('subject')})", ""]
-    out += [f"Spec: `{first['spec']}`", ""]
-    out += [f"- message ({count} case{'s' if count != 1 else ''}): `{cell(text)}`" for text, count in group.patterns[:groups.PATTERNS_SHOWN]]
+    out += [f"Spec: {code_span(first['spec'])}", ""]
+    out += [f"- message ({count} case{'s' if count != 1 else ''}): {code_span(text)}" for text, count in group.patterns[:groups.PATTERNS_SHOWN]]
     if len(group.patterns) > groups.PATTERNS_SHOWN:
         out.append(f"- and {len(group.patterns) - groups.PATTERNS_SHOWN} other messages (each case's is in report.json)")
     out += [f"- expected: {cell(group.expected)}"] if group.expected else []

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from conformance.report.common import (case_anchor, contract_anchor, counts_text, failure_anchor, failures_of_the_ep, findings_apart, params_label,
+from conformance.report.common import (case_anchor, code_span, contract_anchor, counts_text, failure_anchor, failures_of_the_ep, findings_apart, params_label,
                                        reason_contract, run_conditions, shared_with_the_ep, tally)
 
 LIMIT = 20_000  # bytes of UTF-8; GitHub shows up to 1 MiB per step, but a summary is read at a glance
@@ -70,7 +70,7 @@ def _head(data: dict[str, Any], html: str) -> list[str]:
     if runtime_counts:  # a paragraph of its own: Markdown joins adjacent lines into one
         out += ["", f"{RUNTIME_COUNTS.format(subject='`runtime`')}: {counts_text(runtime_counts)}"]
     ort = data.get("onnxruntime") or {}
-    devices = ", ".join(f"`{cell(d['label'])}`" for d in data.get("devices", [])) or "none"
+    devices = ", ".join(code_span(d["label"]) for d in data.get("devices", [])) or "none"
     out += [f"\n**{cell(line)}**" for line in run_conditions(data)]
     out += ["", f"kit {cell(data.get('kit_version'))} · onnxruntime {cell(ort.get('version'))} ({cell(ort.get('package'))}) · devices {devices}"
             + (" · strict" if data.get("strict") else "")]
@@ -121,7 +121,7 @@ def terminal(data: dict[str, Any]) -> list[str]:
 def _matrices(matrices: list[dict[str, Any]]) -> list[str]:
     out = ["", "### Copy capabilities"]
     for matrix in matrices:
-        out += ["", f"`{cell(matrix['ep'])}` — `{cell(matrix['device'])}`"]
+        out += ["", f"{code_span(matrix['ep'])} — {code_span(matrix['device'])}"]
         if matrix.get("error"):
             out += ["", f"probe lost: {cell(matrix['error'], 200)}"]
             continue

@@ -6,7 +6,9 @@ no data transfer (CopyTensors returns an error), registers with CPU as its defau
 a HOST_ACCESSIBLE allocator, and that imported tensors are HOST_ACCESSIBLE. `ort-conformance
 answers FLEET.json -o docs/answers.md` writes, per EP device of the table, the answer to each
 question, linked to the run it came from, and weighs each of those claims against the OpenVINO
-rows. Every fact comes from fleet.json; nothing is written by hand.
+rows. Every fact comes from fleet.json; nothing is written by hand, and nothing is said that
+no run measured: where a run could not measure an answer (an EP that get_ep_devices() does not
+list advertised no memory), the answer is "not known", with why.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.tools.fleet_page import LABELS
-from conformance.tools.fleet_reader import MEMORIES
+from conformance.tools.fleet_reader import MEMORIES, UNLISTED
 
 SEED = "onnxruntime feature request \"Expose API to query supported copies for EPs\" (seed 000)"
 OPENVINO = "OpenVINOExecutionProvider"
@@ -43,27 +45,37 @@ def _name(memory: str) -> str:
 
 def default_answer(row: dict[str, Any]) -> str:
     if not row["ep_device"]:
-        return "not known: get_ep_devices() does not list this EP, so it advertises no memory info (sessions run on it by provider name)"
+        return f"not known: {UNLISTED} (sessions run on it by provider name)"
     default = row["memory"]["default"]
     if _cpu_default(row):
         return "no: its DEFAULT memory is plain CPU memory" + (f" ({default['label']})" if default else " (it advertises none of its own)")
     return f"yes: {default['label']}"
 
 
+def _short_default(row: dict[str, Any]) -> str:
+    """The summary table's DEFAULT cell: the answer's first words, and for "not known" why."""
+    return "not known: not listed by get_ep_devices()" if not row["ep_device"] else default_answer(row).split(":")[0]
+
+
 def copies_answer(row: dict[str, Any]) -> tuple[str, list[str]]:
     """(one line, a line per direction) among CPU, DEFAULT and HOST_ACCESSIBLE."""
     pairs = [p for p in row["copies"] if p["source"] in MEMORIES and p["destination"] in MEMORIES]
+    lines = [f"{_name(p['source'])} → {_name(p['destination'])}: **{p['status']}**{' (required)' if p['required'] else ''}: {p['detail']}" for p in pairs]
+    if not row["ep_device"]:
+        # Its memory None means never asked: what it measured is plain CPU memory, said as such.
+        return f"not known: {UNLISTED}", [f"{line} (plain CPU memory)" for line in lines]
     if not pairs:
-        return f"not measured: {row['probe_error'] or 'the run has no copy matrix for this device'}", []
+        return f"not known: {'its copy probe was lost: ' + row['probe_error'] if row['probe_error'] else 'the run has no copy matrix for this device'}", []
     works = [p for p in pairs if p["status"] in WORKS]
     if all(p["status"] == "not_required" for p in pairs):
-        head = "no copy is needed: every memory it has is CPU memory (copy_tensors declines CPU → CPU, as it may)"
+        head = ("no copy is needed: every memory it advertises is CPU memory (copy_tensors declines CPU → CPU, as it may)"
+                if _cpu_default(row) and row["memory"]["host_accessible"] is None
+                else "no copy is needed: copy_tensors declined every direction, each between memories the CPU reads directly")
     else:
         head = (", ".join(f"{_name(p['source'])} → {_name(p['destination'])}" for p in works) or "none") + " moved the bytes intact"
         broken = [f"{_name(p['source'])} → {_name(p['destination'])} {p['status']}" for p in pairs if p["status"] not in WORKS + ("not_required",)]
         head += f"; {', '.join(broken)}" if broken else ""
-        head += " (its DEFAULT is CPU memory, so CPU stands for it)" if _cpu_default(row) and row["ep_device"] else ""
-    lines = [f"{_name(p['source'])} → {_name(p['destination'])}: **{p['status']}**{' (required)' if p['required'] else ''}: {p['detail']}" for p in pairs]
+        head += " (its DEFAULT is CPU memory, so CPU stands for it)" if _cpu_default(row) else ""
     return head, lines
 
 
@@ -145,7 +157,9 @@ def _registration(row: dict[str, Any]) -> str:
 
 def _transfer(row: dict[str, Any]) -> str:
     pairs = [p for p in row["copies"] if "cpu" in (p["source"], p["destination"]) and p["source"] != p["destination"]]
-    if not row["ep_device"] or not pairs:
+    if not row["ep_device"]:
+        return f"cannot be weighed: {UNLISTED}"
+    if not pairs:
         return "cannot be weighed: no copy between CPU and memory of the EP was tried in this run" + (f" ({row['probe_error']})" if row["probe_error"] else "")
     refused = [p for p in pairs if p["status"] in REFUSED]
     moved = [p for p in pairs if p["status"] in WORKS]
@@ -189,14 +203,17 @@ def render(data: dict[str, Any], fleet_path: Path, output: Path | None) -> str:
            "probes at start-up. These answers were measured by conformance runs: `copy_tensors` tried with real bytes in each",
            "direction, the importer asked for, and the memory infos of real sessions read. Each answer links to the run it came from",
            "(the links lead into the lanes' report folders, `reports/<lane>/report.html`, written by `lanes/run`). An application",
-           "reads the same facts from `fleet.json` with `conformance.fleet.load(path).supports(ep, version, src, dst)`.", "",
+           "reads the same facts from `fleet.json` with `conformance.fleet.load(path).supports(ep, version, src, dst)`.",
+           "What a run could not measure is **not known** here, with why: an EP that `get_ep_devices()` does not list was never",
+           "asked for its memory, so its DEFAULT and HOST_ACCESSIBLE memory and the copies to and from them are not known",
+           "(`supports` raises `conformance.fleet.NotMeasured` for them rather than answer False).", "",
            "| EP | EP version | onnxruntime | device | DEFAULT other than CPU? | copies that work | importer | session inputs | session outputs | verdict |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in rows:
         head, _ = copies_answer(row)
         importer = row["importer"]
         short = ("yes: " + ", ".join(importer["handle_types"])) if importer["status"] == "importer" else {"none": "no"}.get(importer["status"], "not known")
-        out.append(f"| {row['ep']} | {row['ep_version'] or '-'} | {row['onnxruntime'] or '-'} | {row['device']} | {default_answer(row).split(':')[0]} | "
+        out.append(f"| {row['ep']} | {row['ep_version'] or '-'} | {row['onnxruntime'] or '-'} | {row['device']} | {_cell(_short_default(row))} | "
                    f"{_cell(head)} | {_cell(short)} | {_cell(_short_places(row, 'inputs'))} | {_cell(_short_places(row, 'outputs'))} | "
                    f"{_link(row, 'verdict', fleet_dir, out_dir).replace('[run ', '[' + row['run']['verdict'] + ', run ')} |")
     out += ["", *openvino_claims(rows, fleet_dir, out_dir), "## Each EP device, question by question", ""]

@@ -8,7 +8,8 @@ and consistent, the way the Vulkan CTS submission verifier and the Kubernetes co
 do: every required contract present on every device, nothing `not_run` without a reason, every
 hash and version consistent between the manifest, the report and the JUnit file, the verdict
 the one the results give, and the run finished (or its reports were rebuilt from its journal).
-It checks consistency, not authorship: the bundle is not signed.
+It checks consistency, not authorship: the bundle is not signed. The archive itself is read
+by bundle_archive.read, which refuses any member that is not a regular file under a plain name.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import io
 import json
 import tarfile
 import time
-import zlib
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
@@ -32,12 +32,11 @@ from conformance.report import junit_schema as junit, schema as report_schema
 
 from conformance import safe_io
 from conformance.testbed.eps import sha256_of
-from conformance.findings import message_line
 from conformance.report.junit_schema import Problem  # its path: a file of the bundle, or the bundle itself
 from conformance.options import reason_of
 from conformance.outcomes import Outcome, Result, counts, verdict
 from conformance.report.schema import parse_json, report_problems
-from conformance.errors import FileError
+from conformance.tools.bundle_archive import MAX_MEMBER_BYTES, BundleError, read  # noqa: F401  (read: the bundle's reader, named here too)
 
 SCHEMA = "ort-ep-conformance/bundle/1"
 MANIFEST = "manifest.json"
@@ -68,10 +67,6 @@ def require_report_shape(path: Path, report: Any) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise BundleError(path, f"not a conformance report: {problems[0]}{more}")
-
-
-class BundleError(FileError):
-    """A bundle that cannot be written or read: the file at fault and what is wrong with it."""
 
 
 def sha256(data: bytes) -> str:
@@ -248,80 +243,6 @@ def _epoch(report: dict[str, Any]) -> int:
 # --- verify ----------------------------------------------------------------------------------
 
 
-# What a bundle may hold. A CPU run's bundle is a few hundred kilobytes; a member is refused
-# from the size its header states, before a byte of it is read, so a small archive holding a
-# huge (sparse, or highly compressed) member costs neither the memory nor the time to inflate it.
-MAX_MEMBER_BYTES = 256 << 20
-MAX_BUNDLE_BYTES = 1 << 30  # all members together
-MAX_MEMBERS = 10_000
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def read(bundle: Path) -> dict[str, bytes]:
-    """The bundle's files by name; raises BundleError, one line, when it is not a readable
-    bundle: not a regular file (a FIFO is refused before it is opened), not gzip-compressed (a
-    plain .tar included: tarfile would read one as gladly), truncated, corrupt (a CRC that does
-    not match), or holding a member over MAX_MEMBER_BYTES."""
-    try:
-        with safe_io.open_regular(bundle) as file:
-            if file.read(len(GZIP_MAGIC)) != GZIP_MAGIC:
-                raise BundleError(bundle, "not a bundle: not gzip-compressed (a bundle is the .tar.gz `ort-conformance bundle` writes)")
-            file.seek(0)
-            with tarfile.open(fileobj=file, mode="r:gz") as archive:
-                files = _members(bundle, archive)
-                _to_the_end(bundle, archive.fileobj)
-                return files
-    except safe_io.UnsafeFile as exc:
-        raise BundleError(bundle, exc.message) from None
-    except EOFError:
-        raise BundleError(bundle, "truncated: the archive ends early (an interrupted copy or download?)") from None
-    except (zlib.error, gzip.BadGzipFile) as exc:
-        raise BundleError(bundle, f"corrupt: {message_line(exc)}") from None
-    except tarfile.TarError as exc:
-        raise BundleError(bundle, f"not a bundle (a .tar.gz archive written by `ort-conformance bundle`): {message_line(exc)}") from None
-    except OSError as exc:
-        raise BundleError(bundle, f"cannot be read: {reason_of(exc)}") from None
-
-
-MAX_TRAILING_BYTES = 1 << 20  # after the tar's end: its padding to a 10 KiB record, and little more
-
-
-def _to_the_end(bundle: Path, stream) -> None:
-    """Reads the gzip stream past the tar's end to its own, where gzip checks its CRC and length:
-    tarfile stops at the end-of-archive blocks, and a flipped CRC would otherwise go unseen."""
-    trailing = 0
-    while chunk := stream.read(64 << 10):
-        trailing += len(chunk)
-        if trailing > MAX_TRAILING_BYTES:
-            raise BundleError(bundle, f"holds more than {MAX_TRAILING_BYTES} bytes after the end of its archive")
-
-
-def _members(bundle: Path, archive: tarfile.TarFile) -> dict[str, bytes]:
-    """The regular files of `archive`, read one header at a time, each refused by the size its
-    header states before it is read."""
-    files: dict[str, bytes] = {}
-    total = 0
-    for count, member in enumerate(archive, 1):
-        if count > MAX_MEMBERS:
-            raise BundleError(bundle, f"holds more than {MAX_MEMBERS} members, more than a bundle has")
-        if not member.isfile():
-            continue
-        if member.name.startswith("/") or ".." in Path(member.name).parts:
-            raise BundleError(bundle, f"unsafe member name {member.name!r}")
-        if member.size > MAX_MEMBER_BYTES:
-            raise BundleError(bundle, f"member {member.name} is {member.size} bytes, over the limit of {MAX_MEMBER_BYTES} for a bundle member")
-        total += member.size
-        if total > MAX_BUNDLE_BYTES:
-            raise BundleError(bundle, f"its members hold more than {MAX_BUNDLE_BYTES} bytes, over the limit for a bundle")
-        extracted = archive.extractfile(member)
-        assert extracted is not None, "a regular file's member"
-        data = extracted.read(member.size + 1)
-        if len(data) != member.size:
-            raise BundleError(bundle, f"member {member.name}: {len(data)} bytes where its header says {member.size}")
-        files[member.name] = data
-    return files
-
-
 def verify(bundle: Path, files: dict[str, bytes], *, required_contracts: set[str] | None = None) -> list[Problem]:
     """What is wrong with the files of `bundle` (as `read` gives them)."""
     try:
@@ -469,9 +390,11 @@ def _results(report: dict[str, Any], required_contracts: set[str]) -> list[Probl
 def _junit(text: bytes, report: dict[str, Any]) -> list[Problem]:
     try:
         root = ET.fromstring(text)
+        problems = [Problem("junit.xml", str(p)) for p in junit.check(root)]
     except ET.ParseError as exc:
         return [Problem("junit.xml", f"not XML: {exc}")]
-    problems = [Problem("junit.xml", str(p)) for p in junit.check(root)]
+    except RecursionError:  # suites nested past what the checker's recursion holds: no run writes that
+        return [Problem("junit.xml", "nested too deep to read")]
     # Every case, by what JUnit says of it (failure, error, skipped, passed), against what
     # report.json's result of it makes it: a <failure> planted in a not_applicable case is seen.
     cases: Counter[tuple[Any, ...]] = Counter()

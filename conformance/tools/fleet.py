@@ -9,11 +9,14 @@ filterable table, each cell linking into the run's report.html). An application 
 with `conformance.fleet.load(path)` instead of probing the EP at start-up.
 
 Every fact is read from a report; nothing here runs onnxruntime. A bundle that does not verify
-is refused whole: a table that answers from an altered report would answer wrongly.
+is refused whole: a table that answers from an altered report would answer wrongly. A run given
+twice (the same path, its folder and its report.json, or a bundle and the folder it was made
+from) is one row set: runs are told apart by their report.json's bytes (`distinct`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import dataclass
@@ -43,6 +46,7 @@ class Run:
     kind: str  # report | bundle
     report: dict[str, Any]
     page: bytes | None = None
+    digest: str = ""  # sha256 of its report.json's bytes: the same run, however it was given
 
     @property
     def name(self) -> str:
@@ -59,7 +63,8 @@ def load_run(path: Path, required_contracts: Callable[[dict[str, bytes]], set[st
         path = path / "report.json"
     if path.suffix == ".json":
         try:
-            report = parse_json(safe_io.read_regular(path, MAX_MEMBER_BYTES, what="report"))
+            data = safe_io.read_regular(path, MAX_MEMBER_BYTES, what="report")
+            report = parse_json(data)
             require_report_shape(path, report)
         except safe_io.UnsafeFile as exc:
             raise FleetError(f"{path}: cannot read a report: {exc.message}") from None
@@ -69,7 +74,7 @@ def load_run(path: Path, required_contracts: Callable[[dict[str, bytes]], set[st
             raise FleetError(f"{path}: not JSON: {reason_of(exc)}") from None
         except BundleError as exc:
             raise FleetError(str(exc)) from None
-        return Run(path, "report", report)
+        return Run(path, "report", report, digest=hashlib.sha256(data).hexdigest())
     try:
         files = read(path)
     except BundleError as exc:
@@ -78,7 +83,20 @@ def load_run(path: Path, required_contracts: Callable[[dict[str, bytes]], set[st
     if problems:
         listed = "; ".join(str(p) for p in problems[:3]) + (f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
         raise FleetError(f"{path}: an unverified bundle is refused ({len(problems)} problem{'s' if len(problems) != 1 else ''}: {listed})")
-    return Run(path, "bundle", parse_json(files["report.json"]), files.get("report.html"))
+    return Run(path, "bundle", parse_json(files["report.json"]), files.get("report.html"), hashlib.sha256(files["report.json"]).hexdigest())
+
+
+def distinct(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """(the runs, each once, in the order first given; a note for each given again). A run is
+    its report.json's bytes: a bundle holds those of the folder it was made from."""
+    first: dict[str, Run] = {}
+    notes = []
+    for run in runs:
+        if run.digest in first:
+            notes.append(f"{run.source}: the same run as {first[run.digest].source} (the same report.json): taken once")
+        else:
+            first[run.digest] = run
+    return list(first.values()), notes
 
 
 # --- one row per EP device of a run -------------------------------------------------------------

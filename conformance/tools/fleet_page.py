@@ -4,7 +4,8 @@ A row per EP device of each run gathered (fleet.json's rows); each cell links in
 report (report.html, at the part the cell comes from). The page is self-contained: its style and
 its filter (a few lines of script that hide the rows not holding every word typed, or given as
 `?q=`) are inline,
-and it loads nothing from anywhere.
+and it loads nothing from anywhere. A cell its run could not measure reads "not known", its
+title saying why (an EP that get_ep_devices() does not list was never asked for its memory).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from conformance.tools.fleet_reader import MEMORIES
+from conformance.tools.fleet_reader import MEMORIES, UNLISTED
 
 LABELS = {"cpu": "CPU", "default": "DEFAULT", "host_accessible": "HOST_ACCESSIBLE"}
 SHORT = {"cpu": "CPU", "default": "DEF", "host_accessible": "HOST"}  # column heads: HOST_ACCESSIBLE in full makes the table twice as wide
@@ -82,19 +83,38 @@ def _status_class(status: str) -> str:
 
 def _memory_cell(row: dict[str, Any], kind: str) -> str:
     memory = row["memory"][kind]
+    if not row["ep_device"]:
+        return _cell(row, "version-chain-heading", "not known <small>not listed by get_ep_devices()</small>", "none", UNLISTED)
     if memory is None:
-        text = "plain CPU memory" if kind == "default" and row["ep_device"] else "none" if row["ep_device"] else "not advertised (no EP device)"
-        return _cell(row, "version-chain-heading", _e(text), "none")
+        text = "plain CPU memory" if kind == "default" else "none"
+        why = "its EP device advertises no DEFAULT memory of its own" if kind == "default" else "its EP device advertises no HOST_ACCESSIBLE memory"
+        return _cell(row, "version-chain-heading", _e(text), "none", why)
     return _cell(row, "version-chain-heading", f"{_e(memory['name'])} <small>{_e(memory['device_type'])}</small>", title=memory["label"])
 
 
 def _copy_cell(row: dict[str, Any], source: str, destination: str) -> str:
     pair = next((p for p in row["copies"] if (p["source"], p["destination"]) == (source, destination)), None)
     if pair is None:
-        why = row["probe_error"] or "the device has no such memory"
-        return _cell(row, "capabilities", "&mdash;", "none", why)
+        text, why = _absent_pair(row, source, destination)
+        return _cell(row, "capabilities", text, "none", why)
+    plain = "" if row["ep_device"] else f"between plain CPU memory: {UNLISTED}. "
     return _cell(row, "capabilities", _e(pair["status"]) + (" <small>(required)</small>" if pair["required"] else ""),
-                 _status_class(pair["status"]), pair["detail"])
+                 _status_class(pair["status"]), plain + pair["detail"])
+
+
+def _absent_pair(row: dict[str, Any], source: str, destination: str) -> tuple[str, str]:
+    """(the cell's text, its title) for a direction the row's copy matrix lacks: not known when
+    the run could not measure it, a dash when the EP device has no such memory to copy."""
+    if not row["ep_device"]:
+        return "not known", UNLISTED
+    if row["probe_error"]:
+        return "not known", f"its copy probe was lost: {row['probe_error']}"
+    if row["memory"]["host_accessible"] is None and "host_accessible" in (source, destination):
+        return "&mdash;", "its EP device advertises no HOST_ACCESSIBLE memory"
+    default = row["memory"]["default"]
+    if "default" in (source, destination) and (default is None or default["device_type"] == "cpu"):
+        return "&mdash;", "its DEFAULT memory is CPU memory: the CPU columns stand for it"
+    return "not known", "the run's copy matrix has no such pair"
 
 
 def _others_cell(row: dict[str, Any]) -> str:
@@ -167,7 +187,8 @@ def render(data: dict[str, Any]) -> str:
 <h1>Fleet table</h1>
 <p>What {data['runs']} conformance run{'s' if data['runs'] != 1 else ''} measured, one row per EP device: the memory it advertises,
 each <code>copy_tensors</code> direction tried with real bytes, its importer, where session inputs and outputs lived, and the
-run's verdict. Each cell links to the run's report. Written by <code>ort-conformance fleet</code> (kit {_e(data['kit_version'])})
+run's verdict. Each cell links to the run's report. A cell reading <em>not known</em> is one its run could not measure: its
+title says why. Written by <code>ort-conformance fleet</code> (kit {_e(data['kit_version'])})
 at {_e(data['generated'])}; the same rows are in <code>fleet.json</code>, which <code>conformance.fleet.load()</code> reads.</p>
 <input type="search" id="filter" placeholder="filter: words every shown row contains (e.g. openvino supported)" aria-label="filter the rows">
 <span><span id="shown">{len(rows)}</span> of {len(rows)} rows</span>

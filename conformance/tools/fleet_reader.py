@@ -11,9 +11,16 @@ start-up, without onnxruntime:
 `supports` is True when `copy_tensors` moved the bytes intact in every run of that EP version
 (the newest run of each onnxruntime version and device); `answers` gives each run's
 status, detail, verdict and report. An EP, version or memory the table does not know is a
-FleetError that lists what it does know. The standard library only, and the leaf of the kit's
-errors: this module is what `conformance.fleet` exposes, and loads neither onnxruntime, numpy
-nor jsonschema.
+FleetError that lists what it does know. What a run could not measure is never answered as if
+it had: an EP that get_ep_devices() does not list (the CUDA EP without a GPU, the legacy
+OpenVINO EP) advertised no memory, so what its DEFAULT or HOST_ACCESSIBLE memory is, and how
+copies to and from it go, is not known; `answers` says `not_known` and why, and `supports`
+raises NotMeasured rather than answer False.
+
+A table is read as a file from elsewhere: a regular file of at most MAX_TABLE_BYTES, checked
+whole against fleet.schema.json (plain_schema: no jsonschema needed) before a row is used.
+The standard library only, and the leaves of the kit's errors and safe reads: this module is
+what `conformance.fleet` exposes, and loads neither onnxruntime, numpy nor jsonschema.
 """
 
 from __future__ import annotations
@@ -23,12 +30,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from conformance import safe_io
+from conformance import errors
 from conformance.errors import KitError
+from conformance.tools import plain_schema
 
 SCHEMA = "ort-ep-conformance/fleet/1"
+SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schemas" / "fleet.schema.json"
 MEMORIES = ("cpu", "default", "host_accessible")
 NOT_ADVERTISED = "not_advertised"  # an answer's status where that run's EP device lacks the memory
-_ROW_KEYS = ("ep", "ep_label", "ep_version", "onnxruntime", "device", "memory", "copies", "run")
+NOT_KNOWN = "not_known"  # an answer's status where that run could not measure the direction (detail: why)
+# Why an EP that get_ep_devices() does not list has no measured memory: the kit asks an EP device
+# for its memory infos, and without one only plain CPU memory was there to probe.
+UNLISTED = ("get_ep_devices() does not list this EP, so it was never asked for its memory: its DEFAULT and "
+            "HOST_ACCESSIBLE memory are not known, and only plain CPU memory was probed")
+# A fleet table of hundreds of runs is a few megabytes; a file past this is refused unread.
+MAX_TABLE_BYTES = 256 << 20
 
 
 class FleetError(KitError):
@@ -43,12 +60,20 @@ class UnknownMemory(FleetError, LookupError):
     """A memory that is not one of the table's, or that the EP device does not advertise."""
 
 
+class NotMeasured(FleetError, errors.NotMeasured):
+    """A question no run of the table measured an answer to (an EP that get_ep_devices() does not
+    list, a probe that was lost): the message names the runs and why. Not False: False would
+    say the copy was tried and did not work."""
+
+
 @dataclass(frozen=True)
 class Answer:
     """One run's answer for one copy direction of one EP device. `status` is the copy matrix's
-    (supported, unverified, broken, required_but_missing, not_required, unsupported), `unknown`
-    where the run has no matrix for it, or `not_advertised` where that run's EP device lacks one of
-    the memories (the same EP set up otherwise in another run); `report` links the run's report."""
+    (supported, unverified, broken, required_but_missing, not_required, unsupported),
+    `not_known` where the run could not measure it (`detail` says why: an EP that
+    get_ep_devices() does not list, a probe that was lost), or `not_advertised` where that run's
+    EP device lacks one of the memories (the same EP set up otherwise in another run); `report`
+    links the run's report."""
 
     ep: str
     ep_version: str | None
@@ -66,6 +91,10 @@ class Answer:
     @property
     def supported(self) -> bool:
         return self.status == "supported"
+
+    @property
+    def measured(self) -> bool:
+        return self.status not in (NOT_KNOWN, NOT_ADVERTISED)
 
     def __str__(self) -> str:
         return (f"{self.ep} {self.ep_version or '-'} (onnxruntime {self.onnxruntime or '-'}, device {self.device}): "
@@ -129,12 +158,19 @@ class Fleet:
         """Whether copy_tensors moved the bytes intact from `source` to `destination` in the newest
         run of each EP version, onnxruntime version and device of `ep` at `version`. False for
         `not_required` too: both ends are CPU memory, and copy_tensors was refused (no copy is
-        needed; `answers` says so)."""
+        needed; `answers` says so). NotMeasured, naming the runs and why, when no run that
+        measured the direction says False and some newest run could not measure it."""
         newest: dict[tuple, Answer] = {}
         for answer in self.answers(ep, version, source, destination, onnxruntime=onnxruntime, device=device):
             if answer.status != NOT_ADVERTISED:  # a run of the EP set up without that memory (another configuration)
                 newest.setdefault((answer.onnxruntime, answer.device, answer.ep_version), answer)
-        return bool(newest) and all(answer.supported for answer in newest.values())
+        if any(answer.measured and not answer.supported for answer in newest.values()):
+            return False  # measured: a run tried the copy and it did not move the bytes intact
+        unknown = [answer for answer in newest.values() if answer.status == NOT_KNOWN]
+        if unknown:
+            said = "; ".join(f"run {answer.run}: {answer.detail}" for answer in unknown)
+            raise NotMeasured(f"{self.path}: {ep}{' ' + version if version else ''}: {source} -> {destination} is not known: {said}")
+        return bool(newest)
 
 
 def _version(row: dict[str, Any]) -> str | None:
@@ -145,11 +181,17 @@ class _NotHere(KitError):
     """A memory this row's EP device does not advertise (the same EP may in another run)."""
 
 
+class _NotKnown(KitError):
+    """A memory this row's run could not ask the EP about (why, in its message)."""
+
+
 def _endpoint(row: dict[str, Any], name: str) -> tuple[str, str]:
     """(the matrix's name of memory `name` on this row's device, a note when it is another's)."""
     wanted = name.casefold()
     names = sorted({p["source"] for p in row["copies"]} | set(MEMORIES))
     memory = row["memory"]
+    if wanted in ("default", "host_accessible") and not row["ep_device"]:
+        raise _NotKnown(UNLISTED)  # its memory None means never asked, not plain CPU memory
     if wanted == "default" and (memory["default"] is None or memory["default"].get("device_type") == "cpu"):
         return "cpu", "its DEFAULT memory is plain CPU memory; "
     if wanted == "host_accessible" and memory["host_accessible"] is None:
@@ -166,9 +208,13 @@ def _answer(row: dict[str, Any], source: str, destination: str) -> Answer:
     except _NotHere as why:
         return Answer(row["ep"], row["ep_version"], row["onnxruntime"], row["device"], source, destination, NOT_ADVERTISED,
                       f"device {row['device']} {why}", run["verdict"], run.get("date"), run["report"], run["name"])
+    except _NotKnown as why:
+        return Answer(row["ep"], row["ep_version"], row["onnxruntime"], row["device"], source, destination, NOT_KNOWN,
+                      f"device {row['device']}: {why}", run["verdict"], run.get("date"), run["report"], run["name"])
     pair = next((p for p in row["copies"] if (p["source"], p["destination"]) == (src, dst)), None)
     if pair is None:
-        status, detail = "unknown", row.get("probe_error") or "the run's copy matrix has no such pair"
+        lost = f"its copy probe was lost: {row['probe_error']}" if row.get("probe_error") else "the run's copy matrix has no such pair"
+        status, detail = NOT_KNOWN, f"device {row['device']}: {lost}"
     else:
         status, detail = pair["status"], pair["detail"]
     return Answer(row["ep"], row["ep_version"], row["onnxruntime"], row["device"], src, dst, status, (note_src or note_dst) + detail,
@@ -177,24 +223,33 @@ def _answer(row: dict[str, Any], source: str, destination: str) -> Answer:
 
 def load(path: str | Path) -> Fleet:
     """The fleet table in `path` (fleet.json, or the folder `ort-conformance fleet` wrote it to).
-    FleetError, naming the file and what is wrong, when it is not one this reader knows."""
+    FleetError, naming the file and what is wrong, when it is not one this reader knows: not a
+    regular file (a FIFO, a device), over MAX_TABLE_BYTES, not JSON, or not of fleet.schema.json
+    (checked whole, before any row is used)."""
     path = Path(path)
     if path.is_dir():
         path = path / "fleet.json"
     try:
-        data = json.loads(path.read_bytes())
-    except OSError as exc:
-        raise FleetError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        data = json.loads(safe_io.read_regular(path, MAX_TABLE_BYTES, what="fleet table"))
+    except safe_io.UnsafeFile as exc:
+        raise FleetError(f"{path}: cannot be read as a fleet table: {exc.message}") from None
     except (ValueError, RecursionError) as exc:
-        raise FleetError(f"{path}: not JSON: {exc}") from None
+        raise FleetError(f"{path}: not JSON: {str(exc)[:200]}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None
-        raise FleetError(f"{path}: not a fleet table of schema {SCHEMA} (schema {schema!r}); write one with `ort-conformance fleet`")
-    rows = data.get("rows")
-    if not isinstance(rows, list):
-        raise FleetError(f"{path}: $.rows: not a list")
-    for index, row in enumerate(rows):
-        missing = [key for key in _ROW_KEYS if not isinstance(row, dict) or key not in row]
-        if missing:
-            raise FleetError(f"{path}: $.rows[{index}]: lacks {', '.join(missing)}")
+        raise FleetError(f"{path}: not a fleet table of schema {SCHEMA} (schema {str(schema)[:80]!r}); write one with `ort-conformance fleet`")
+    found = plain_schema.problems(_schema(), data)
+    if found:
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise FleetError(f"{path}: not a fleet table of {SCHEMA_FILE.name}: {found[0]}{more}")
     return Fleet(data, str(path))
+
+
+_SCHEMAS: list[dict[str, Any]] = []
+
+
+def _schema() -> dict[str, Any]:
+    """fleet.schema.json, read once (it ships beside this package's modules)."""
+    if not _SCHEMAS:
+        _SCHEMAS.append(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    return _SCHEMAS[0]

@@ -17,7 +17,9 @@ def lines(matrix: dict[str, Any]) -> Iterator[str]:
         for device in ep["devices"]:
             yield f"{ep['ep']} — device {device['device']} (onnxruntime {ep['onnxruntime']})"
             if not ep.get("ep_device", True):
-                yield f"  {NO_EP_DEVICE}: no memory info was advertised; the matrix covers plain CPU memory only"
+                # Never asked is not "plain CPU memory": what the EP's memory is, the probe cannot know.
+                yield (f"  {NO_EP_DEVICE}: its DEFAULT and HOST_ACCESSIBLE memory are not known (it was never asked for memory info); "
+                       "the pairs below are of plain CPU memory only, not of memory the EP owns")
             if ep.get("unusable"):
                 yield f"  {ep['unusable']}"
             if device.get("error"):

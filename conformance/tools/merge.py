@@ -8,6 +8,12 @@ options, devices); the same strict mode; no case in two shards, and every case o
 in one. It then writes one report set (report.json/md/html, summary.md, junit.xml, the journal,
 repro/) built as a single run's is, from the shards' journals: the same results in catalogue
 order, the verdict a single full run gives, the copy matrix of shard 1.
+
+A shard's folder comes from elsewhere (a CI artifact), so each of its files is read as
+hostile: a regular file under the size cap, JSON or JUnit XML that parses and has the shape
+the merge reads, else one MergeError naming the file. A merge that fails writes no report
+set: everything is read and checked before anything is written, and the report set is
+written last, whole or not at all.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from conformance import safe_io
 from conformance.errors import KitError
 from conformance.outcomes import Result
 from conformance.plugin.selection import Selection, case_key
+from conformance.report import junit_schema
 from conformance.report.schema import parse_json
 from conformance.run import journal, runfolder
 from conformance.tools.bundle import MAX_MEMBER_BYTES, BundleError, require_report_shape
@@ -65,7 +72,24 @@ def load(folder: Path) -> ShardRun:
         raise MergeError(f"{folder}: not a shard: its run was not started with --conformance-shard K/N")
     if contents.finished is None or contents.finished.get("interrupted"):
         raise MergeError(f"{folder}: {contents.run['shard']['text']} did not finish (interrupted or killed): run it again")
+    if junit is not None:
+        _require_junit(folder / "junit.xml", junit)
     return ShardRun(folder, contents, report, junit)
+
+
+def _require_junit(path: Path, data: bytes) -> None:
+    """MergeError naming `path` unless `data` is a JUnit file of the shape a run writes (the
+    merge adds up its suites' counts): a truncated or altered file is refused here, before
+    anything is merged or written."""
+    try:
+        root = ET.fromstring(data)
+        problems = junit_schema.check(root, conformance=False)
+    except ET.ParseError as exc:
+        raise MergeError(f"{path}: not a JUnit file (not XML: {exc}); take the shard's folder from its run again") from None
+    except RecursionError:
+        raise MergeError(f"{path}: not a JUnit file of a conformance run: nested too deep to read") from None
+    if problems:
+        raise MergeError(f"{path}: not a JUnit file of a conformance run: {problems[0]}")
 
 
 def _build_of(run: ShardRun) -> list[tuple]:
@@ -183,17 +207,17 @@ def merged_junit(documents: list[bytes]) -> bytes | None:
         if suite is not None:
             target.extend(suite.findall("testcase"))
     for name in ("tests", "failures", "errors", "skipped"):
-        total = sum(int(suite.get(name, "0")) for suite in suites if suite is not None)
+        total = sum(int(suite.get(name, "0")) for suite in suites if suite is not None)  # load() checked each is a count
         target.set(name, str(total))
         if roots[0].tag == "testsuites" and roots[0].get(name) is not None:
             roots[0].set(name, str(total))
-    target.set("time", f"{sum(float(suite.get('time', '0')) for suite in suites if suite is not None):.3f}")
+    target.set("time", f"{sum(junit_schema.seconds_of(suite.get('time', '0')) for suite in suites if suite is not None):.3f}")
     return ET.tostring(roots[0], encoding="utf-8", xml_declaration=True)
 
 
-def _models(shards: list[ShardRun], out: Path) -> list[Path]:
+def _models(shards: list[ShardRun]) -> dict[str, bytes]:
     """The models the shards' runs used (each named by its content: the same name is the same
-    model in every shard), into OUT/models as a run leaves them for its bundle."""
+    model in every shard), for OUT/models as a run leaves them for its bundle."""
     models: dict[str, bytes] = {}
     for run in shards:
         # Those the shard's journal lists as its own (an older kit's journal lists none: every model there).
@@ -202,23 +226,32 @@ def _models(shards: list[ShardRun], out: Path) -> list[Path]:
         for path in sorted((run.folder / "models").glob("*.onnx")) if own is None else own:
             if path.name not in models and (data := safe_io.read_in(path.parent, path.name, MAX_MEMBER_BYTES, what="model")) is not None:
                 models[path.name] = data
-    return safe_io.write_set(out / "models", models) if models else []
+    return models
 
 
 def write(data: dict[str, Any], files: dict[str, bytes], out: Path, shards: list[ShardRun]) -> list[Path]:
-    """The merged set into `out` (not one of the shards' folders), held as a run holds its folder."""
+    """The merged set into `out` (not one of the shards' folders), held as a run holds its folder.
+    The shards' models are read first, then the models and reproducers written, and the report
+    set last (safe_io.write_set: whole or not at all): a merge that fails at any step leaves
+    no report set of its own in `out`, and the one there before, if any, as it was."""
     from conformance import report
     from conformance.report import repro_files
 
     if any(out.resolve() == run.folder.resolve() for run in shards):
         raise MergeError(f"-o {out}: is one of the shards' folders; write the merged run elsewhere")
     try:
+        models = _models(shards)
+    except safe_io.UnsafeFile as exc:
+        raise MergeError(f"{exc.path}: {exc.message}") from None
+    try:
         out.mkdir(parents=True, exist_ok=True)
         lock = runfolder.claim(out)
     except (OSError, runfolder.FolderRefused) as exc:
         raise MergeError(f"-o {out}: {exc}") from None
     try:
-        return report.write_all(data, out, files) + repro_files.write(data, out) + _models(shards, out)
+        written = safe_io.write_set(out / "models", models) if models else []
+        written += repro_files.write(data, out)
+        return report.write_all(data, out, files) + written
     except safe_io.UnsafeFile as exc:
         raise MergeError(f"the merged report was not written: {exc}") from None
     finally:
