@@ -30,7 +30,8 @@ def _header(ctx) -> str:
     register = (f"call('RegisterExecutionProviderLibrary', env, ctypes.c_char_p({target.registration!r}.encode()), "
                 f"ctypes.c_char_p({os.path.abspath(target.library)!r}.encode()))"
                 if target.registration and target.library else "# a built-in EP: nothing to register")
-    return f"""P = ctypes.c_void_p
+    return f"""import mmap
+P = ctypes.c_void_p
 SLOT = {({name: slots.ORT_API[name][0] for name in _WANTED})!r}  # OrtApi slot indices, from onnxruntime_c_api.h
 CAPI = os.path.join(os.path.dirname(ort.__file__), 'capi')  # the wheel's C library, beside its Python extension
 lib = ctypes.CDLL(os.path.join(CAPI, sorted(f for f in os.listdir(CAPI) if f.startswith('libonnxruntime.so'))[0]))
@@ -68,8 +69,8 @@ class Block:  # `size` bytes between GUARD canary bytes on each side, of DEFAULT
             call('CreateTensorAsOrtValue', allocator, (ctypes.c_int64 * 1)(size + 2 * GUARD), ctypes.c_size_t(1), ctypes.c_int(U8), ctypes.byref(self.value))
             call('GetTensorMutableData', self.value, ctypes.byref(data))
             self.start = data.value + GUARD
-        else:
-            self.host = np.empty(size + 2 * GUARD, np.uint8)
+        else:  # mapped here, not numpy's: its huge pages can stall a first touch of gigabytes
+            self.host = np.frombuffer(mmap.mmap(-1, size + 2 * GUARD), np.uint8)
             self.start = self.host.ctypes.data + GUARD
         self.write(-GUARD, canaries(0, GUARD))
         self.write(size, canaries(size + GUARD, size + 2 * GUARD))
