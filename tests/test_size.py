@@ -23,6 +23,7 @@ import time
 
 import numpy as np
 import pytest
+import yaml  # noqa: F401  imported at collection: a pytester test run before this module's would otherwise import it first and drop it again, and the Runner here would load its C loader twice
 
 from conformance.checks import size_plan, size_room
 from conformance.findings import NotApplicable
