@@ -502,6 +502,17 @@ def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_th
     assert lost.value.outcome == "timeout" and lost.value.call == Call("copy_tensors", "cpu>default")
 
 
+def test_a_check_that_goes_on_announcing_its_steps_runs_past_the_timeout():
+    # A step every 0.1 s for 3 s, then the reply: a timeout of 1 s counts from the last step.
+    steps = ("for _ in range(30):\n"
+             "    sys.stdout.write(json.dumps({'id': None, 'progress': {'step': 'copying a chunk'}}) + '\\n')\n"
+             "    sys.stdout.flush(); time.sleep(0.1)\n"
+             "sys.stdout.write(json.dumps({'id': None, 'ok': True, 'done': 1}) + '\\n'); sys.stdout.flush(); sys.stdin.read()")
+    w = fake_worker(ANNOUNCE_THEN.format(then=steps))
+    assert w._exchange({"op": "run"}, 1.0, "the check")["done"] == 1
+    w.close()
+
+
 def test_a_lost_checks_result_carries_the_call_in_flight_as_its_wire_dict():
     w = fake_worker(ANNOUNCE_THEN.format(then="os.abort()"))
     reply = outcome_of(lambda: w._exchange({"op": "run"}, 10, "the check"))

@@ -140,6 +140,15 @@ def read_line_telling(channel: LineChannel, deadline: float, waiting: Waiting, o
         on_wait(replace(waiting, waited=time.monotonic() - start))
 
 
+def _noted(ledger: Ledger, reply: dict[str, Any], deadline: float, timeout: float) -> float:
+    """Keeps a progress line as its request's note; the request's deadline after it: a step
+    announced (CheckContext.attempt) gives `timeout` seconds from now, so that a stress check's
+    long loop that announces its step every second runs on; a call in flight gives none, so a
+    check stuck in one call is killed `timeout` seconds after its last step."""
+    ledger.note(reply)
+    return max(deadline, time.monotonic() + timeout) if "step" in reply["progress"] else deadline
+
+
 def _launch(launcher: Launcher) -> None:
     """launcher.launch(), a process that cannot even be executed (its wrapper, or the
     interpreter) being a worker lost at its start."""
@@ -276,7 +285,7 @@ class Worker:
             reply = self._receive(deadline, timeout, what, self._ledger.call_of(running), self.on_wait)
             if "progress" not in reply:
                 return reply
-            self._ledger.note(reply)
+            deadline = _noted(self._ledger, reply, deadline, timeout)
 
     def _concerning(self, lost: WorkerLost, id_: str | None) -> WorkerLost:
         """`lost`, told which request it cost: `id_`'s request and the note it sent ahead."""

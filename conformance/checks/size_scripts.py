@@ -1,0 +1,166 @@
+"""The size family's reproducers: standalone scripts on the C path (ctypes over the wheel's
+libonnxruntime.so, as the checks use it) that place the source and destination as the check
+did (inside larger blocks with guard bytes, from the shared allocator for DEFAULT memory), fill
+the same regions with the same bytes, make the one copy, and assert the same comparisons.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+from conformance.checks import size_plan
+from conformance.checks.size_blocks import GUARD, ELEMENT_TYPES
+from conformance.checks.size_plan import CHUNK, LargeTensor, Region
+from conformance.checks.size_room import SPARE_BYTES
+from conformance.testbed.interop import capi as C
+from conformance.testbed.interop import slots
+
+SENTINEL = 0x5A
+_WANTED = ["GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "GetEpDevices", "EpDevice_EpName", "EpDevice_MemoryInfo",
+           "GetSharedAllocator", "CreateTensorAsOrtValue", "CreateCpuMemoryInfo", "CreateTensorWithDataAsOrtValue", "GetTensorMutableData",
+           "CopyTensors", "ReleaseValue"]
+
+
+def _header(ctx) -> str:
+    """ctypes over the wheel's C library, the EP library registered in a C environment, `device`
+    the EP device under test, and `Block`: bytes of DEFAULT or host memory between guard bytes,
+    written and read a chunk at a time, with a tensor over their start."""
+    target = ctx.target
+    register = (f"call('RegisterExecutionProviderLibrary', env, ctypes.c_char_p({target.registration!r}.encode()), "
+                f"ctypes.c_char_p({os.path.abspath(target.library)!r}.encode()))"
+                if target.registration and target.library else "# a built-in EP: nothing to register")
+    return f"""import mmap
+P = ctypes.c_void_p
+SLOT = {({name: slots.ORT_API[name][0] for name in _WANTED})!r}  # OrtApi slot indices, from onnxruntime_c_api.h
+CAPI = os.path.join(os.path.dirname(ort.__file__), 'capi')  # the wheel's C library, beside its Python extension
+lib = ctypes.CDLL(os.path.join(CAPI, sorted(f for f in os.listdir(CAPI) if f.startswith('libonnxruntime.so'))[0]))
+lib.OrtGetApiBase.restype = ctypes.POINTER(P * 2)
+api = ctypes.cast(ctypes.CFUNCTYPE(P, ctypes.c_uint32)(lib.OrtGetApiBase().contents[0])({C.API_VERSION}), ctypes.POINTER(P))
+def call(name, *args):
+    status = ctypes.CFUNCTYPE(P, *[type(a) if isinstance(a, ctypes._SimpleCData) else P for a in args])(api[SLOT[name]])(*args)
+    if status:
+        raise AssertionError(name + ': ' + ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['GetErrorMessage']])(status).decode())
+env = P()
+call('CreateEnv', ctypes.c_int(3), ctypes.c_char_p(b'repro'), ctypes.byref(env))
+{register}
+devices, count = ctypes.POINTER(P)(), ctypes.c_size_t()
+call('GetEpDevices', env, ctypes.byref(devices), ctypes.byref(count))
+name_of = ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['EpDevice_EpName']])
+device = [devices[i] for i in range(count.value) if name_of(devices[i]) == {target.provider!r}.encode()][{ctx.device_index}]
+info = P(ctypes.CFUNCTYPE(P, P, ctypes.c_int)(api[SLOT['EpDevice_MemoryInfo']])(device, 0))  # DEFAULT
+allocator, cpu_info = P(), P()
+call('GetSharedAllocator', env, info, ctypes.byref(allocator))
+call('CreateCpuMemoryInfo', ctypes.c_int(0), ctypes.c_int(0), ctypes.byref(cpu_info))
+release = ctypes.CFUNCTYPE(None, P)(api[SLOT['ReleaseValue']])
+U8, CHUNK, GUARD, SENTINEL = 2, {CHUNK}, {GUARD}, {SENTINEL:#x}
+def tensor_at(address, nbytes, count, type_, device):  # a tensor over memory that is already there (no copy)
+    v = P()
+    call('CreateTensorWithDataAsOrtValue', info if device else cpu_info, P(address), ctypes.c_size_t(nbytes), (ctypes.c_int64 * 1)(count),
+         ctypes.c_size_t(1), ctypes.c_int(type_), ctypes.byref(v))
+    return v
+def copy(src, dst):
+    call('CopyTensors', env, (P * 1)(src), (P * 1)(dst), None, ctypes.c_size_t(1))
+class Block:  # `size` bytes between GUARD canary bytes on each side, of DEFAULT memory (the shared allocator's) or host memory
+    def __init__(self, size, device):
+        self.size, self.device = size, device
+        if device:
+            self.value, data = P(), P()
+            call('CreateTensorAsOrtValue', allocator, (ctypes.c_int64 * 1)(size + 2 * GUARD), ctypes.c_size_t(1), ctypes.c_int(U8), ctypes.byref(self.value))
+            call('GetTensorMutableData', self.value, ctypes.byref(data))
+            self.start = data.value + GUARD
+        else:  # mapped here, not numpy's: its huge pages can stall a first touch of gigabytes
+            self.host = np.frombuffer(mmap.mmap(-1, size + 2 * GUARD), np.uint8)
+            self.start = self.host.ctypes.data + GUARD
+        self.write(-GUARD, canaries(0, GUARD))
+        self.write(size, canaries(size + GUARD, size + 2 * GUARD))
+    def write(self, offset, data):  # a chunk at a time: CopyTensors CPU > DEFAULT for device memory
+        if not self.device:
+            self.host[GUARD + offset:GUARD + offset + data.size] = data
+            return
+        for at in range(0, data.size, CHUNK):
+            piece = np.ascontiguousarray(data[at:at + CHUNK])
+            s, d = tensor_at(piece.ctypes.data, piece.size, piece.size, U8, False), tensor_at(self.start + offset + at, piece.size, piece.size, U8, True)
+            copy(s, d)
+            release(s), release(d)
+    def read(self, offset, length):  # a chunk at a time: CopyTensors DEFAULT > CPU for device memory
+        if not self.device:
+            return self.host[GUARD + offset:GUARD + offset + length].copy()
+        out = np.empty(length, np.uint8)
+        for at in range(0, length, CHUNK):
+            n = min(CHUNK, length - at)
+            landing = np.full(n, 0xA5, np.uint8)
+            s, d = tensor_at(self.start + offset + at, n, n, U8, True), tensor_at(landing.ctypes.data, n, n, U8, False)
+            copy(s, d)
+            release(s), release(d)
+            out[at:at + n] = landing
+        return out
+    def tensor(self, count, type_, nbytes):  # a tensor over the block's first bytes
+        return tensor_at(self.start, nbytes, count, type_, self.device)
+    def guards_intact(self, what):
+        before = np.count_nonzero(self.read(-GUARD, GUARD) != canaries(0, GUARD))
+        after = np.count_nonzero(self.read(self.size, GUARD) != canaries(self.size + GUARD, self.size + 2 * GUARD))
+        assert not before and not after, (f'{{what}}: expected the {{GUARD}} guard bytes on each side unchanged, '
+                                          f'got {{before}} changed before its start, {{after}} after its end')
+TABLE_BYTES = {size_plan.TABLE_BYTES}
+{inspect.getsource(size_plan.pattern)}
+def masked(data, start):  # a 4-bit tensor of odd length: the high nibble of its last byte holds no element
+    if HALF_USED and start <= NBYTES - 1 < start + data.size:
+        data = data.copy()
+        data[NBYTES - 1 - start] &= 0x0F
+    return data
+"""
+
+
+def _regions_literal(plan: list[Region], nbytes: int) -> str:
+    inside = [region for region in plan if region.inside]
+    if len(inside) > 64:  # every byte: the chunks, not listed one by one
+        text = f"[(s, min(CHUNK, {nbytes} - s), True) for s in range(0, {nbytes}, CHUNK)]"
+    else:
+        text = repr([(region.start, region.length, True) for region in inside])
+    past = [(region.start, region.length, False) for region in plan if not region.inside]
+    return f"{text} + {past!r}" if past else text
+
+
+def _body(direction: str, item: LargeTensor, plan: list[Region], seed: int, *, whole_source: bool) -> str:
+    source_kind, destination_kind = direction.split(">")
+    block = max(region.end for region in plan)
+    what = f"CopyTensors {direction} of {item.describe()}"
+    lines = [f"TYPE, COUNT, NBYTES, SEED, HALF_USED = {ELEMENT_TYPES[item.dtype]}, {item.count}, {item.nbytes}, {seed}, {item.half_used_last_byte}",
+             f"REGIONS = {_regions_literal(plan, item.nbytes)}  # (start, length, inside the tensor): where the run compared",
+             f"source, destination = Block({block}, {source_kind != 'cpu'}), Block({block}, {destination_kind != 'cpu'})",
+             "for start, length, inside in REGIONS:",
+             "    if inside:",
+             "        source.write(start, pattern(start, length, SEED))",
+             "    destination.write(start, np.full(length, SENTINEL, np.uint8))",
+             f"works({what!r}, copy, source.tensor(COUNT, TYPE, NBYTES), destination.tensor(COUNT, TYPE, NBYTES))",
+             "for start, length, inside in REGIONS:",
+             "    want = pattern(start, length, SEED) if inside else np.full(length, SENTINEL, np.uint8)",
+             f"    same_bytes(f'{direction}: bytes {{start}}..{{start + length}}' + ('' if inside else ' (past the tensor)'), masked(want, start), "
+             "masked(destination.read(start, length), start))",
+             f"destination.guards_intact({('the destination of ' + what)!r})",
+             f"source.guards_intact({('the source of ' + what)!r})"]
+    if whole_source:
+        lines.append(f"same_bytes('the source after {what}', pattern(0, NBYTES, SEED), source.read(0, NBYTES))")
+    lines.append(f"print({(what + ': right, and nothing around it changed').__repr__()})")
+    return "\n".join(lines)
+
+
+def large(ctx, direction: str, item: LargeTensor, plan: list[Region], seed: int) -> str:
+    """The script of one large copy: this machine's memory required first (exit 2 where short)."""
+    block = max(region.end for region in plan)
+    needed = 2 * (block + 2 * GUARD) + 2 * CHUNK
+    check_memory = (f"signal.alarm(int(os.environ.get('REPRO_TIMEOUT_SECONDS', '1800')))  # gigabytes take a while\n"
+                    f"available = int(next(l.split()[1] for l in open('/proc/meminfo') if l.startswith('MemAvailable:'))) * 1024\n"
+                    f"precondition(available >= {needed + SPARE_BYTES}, 'available memory (MemAvailable)', "
+                    f"'{needed + SPARE_BYTES} bytes (two blocks of {block} bytes, and 1 GiB to spare)', available)\n")
+    return ctx.snippets.script(f"CopyTensors {direction} of {item.describe()} delivers the bytes at both 32-bit boundaries and its end",
+                               check_memory + _header(ctx) + _body(direction, item, plan, seed, whole_source=False))
+
+
+def neighbours(ctx, direction: str, item: LargeTensor, seed: int) -> str:
+    """The script of one copy between tensors inside larger blocks: the destination right, its
+    guard bytes and the source unchanged."""
+    plan = [Region(0, item.nbytes)]
+    return ctx.snippets.script(f"CopyTensors {direction} of {item.describe()} changes its destination and nothing else",
+                               _header(ctx) + _body(direction, item, plan, seed, whole_source=True))
