@@ -442,3 +442,24 @@ def test_a_listed_ep_that_cannot_run_is_a_finding_against_its_package_beside_the
     others = [Result(c, "CUDAExecutionProvider", "cuda", {}, Outcome.NOT_RUN, unusable, "s:1", "required", "ep") for c in ("copy.a", "copy.b")]
     decided, reasons = verdict([found, *others])
     assert decided is Verdict.INCOMPLETE and reasons[0] == f"no check could run: {unusable}"
+
+
+def test_found_gives_each_stress_contracts_outcomes_and_the_figures_of_the_case_that_passed_on_the_most_bytes(tmp_path):
+    data = report(results=[
+        dict(failure("concurrency.copies", "", subject="ep"), outcome="pass", params={"shape": "small"},
+             details={"evidence": {"threads": 4, "overlapping_calls": 2143, "bytes_compared": 10, "memory": {"default": "RefDev"}}}),
+        dict(failure("concurrency.copies", "", subject="ep"), outcome="pass", params={"shape": "large"},
+             details={"evidence": {"threads": 8, "overlapping_calls": 9000, "bytes_compared": 5000, "runs": {"calls": 240, "seconds": 0.8691}}}),
+        failure("endurance.copies", "copy 8001 failed: handle pool exhausted", subject="ep"),
+        failure("copy.roundtrip", "1 of 60 bytes differ", subject="ep")])
+    data["contracts"] = {"concurrency.copies": {"tier": "stress"}, "endurance.copies": {"tier": "stress"}, "copy.roundtrip": {"tier": "functional"}}
+    text = found.render(found.load_reports([write_report(tmp_path, "refdev", data)]), catalogue())
+    stress = text.split("### Under load (the stress tier)", 1)[1].split("###", 1)[0]
+    rows = [line for line in stress.splitlines() if line.startswith("| ") and not line.startswith("| contract") and "---" not in line]
+    assert rows == ["| concurrency.copies | 2 pass | threads: 8; overlapping_calls: 9,000; bytes_compared: 5,000; runs.calls: 240; runs.seconds: 0.869 |",
+                    "| endurance.copies | 1 fail | copy 8001 failed: handle pool exhausted |"]
+
+
+def test_found_has_no_stress_section_for_a_report_whose_contracts_carry_no_tier(tmp_path):
+    text = found.render(found.load_reports([write_report(tmp_path, "openvino", report())]), catalogue())
+    assert "Under load" not in text

@@ -34,6 +34,9 @@ RUNTIME_ISSUES = known_issues_file()
 WHOSE = {"ep": "the EP", "runtime": "onnxruntime", "both": "onnxruntime and the EP", "package": "the onnxruntime package"}
 # The keys of report.json that render() reads.
 READ_KEYS = ("onnxruntime", "ep", "devices", "verdict", "verdict_reasons", "summary", "findings", "results", "capabilities", "run")
+# How many figures of a stress contract's evidence its row shows: the telling ones come first in
+# what the checks record (threads, overlaps, iterations, growth, the largest size).
+STRESS_FIGURES = 8
 
 
 class ReportError(KitError):
@@ -114,8 +117,48 @@ def _section(lane: str, report: dict[str, Any], spec: EpSpec | None, known: tupl
                    f"{', ' + hardware['vendor'] if hardware.get('vendor') else ''}), EP vendor {device.get('ep_vendor')!r}")
         out.append(f"  - `memory_info(DEFAULT)`: {advertised_memory(device, 'default')}")
         out.append(f"  - `memory_info(HOST_ACCESSIBLE)`: {advertised_memory(device, 'host_accessible')}")
-    out += ["", *_claims(spec, report), *_copy_matrix(report), *_failures(report, spec, known), *_not_run(report)]
+    out += ["", *_claims(spec, report), *_copy_matrix(report), *_stress(report), *_failures(report, spec, known), *_not_run(report)]
     return out
+
+
+def _stress(report: dict[str, Any]) -> list[str]:
+    """The stress tier's contracts on this run: their outcomes and the figures their evidence
+    recorded (threads, calls that overlapped, iterations, growth per 1,000 calls, the largest
+    size reached), from the case that passed on the most bytes, or the first case when none did. A report
+    written before contracts carried a tier has no such section."""
+    tiers = {cid: c.get("tier") for cid, c in (report.get("contracts") or {}).items()}
+    results: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+    for result in report["results"]:
+        if tiers.get(result["contract"]) == "stress":
+            results.setdefault(result["contract"], []).append(result)
+    if not results:
+        return []
+    out = ["### Under load (the stress tier)", "", "| contract | outcomes | figures (from one case) |", "| --- | --- | --- |"]
+    for contract, cases in results.items():
+        outcomes: OrderedDict[str, int] = OrderedDict()
+        for case in cases:
+            outcomes[case["outcome"]] = outcomes.get(case["outcome"], 0) + 1
+        passed = [c for c in cases if c["outcome"] == "pass"]
+        shown = max(passed, key=_bytes_compared) if passed else cases[0]
+        figures = _figures(shown.get("details", {}).get("evidence") or {}) or cell(shown["message"][:160])
+        out.append(f"| {contract} | {', '.join(f'{n} {o}' for o, n in outcomes.items())} | {figures} |")
+    return out + [""]
+
+
+def _bytes_compared(result: dict[str, Any]) -> int:
+    compared = (result.get("details", {}).get("evidence") or {}).get("bytes_compared", 0)
+    return compared if isinstance(compared, int) else 0
+
+
+def _figures(recorded: dict[str, Any]) -> str:
+    """The numbers of a case's evidence, `name: value`, nested ones as `outer.inner`."""
+    flat: list[str] = []
+    for key, value in recorded.items():
+        inner = value.items() if isinstance(value, dict) else [("", value)]
+        for name, item in inner:
+            if isinstance(item, (int, float)) and not isinstance(item, bool):
+                flat.append(f"{key}{'.' + name if name else ''}: {item:,}" if isinstance(item, int) else f"{key}{'.' + name if name else ''}: {item:.3g}")
+    return cell("; ".join(flat[:STRESS_FIGURES]))
 
 
 def _claims(spec: EpSpec | None, report: dict[str, Any]) -> list[str]:
