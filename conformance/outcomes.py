@@ -98,10 +98,11 @@ class Result:
         return self.subject in AGAINST_EP
 
     def case_properties(self) -> list[tuple[str, str]]:
-        """(name, value) of each of CASE_PROPERTIES, the outcome by its value; and `contested`
-        where the contract's sources disagree."""
+        """(name, value) of each of CASE_PROPERTIES, the outcome by its value; `contested`
+        where the contract's sources disagree; and the figures of each memory curve the check
+        sampled (`growth_properties`)."""
         properties = [(name, self.outcome.value if name == "outcome" else getattr(self, name)) for name in CASE_PROPERTIES]
-        return properties + ([("contested", self.contested)] if self.contested else [])
+        return properties + ([("contested", self.contested)] if self.contested else []) + growth_properties(self.details)
 
     def to_dict(self) -> dict[str, Any]:
         # A shallow copy: params and details are JSON data that nothing changes in place
@@ -114,6 +115,17 @@ class Result:
         data = dict(data)
         data["outcome"] = Outcome(data["outcome"])
         return cls(**data)
+
+
+def growth_properties(details: dict[str, Any]) -> list[tuple[str, str]]:
+    """`growth.<gauge>.slope_per_call` and `growth.<gauge>.per_1000_calls` (bytes) of each memory
+    curve in the result's evidence (`evidence.growth`, the stress tier's endurance checks)."""
+    evidence = details.get("evidence") if isinstance(details, dict) else None
+    growth = evidence.get("growth") if isinstance(evidence, dict) else None
+    if not isinstance(growth, dict):
+        return []
+    return [(f"growth.{key}.{figure}", str(curve[figure])) for key, curve in growth.items() if isinstance(curve, dict)
+            for figure in ("slope_per_call", "per_1000_calls") if isinstance(curve.get(figure), (int, float))]
 
 
 def counts(results: Iterable[Result]) -> dict[str, int]:

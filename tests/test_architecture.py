@@ -175,7 +175,7 @@ def imported(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("module", ["markdown", "html", "common", "throughput", "page", "summary"])
+@pytest.mark.parametrize("module", ["markdown", "html", "common", "throughput", "page", "summary", "curve"])
 def test_the_reports_renderers_and_helpers_do_not_import_the_report_package(module):
     """report/__init__ builds and writes the report with its renderers: they import only its
     leaves (common, throughput), never it, so there is no cycle."""

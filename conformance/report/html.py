@@ -26,6 +26,7 @@ from typing import Any, Iterable
 
 from conformance.catalogue.claims import unverified_count
 from conformance.report.evidence import claim_evidence
+import conformance.report.curve as curve
 import conformance.report.groups as groups
 import conformance.report.throughput as throughput
 import conformance.report.page as page
@@ -410,6 +411,6 @@ def _contract_results(contract_id: str, cases: list[dict[str, Any]], contract: d
            + "</tr></thead><tbody>"]
     out += [f'<tr class="result is-{outcome}" id="{name}"><td><a href="#{name}">{_e(r["device"])}-{_e(params_label(r["params"]))}</a></td>'
             f'<td class="out-{outcome}">{outcome}</td><td>{_e(r["severity"])}</td><td>{_e(r["subject"])}</td>'
-            f"<td>{_e(r['message'][:300])}</td><td><code>{_e(r['spec'])}</code></td></tr>"
+            f"<td>{_e(r['message'][:300])}{curve.figures(r)}</td><td><code>{_e(r['spec'])}</code></td></tr>"
             for r in cases for name, outcome in [(case_anchor(r), _e(r["outcome"]))]]
     return out + ["</tbody></table></div></details>"]

@@ -1,0 +1,84 @@
+"""The memory curves of a result, drawn small: each gauge a check sampled over its calls (its
+evidence's `growth`: calls, values, slope, threshold) as an inline SVG polyline of a few hundred
+bytes, beside a dashed line of what the threshold's slope would have grown from the first
+sample. The box is at least as tall as that growth, so a flat curve with a page of noise stays
+flat to the eye, and a curve above the dashed line is one that grows.
+
+A leaf of the report: nothing of the report package is imported, and a curve that is not as
+expected (a hand-edited or older report.json) is drawn as nothing.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+WIDTH, HEIGHT = 120, 28
+GROWS, FLAT, LIMIT = "#c0392b", "#2c7be5", "#999"
+
+
+def curves(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The result's curves by gauge key ({} where it has none)."""
+    details = result.get("details")
+    evidence = details.get("evidence") if isinstance(details, dict) else None
+    growth = evidence.get("growth") if isinstance(evidence, dict) else None
+    if not isinstance(growth, dict):
+        return {}
+    return {str(key): curve for key, curve in growth.items() if _drawable(curve)}
+
+
+def _drawable(curve: Any) -> bool:
+    if not isinstance(curve, dict):
+        return False
+    calls, values = curve.get("calls"), curve.get("values")
+    numbers = (int, float)
+    return (isinstance(calls, list) and isinstance(values, list) and len(calls) == len(values) >= 2
+            and all(isinstance(x, numbers) and not isinstance(x, bool) for x in calls + values)
+            and isinstance(curve.get("slope_per_call"), numbers) and isinstance(curve.get("threshold_per_call", 0), numbers))
+
+
+def caption(curve: dict[str, Any]) -> str:
+    """'process RSS: 16.1 KiB per copy (15.7 MiB per 1,000), threshold 4.0 KiB; 25 samples over copies 1,000 to 10,000'."""
+    per = str(curve.get("per", "call"))
+    calls = curve["calls"]
+    return (f"{curve.get('gauge', 'memory')}: {_size(curve['slope_per_call'])} per {per} ({_size(curve['slope_per_call'] * 1000)} per 1,000), "
+            f"threshold {_size(curve.get('threshold_per_call', 0))}; {len(calls)} samples over {_plural(per)} {calls[0]:,} to {calls[-1]:,}")
+
+
+def svg(curve: dict[str, Any]) -> str:
+    calls, values = curve["calls"], curve["values"]
+    first, last = calls[0], calls[-1]
+    rise = float(curve.get("threshold_per_call", 0)) * (last - first)  # what the threshold's slope grows over the samples
+    low, high = min(values), max(max(values), values[0] + rise)
+    span_x, span_y = (last - first) or 1, (high - low) or 1
+
+    def point(call: float, value: float) -> str:
+        return f"{round(1 + (call - first) / span_x * (WIDTH - 2))},{round(HEIGHT - 1 - (value - low) / span_y * (HEIGHT - 2))}"
+
+    colour = GROWS if curve.get("grows") else FLAT
+    limit = f'<polyline points="{point(first, values[0])} {point(last, values[0] + rise)}" stroke="{LIMIT}" stroke-dasharray="3"/>' if rise else ""
+    return (f'<svg class="curve" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" fill="none" aria-hidden="true">{limit}'
+            f'<polyline points="{" ".join(point(c, v) for c, v in zip(calls, values, strict=True))}" stroke="{colour}"/></svg>')
+
+
+def figures(result: dict[str, Any]) -> str:
+    """The result's curves as HTML ('' where it has none): each an SVG and its figures in words
+    (the words are what a screen reader reads: the drawing is hidden from it)."""
+    drawn = []
+    for curve in curves(result).values():
+        try:
+            drawn.append(f'<br>{svg(curve)} <small>{escape(caption(curve))}</small>')
+        except (TypeError, ValueError, KeyError, OverflowError):
+            continue
+    return "".join(drawn)
+
+
+def _plural(word: str) -> str:
+    return word[:-1] + "ies" if word.endswith("y") else word + "s"
+
+
+def _size(amount: float) -> str:
+    for unit, factor in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(amount) >= factor:
+            return f"{amount / factor:.1f} {unit}"
+    return f"{amount:.0f} bytes"
