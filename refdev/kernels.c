@@ -256,6 +256,27 @@ static void log_input_placement(const char* node, size_t index, const OrtValue* 
   fclose(log);
 }
 
+/* race-kernel: the kernels' results pass through one static scratch buffer with no lock, as
+ * in a kernel library with one global workspace: window by window, the result is written into
+ * the scratch in RACE_KERNEL_CHUNKS chunks, with refdev_race_pause after each, and read back
+ * from there. A run alone is right; two kernels that overlap in time write over each other's
+ * results while the other sleeps, so one of them returns the other's values. */
+#define RACE_KERNEL_SCRATCH_FLOATS ((size_t)64 * 1024)
+#define RACE_KERNEL_CHUNKS 2
+static float g_race_kernel_scratch[RACE_KERNEL_SCRATCH_FLOATS];
+
+static void race_kernel_through_scratch(float* result, size_t count) {
+  for (size_t offset = 0; offset < count; offset += RACE_KERNEL_SCRATCH_FLOATS) {
+    size_t len = count - offset < RACE_KERNEL_SCRATCH_FLOATS ? count - offset : RACE_KERNEL_SCRATCH_FLOATS;
+    size_t chunk = (len + RACE_KERNEL_CHUNKS - 1) / RACE_KERNEL_CHUNKS;
+    for (size_t c = 0; c < len; c += chunk) {
+      memcpy(g_race_kernel_scratch + c, result + offset + c, (len - c < chunk ? len - c : chunk) * sizeof(float));
+      refdev_race_pause();
+    }
+    memcpy(result + offset, g_race_kernel_scratch, len * sizeof(float));
+  }
+}
+
 static OrtStatus* ORT_API_CALL ci_compute(OrtNodeComputeInfo* this_ptr, void* state, OrtKernelContext* kctx) {
   (void)state;
   refdev_compute_info* ci = (refdev_compute_info*)this_ptr;
@@ -321,6 +342,7 @@ static OrtStatus* ORT_API_CALL ci_compute(OrtNodeComputeInfo* this_ptr, void* st
   }
   void* q = NULL;
   if ((st = g_ort->GetTensorMutableData(out, &q)) != NULL) goto done;
+  if (refdev_current_fault() == FAULT_RACE_KERNEL) race_kernel_through_scratch(r, n);
   encode(r, ov.kind, q, n);
 done:
   free(a);
