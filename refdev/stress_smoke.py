@@ -152,8 +152,10 @@ def demo_leak(lib):
     for _ in range(calls):
         c.copy(src, dst)
     per_call = (rss_bytes() - before) / calls
+    # 1 KiB a call (2 MiB over the loop): far above what a good build grows by (nothing, as
+    # measured), far below the smallest leak the mode is run with here (4 KiB, `tensor`)
     return {"calls": calls, "rss_growth_bytes": rss_bytes() - before, "growth_per_call_bytes": round(per_call),
-            "bad": per_call > 8 * 1024}
+            "bad": per_call > 1024}
 
 
 def demo_race(lib):
