@@ -124,7 +124,8 @@ static void intermittent_corrupt(copy_job* jobs, size_t num_tensors) {
  * once or from any thread, byte counts past 4 GiB, thousands of calls. */
 
 /* leak: every CopyTensors call leaks ORT_REFDEV_LEAK_BYTES (default 16 KiB; `tensor`: the bytes
- * the call copies), filled so that every page is resident and RSS grows by that much. */
+ * of the call's source tensors), filled so that every page is resident and RSS grows by that
+ * much. */
 #define LEAK_DEFAULT_BYTES ((size_t)16 * 1024)
 
 /* The last leaked block: a volatile global the compiler must assume is read, so neither the
@@ -133,11 +134,16 @@ static void* volatile g_leaked_block = NULL;
 
 /* An unset, empty or unreadable ORT_REFDEV_LEAK_BYTES gives the default, as
  * ORT_REFDEV_INTERMITTENT_EVERY does. */
-static size_t leak_bytes(const copy_job* jobs, size_t num_tensors) {
+static size_t leak_bytes(const OrtValue* const* src_tensors, size_t num_tensors) {
   const char* v = getenv("ORT_REFDEV_LEAK_BYTES");
   if (v != NULL && strcmp(v, "tensor") == 0) {
     size_t total = 0;
-    for (size_t i = 0; i < num_tensors; ++i) total += jobs[i].bytes;
+    for (size_t i = 0; src_tensors != NULL && i < num_tensors; ++i) {
+      size_t bytes = 0;
+      OrtStatus* st = src_tensors[i] != NULL ? g_ort->GetTensorSizeInBytes(src_tensors[i], &bytes) : NULL;
+      if (st != NULL) g_ort->ReleaseStatus(st); /* the copy itself reports a bad tensor */
+      total += bytes;
+    }
     return total;
   }
   if (v == NULL || v[0] < '0' || v[0] > '9') return LEAK_DEFAULT_BYTES;
@@ -148,8 +154,8 @@ static size_t leak_bytes(const copy_job* jobs, size_t num_tensors) {
   return (size_t)n;
 }
 
-static void leak_per_call(const copy_job* jobs, size_t num_tensors) {
-  size_t bytes = leak_bytes(jobs, num_tensors);
+static void leak_per_call(const OrtValue* const* src_tensors, size_t num_tensors) {
+  size_t bytes = leak_bytes(src_tensors, num_tensors);
   if (bytes == 0) return;
   unsigned char* block = (unsigned char*)malloc(bytes);
   if (block == NULL) return;
@@ -195,9 +201,9 @@ static OrtStatus* affinity_refusal(void) {
                             here, registered);
 }
 
-/* size32: the byte count of each copy passes through a 32-bit unsigned int, so a copy of
- * 4 GiB + N bytes copies N bytes and leaves the rest of the destination as it was. Copies
- * under 4 GiB are right. */
+/* size32: the byte count of each copy passes through a 32-bit unsigned int once the pair is
+ * validated (whole), so a copy of 4 GiB + N bytes copies N bytes and leaves the rest of the
+ * destination as it was. Copies under 4 GiB are right. */
 static size_t size32_count(size_t bytes) { return (size_t)(uint32_t)bytes; }
 
 /* nth: a pool of ORT_REFDEV_NTH handles (default 8000; an unset, empty or unreadable value
@@ -249,6 +255,7 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
   }
   OrtStatus* refused = fault == FAULT_AFFINITY ? affinity_refusal() : (fault == FAULT_NTH ? nth_refusal() : NULL);
   if (refused != NULL) return refused;
+  if (fault == FAULT_LEAK) leak_per_call(src_tensors, num_tensors);
   bool strikes = intermittent_strikes(fault);
   if (strikes && fault == FAULT_INTERMITTENT_ABORT) intermittent_abort();
   if (num_tensors == 0) return NULL;
@@ -297,6 +304,7 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     jobs[i].bytes = sbytes;
     jobs[i].skind = sk;
     jobs[i].dkind = dk;
+    if (fault == FAULT_SIZE32) jobs[i].bytes = size32_count(sbytes);
   }
   if (st != NULL) {
     free(jobs);
@@ -308,7 +316,6 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     copy_log(j->skind, j->dkind, j->src, j->dst, j->bytes);
     if (j->bytes == 0) continue;
     size_t n = fault == FAULT_SHORT_COPY ? j->bytes / 2 : j->bytes;
-    if (fault == FAULT_SIZE32) n = size32_count(n);
     bool misread = fault == FAULT_IMPORT_MISREAD;
     bool src_scrambled = j->skind == MEM_DEVICE && !refdev_reg_is_plain(j->src, misread);
     bool dst_scrambled = j->dkind == MEM_DEVICE && !refdev_reg_is_plain(j->dst, misread);
@@ -351,7 +358,6 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     }
   }
   if (strikes && fault == FAULT_INTERMITTENT) intermittent_corrupt(jobs, num_tensors);
-  if (fault == FAULT_LEAK) leak_per_call(jobs, num_tensors);
   free(jobs);
   return NULL;
 }
