@@ -18,6 +18,7 @@ typedef struct refdev_allocator {
 static void* ORT_API_CALL alloc_impl(OrtAllocator* this_, size_t size) {
   refdev_allocator* a = (refdev_allocator*)this_;
   if (a->kind == MEM_DEVICE && refdev_current_fault() == FAULT_ALLOC_FAIL) return NULL;
+  if (refdev_handle_pool_dry()) return NULL; /* nth: a buffer needs a handle too */
 
   size_t rounded = (size + REFDEV_ALIGN - 1) / REFDEV_ALIGN * REFDEV_ALIGN;
   if (rounded == 0) rounded = REFDEV_ALIGN;

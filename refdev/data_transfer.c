@@ -118,6 +118,123 @@ static void intermittent_corrupt(copy_job* jobs, size_t num_tensors) {
   }
 }
 
+/* --- stress faults (leak, race, affinity, size32, nth) -----------------------------------------
+ * Each is harmless to one thread making small copies, so the functional tier passes on it, and
+ * certain to break one stress contract: memory that does not grow, copies from many threads at
+ * once or from any thread, byte counts past 4 GiB, thousands of calls. */
+
+/* leak: every CopyTensors call leaks ORT_REFDEV_LEAK_BYTES (default 16 KiB; `tensor`: the bytes
+ * of the call's source tensors), filled so that every page is resident and RSS grows by that
+ * much. */
+#define LEAK_DEFAULT_BYTES ((size_t)16 * 1024)
+
+/* The last leaked block: a volatile global the compiler must assume is read, so neither the
+ * allocation nor the filling is optimised away; every earlier block is unreachable. */
+static void* volatile g_leaked_block = NULL;
+
+/* An unset, empty or unreadable ORT_REFDEV_LEAK_BYTES gives the default, as
+ * ORT_REFDEV_INTERMITTENT_EVERY does. */
+static size_t leak_bytes(const OrtValue* const* src_tensors, size_t num_tensors) {
+  const char* v = getenv("ORT_REFDEV_LEAK_BYTES");
+  if (v != NULL && strcmp(v, "tensor") == 0) {
+    size_t total = 0;
+    for (size_t i = 0; src_tensors != NULL && i < num_tensors; ++i) {
+      size_t bytes = 0;
+      OrtStatus* st = src_tensors[i] != NULL ? g_ort->GetTensorSizeInBytes(src_tensors[i], &bytes) : NULL;
+      if (st != NULL) g_ort->ReleaseStatus(st); /* the copy itself reports a bad tensor */
+      total += bytes;
+    }
+    return total;
+  }
+  if (v == NULL || v[0] < '0' || v[0] > '9') return LEAK_DEFAULT_BYTES;
+  char* end = NULL;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  if (errno != 0 || *end != '\0') return LEAK_DEFAULT_BYTES;
+  return (size_t)n;
+}
+
+static void leak_per_call(const OrtValue* const* src_tensors, size_t num_tensors) {
+  size_t bytes = leak_bytes(src_tensors, num_tensors);
+  if (bytes == 0) return;
+  unsigned char* block = (unsigned char*)malloc(bytes);
+  if (block == NULL) return;
+  memset(block, 0xA5, bytes);
+  g_leaked_block = block;
+}
+
+/* race: every copy goes through one staging buffer with no lock, as through a driver's single
+ * pinned bounce buffer: window by window, the source is written into the buffer in
+ * RACE_CHUNKS chunks, with refdev_race_pause after each, and only then copied from the buffer
+ * to the destination (unscrambled or scrambled on the way as the direction needs). A copy
+ * alone is right. Two that overlap in time write over each other in the buffer while the other
+ * sleeps, so one of them delivers bytes of the other's source to its destination. */
+#define RACE_STAGING_BYTES ((size_t)1 << 20)
+#define RACE_CHUNKS 2
+static unsigned char g_race_staging[RACE_STAGING_BYTES];
+
+static void race_copy(unsigned char* dp, const unsigned char* sp, size_t n, bool flip) {
+  /* a destination that overlaps its source further on is copied last window first, so that no
+   * window overwrites source bytes a later window still has to read (memmove's rule) */
+  bool backwards = dp > sp && dp < sp + n;
+  size_t windows = (n + RACE_STAGING_BYTES - 1) / RACE_STAGING_BYTES;
+  for (size_t w = 0; w < windows; ++w) {
+    size_t offset = (backwards ? windows - 1 - w : w) * RACE_STAGING_BYTES;
+    size_t len = n - offset < RACE_STAGING_BYTES ? n - offset : RACE_STAGING_BYTES;
+    size_t chunk = (len + RACE_CHUNKS - 1) / RACE_CHUNKS;
+    for (size_t c = 0; c < len; c += chunk) {
+      memcpy(g_race_staging + c, sp + offset + c, len - c < chunk ? len - c : chunk);
+      refdev_race_pause();
+    }
+    for (size_t k = 0; k < len; ++k) dp[offset + k] = (unsigned char)(g_race_staging[k] ^ (flip ? REFDEV_KEY : 0u));
+  }
+}
+
+/* affinity: copies work only on the thread that registered the library, as with a driver
+ * context bound to the thread that created it. */
+static OrtStatus* affinity_refusal(void) {
+  long here = 0, registered = 0;
+  if (refdev_on_registering_thread(&here, &registered)) return NULL;
+  return refdev_make_status(ORT_FAIL,
+                            "RefDev CopyTensors: fault 'affinity': called on thread %ld; copies work only on thread %ld, "
+                            "the one that registered the library (CreateEpFactories)",
+                            here, registered);
+}
+
+/* size32: the byte count of each copy passes through a 32-bit unsigned int once the pair is
+ * validated (whole), so a copy of 4 GiB + N bytes copies N bytes and leaves the rest of the
+ * destination as it was. Copies under 4 GiB are right. */
+static size_t size32_count(size_t bytes) { return (size_t)(uint32_t)bytes; }
+
+/* nth: a pool of ORT_REFDEV_NTH handles (default 8000; an unset, empty or unreadable value
+ * gives the default) that each CopyTensors call takes one of and never gives back: call N+1 of
+ * the process and every later one fail, and so does every allocation once the pool is dry. */
+#define NTH_DEFAULT_HANDLES 8000L
+static long g_nth_calls = 0;
+
+static long nth_handles(void) {
+  const char* v = getenv("ORT_REFDEV_NTH");
+  if (v == NULL || v[0] < '0' || v[0] > '9') return NTH_DEFAULT_HANDLES;
+  char* end = NULL;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  return errno != 0 || *end != '\0' ? NTH_DEFAULT_HANDLES : n;
+}
+
+static OrtStatus* nth_refusal(void) {
+  long call = __atomic_add_fetch(&g_nth_calls, 1, __ATOMIC_RELAXED);
+  long handles = nth_handles();
+  if (call <= handles) return NULL;
+  return refdev_make_status(ORT_FAIL,
+                            "RefDev CopyTensors: fault 'nth': handle pool exhausted: call %ld of this process, the pool "
+                            "held %ld handles (ORT_REFDEV_NTH)",
+                            call, handles);
+}
+
+bool refdev_handle_pool_dry(void) {
+  return refdev_current_fault() == FAULT_NTH && __atomic_load_n(&g_nth_calls, __ATOMIC_RELAXED) >= nth_handles();
+}
+
 static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, const OrtValue** src_tensors,
                                                OrtValue** dst_tensors, OrtSyncStream** streams,
                                                size_t num_tensors) {
@@ -136,6 +253,9 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     fflush(stderr);
     for (;;) sleep_ms(1000);
   }
+  OrtStatus* refused = fault == FAULT_AFFINITY ? affinity_refusal() : (fault == FAULT_NTH ? nth_refusal() : NULL);
+  if (refused != NULL) return refused;
+  if (fault == FAULT_LEAK) leak_per_call(src_tensors, num_tensors);
   bool strikes = intermittent_strikes(fault);
   if (strikes && fault == FAULT_INTERMITTENT_ABORT) intermittent_abort();
   if (num_tensors == 0) return NULL;
@@ -184,6 +304,7 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     jobs[i].bytes = sbytes;
     jobs[i].skind = sk;
     jobs[i].dkind = dk;
+    if (fault == FAULT_SIZE32) jobs[i].bytes = size32_count(sbytes);
   }
   if (st != NULL) {
     free(jobs);
@@ -201,7 +322,9 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     const unsigned char* sp = (const unsigned char*)j->src;
     unsigned char* dp = (unsigned char*)j->dst;
 
-    if (src_scrambled == dst_scrambled) {
+    if (fault == FAULT_RACE) {
+      race_copy(dp, sp, n, src_scrambled != dst_scrambled);
+    } else if (src_scrambled == dst_scrambled) {
       memmove(dp, sp, n);
     } else if (sp == dp) {
       for (size_t k = 0; k < n; ++k) dp[k] ^= (unsigned char)REFDEV_KEY;

@@ -107,6 +107,8 @@ REFDEV_EXPORT OrtStatus* CreateEpFactories(const char* registered_name, const Or
                               fault_env);
   }
   g_fault_at_load = fault;
+  /* whatever the mode now: affinity is also read on each call, and may be set later */
+  refdev_note_registering_thread();
 
   refdev_factory* f = (refdev_factory*)calloc(1, sizeof *f);
   if (f == NULL) return refdev_make_status(ORT_FAIL, "RefDev: out of memory");

@@ -188,6 +188,27 @@ static OrtStatus* view_of(refdev_factory* f, const OrtValue* v, tensor_view* tv,
   return NULL;
 }
 
+/* race-kernel: the kernels' results pass through one static scratch buffer with no lock, as
+ * in a kernel library with one global workspace: window by window, the output's bytes are
+ * written into the scratch in RACE_KERNEL_CHUNKS chunks, with refdev_race_pause after each,
+ * and read back from there. A run alone is right; two kernels that overlap in time write over
+ * each other's results while the other sleeps, so one of them returns the other's values. */
+#define RACE_KERNEL_SCRATCH_BYTES ((size_t)256 * 1024)
+#define RACE_KERNEL_CHUNKS 2
+static unsigned char g_race_kernel_scratch[RACE_KERNEL_SCRATCH_BYTES];
+
+static void race_kernel_through_scratch(unsigned char* out, size_t bytes) {
+  for (size_t offset = 0; offset < bytes; offset += RACE_KERNEL_SCRATCH_BYTES) {
+    size_t len = bytes - offset < RACE_KERNEL_SCRATCH_BYTES ? bytes - offset : RACE_KERNEL_SCRATCH_BYTES;
+    size_t chunk = (len + RACE_KERNEL_CHUNKS - 1) / RACE_KERNEL_CHUNKS;
+    for (size_t c = 0; c < len; c += chunk) {
+      memcpy(g_race_kernel_scratch + c, out + offset + c, len - c < chunk ? len - c : chunk);
+      refdev_race_pause();
+    }
+    memcpy(out + offset, g_race_kernel_scratch, len);
+  }
+}
+
 /* Whether a kernel reads and writes memory of `kind` in the device's scrambled format.
  * onnxruntime hands the kernels HOST_ACCESSIBLE inputs and bound outputs as they are (no copy);
  * host-accessible-as-device treats them as device memory, so the EP misreads what the CPU wrote
@@ -216,6 +237,8 @@ static void encode(const float* in, mem_kind kind, void* dst, size_t count) {
     unsigned char* b = (unsigned char*)dst;
     for (size_t i = 0; i < bytes; ++i) b[i] ^= (unsigned char)REFDEV_KEY;
   }
+  /* every kernel's output is written here, and only here */
+  if (refdev_current_fault() == FAULT_RACE_KERNEL) race_kernel_through_scratch((unsigned char*)dst, bytes);
 }
 
 /* Placement record: with ORT_REFDEV_INPUT_LOG naming a file, every kernel call

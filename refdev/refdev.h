@@ -89,6 +89,13 @@ typedef enum {
   FAULT_INTERMITTENT_ABORT,
   /* kernels that take empty tensors and cannot run on them */
   FAULT_EMPTY_FAILS,
+  /* stress: harmless to one thread of small copies, each certain to break under load */
+  FAULT_LEAK,
+  FAULT_RACE,
+  FAULT_RACE_KERNEL,
+  FAULT_AFFINITY,
+  FAULT_SIZE32,
+  FAULT_NTH,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -100,13 +107,21 @@ extern const char* const k_fault_names[FAULT_COUNT_];
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
   "import-no-bounds, import-denies, kernel-fails, misplaced-inputs, overrun, intermittent, "   \
-  "intermittent-abort, empty-fails"
+  "intermittent-abort, empty-fails, leak, race, race-kernel, affinity, size32, nth"
 
 /* faults.c */
 extern refdev_fault g_fault_at_load;
 bool refdev_parse_fault(const char* s, refdev_fault* out);
 refdev_fault refdev_current_fault(void);
 bool refdev_env_flag(const char* name);
+/* what the stress faults of several files share: the thread that registered the library
+ * (affinity; noted by CreateEpFactories), the pause that holds a race window open (race,
+ * race-kernel) */
+void refdev_note_registering_thread(void);
+bool refdev_on_registering_thread(long* here, long* registered);
+void refdev_race_pause(void);
+/* data_transfer.c: nth's handle pool, which copies drain and allocations need */
+bool refdev_handle_pool_dry(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Globals                                                                                      */
