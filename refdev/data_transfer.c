@@ -62,6 +62,32 @@ static void intermittent_abort(void) {
   abort();
 }
 
+/* --- the hold (ORT_REFDEV_HOLD_FILE) --------------------------------------------------------
+ * Not a fault: a point where the kit's tests can kill or stop a worker from outside while a check
+ * is in flight, and know that it is there. The first CopyTensors call of a process creates the
+ * file the variable names, only where it does not exist yet, writes the process's pid in it and
+ * waits until the file is removed; a process that finds the file already there copies at once.
+ * So a check held in one process and killed there passes when it is tried again in a fresh one,
+ * and a test that removes the file makes the next try hold too (tests/test_machine_events.py). */
+static int g_hold_tried = 0;
+
+static void hold_once(void) {
+  if (__atomic_exchange_n(&g_hold_tried, 1, __ATOMIC_RELAXED)) return;
+  const char* path = getenv("ORT_REFDEV_HOLD_FILE");
+  if (path == NULL || path[0] == '\0') return;
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) return; /* held once already (or not creatable): copy as usual */
+  char line[32];
+  int length = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+  /* One write: the test reads the pid once the line's end is there. */
+  bool written = length > 0 && write(fd, line, (size_t)length) == (ssize_t)length;
+  close(fd);
+  if (!written) return;
+  fprintf(stderr, "refdev: CopyTensors held until %s is removed\n", path);
+  fflush(stderr);
+  while (access(path, F_OK) == 0) sleep_ms(10);
+}
+
 typedef struct copy_job {
   const void* src;
   void* dst;
@@ -136,6 +162,7 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     fflush(stderr);
     for (;;) sleep_ms(1000);
   }
+  hold_once();
   bool strikes = intermittent_strikes(fault);
   if (strikes && fault == FAULT_INTERMITTENT_ABORT) intermittent_abort();
   if (num_tensors == 0) return NULL;
