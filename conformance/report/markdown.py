@@ -35,9 +35,9 @@ def render(data: dict[str, Any]) -> str:
         origin = f", {ep_origin(entry)}" if ep_origin(entry) else ""
         out.append(f"- EP {entry['name']} (version {entry['version'] or 'unknown'}; {declared}{origin})")
     out += [f"- **{line}**" for line in run_conditions(data)]
-    out += [f"- {line}" for line in machine_lines(data)]
     for device in data["devices"]:
         out.append(f"- device {code_span(device['label'])}: {device_line(device)}")
+    out += [f"- {line}" for line in machine_lines(data)]
     ep_counts, runtime_counts = tally(data["results"])
     out += ["", f"Results of the EP: {counts_text(ep_counts)}.", ""]
     if runtime_counts:  # a paragraph of its own
