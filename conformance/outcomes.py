@@ -25,6 +25,7 @@ class Outcome(str, enum.Enum):
     ERROR = "error"
     # Tried again (--conformance-rerun, or once after a crash or hang) and the tries' outcomes
     # differ: counted as a failure, never certified, never waived; details["tries"] holds each.
+    # A try lost to the machine (MachineEvent) that the next did not repeat is not counted.
     FLAKY = "flaky"
 
 
