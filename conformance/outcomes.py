@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, ClassVar, Iterable
 
 
 class Outcome(str, enum.Enum):
@@ -25,6 +25,7 @@ class Outcome(str, enum.Enum):
     ERROR = "error"
     # Tried again (--conformance-rerun, or once after a crash or hang) and the tries' outcomes
     # differ: counted as a failure, never certified, never waived; details["tries"] holds each.
+    # A try lost to the machine (MachineEvent) that the next did not repeat is not counted.
     FLAKY = "flaky"
 
 
@@ -52,6 +53,36 @@ BROKEN_OR_ERROR = (*BROKEN, Outcome.ERROR)  # what a person looks into after a r
 PYTEST_ERRORS = (Outcome.CRASH, Outcome.TIMEOUT, Outcome.ERROR)
 # The properties of every result's test case in JUnit XML (pytest's user_properties).
 CASE_PROPERTIES = ("contract", "ep", "device", "outcome", "severity", "subject", "spec")
+
+
+@dataclass(frozen=True)
+class MachineEvent:
+    """How a worker was lost where the machine, not the EP's code, may have ended it: `kind`
+    KILLED (its wait status says SIGKILL, which the kit had not sent it: the OOM killer's and a
+    CI runner's signal) or STOPPED (stopped by a signal, as /proc showed it, when its time ran
+    out), and `evidence`: what showed it, in words. An EP can do either to itself (raise(SIGKILL),
+    raise(SIGSTOP)), so an event is only a suspicion until the case's next try: one that the next
+    try repeats is the EP's crash or timeout after all (conformance.run.reruns)."""
+
+    kind: str
+    evidence: str
+
+    KILLED: ClassVar[str] = "killed"
+    STOPPED: ClassVar[str] = "stopped"
+
+    def said(self) -> str:
+        """What happened to the worker, after 'the worker was'."""
+        return "stopped from outside until its time ran out" if self.kind == self.STOPPED else "killed from outside (SIGKILL)"
+
+    def to_wire(self) -> dict[str, str]:
+        return {"kind": self.kind, "evidence": self.evidence}
+
+    @classmethod
+    def from_wire(cls, wire: Any) -> "MachineEvent | None":
+        """The event a try's details name (None for none, or for what is not one)."""
+        if not isinstance(wire, dict) or wire.get("kind") not in (cls.KILLED, cls.STOPPED):
+            return None
+        return cls(wire["kind"], str(wire.get("evidence", "")))
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,58 @@ static void intermittent_abort(void) {
   abort();
 }
 
+/* --- the hold (ORT_REFDEV_HOLD_FILE, ORT_REFDEV_HOLD_COUNT) -----------------------------------
+ * Not a fault: a point where the kit's tests can kill or stop a worker from outside while a check
+ * is in flight, and know that it is there. The first CopyTensors call of each of the first N
+ * processes (N = ORT_REFDEV_HOLD_COUNT, default 1) appends the process's pid as a line to the file
+ * ORT_REFDEV_HOLD_FILE names and waits there until the file is removed; every later process finds
+ * N lines there and copies at once. So a check held in one process and killed there passes when
+ * it is tried again in a fresh one, and with N = 2 its next try is held too: which processes hold
+ * is decided by the file alone, never by when a test acts (tests/test_machine_events.py). */
+static int g_hold_tried = 0;
+
+static long hold_count(void) {
+  const char* v = getenv("ORT_REFDEV_HOLD_COUNT");
+  long n = v != NULL ? strtol(v, NULL, 10) : 0;
+  return n > 0 ? n : 1;
+}
+
+/* Whether this process takes one of the file's N places: its pid appended as a line, under a
+ * lock, so that two processes never both count the same lines. */
+static bool hold_taken(const char* path) {
+  int fd = open(path, O_RDWR | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) return false;
+  bool taken = false;
+  if (flock(fd, LOCK_EX) == 0) {
+    long lines = 0;
+    char buffer[256];
+    ssize_t got;
+    off_t offset = 0;
+    while ((got = pread(fd, buffer, sizeof buffer, offset)) > 0) {
+      for (ssize_t i = 0; i < got; ++i) lines += buffer[i] == '\n';
+      offset += got;
+    }
+    if (lines < hold_count()) {
+      char line[32];
+      int length = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+      /* One write: a test reads the pid once the line's end is there. */
+      taken = length > 0 && write(fd, line, (size_t)length) == (ssize_t)length;
+    }
+    flock(fd, LOCK_UN);
+  }
+  close(fd);
+  return taken;
+}
+
+static void hold_once(void) {
+  if (__atomic_exchange_n(&g_hold_tried, 1, __ATOMIC_RELAXED)) return;
+  const char* path = getenv("ORT_REFDEV_HOLD_FILE");
+  if (path == NULL || path[0] == '\0' || !hold_taken(path)) return;
+  fprintf(stderr, "refdev: CopyTensors held until %s is removed\n", path);
+  fflush(stderr);
+  while (access(path, F_OK) == 0) sleep_ms(10);
+}
+
 typedef struct copy_job {
   const void* src;
   void* dst;
@@ -253,6 +305,7 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     fflush(stderr);
     for (;;) sleep_ms(1000);
   }
+  hold_once();
   OrtStatus* refused = fault == FAULT_AFFINITY ? affinity_refusal() : (fault == FAULT_NTH ? nth_refusal() : NULL);
   if (refused != NULL) return refused;
   if (fault == FAULT_LEAK) leak_per_call(src_tensors, num_tensors);

@@ -76,6 +76,17 @@ def test_a_forked_worker_that_hangs_is_killed_at_the_timeout(host, session_input
     with pytest.raises(WorkerLost, match=r"did not finish within 0\.5 s") as lost:
         host.request(session_inputs)
     assert lost.value.outcome == "timeout" and forked.returncode == -signal.SIGKILL
+    # A stopped worker is the machine's event unless its next try repeats it (run/reruns.py): /proc
+    # tells it of a forked worker as of a spawned one.
+    assert lost.value.machine is not None and lost.value.machine.kind == "stopped"
+
+
+def test_a_forked_worker_killed_from_outside_is_the_machines_event(host, session_inputs):
+    forked = replaced(host, session_inputs)
+    forked.send_signal(signal.SIGKILL)
+    with pytest.raises(WorkerLost, match="^the process running the check was killed by SIGKILL") as lost:
+        host.request(session_inputs)
+    assert lost.value.machine is not None and lost.value.machine.kind == "killed" and str(forked.pid) in lost.value.machine.evidence
 
 
 def test_closing_a_forked_worker_ends_it_cleanly(host, session_inputs):

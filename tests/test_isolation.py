@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from conformance.data import read_recipes
 from conformance.run.attribution import details_of, message_of, outcome_of
 from conformance.calls import Call
 from conformance.isolation.controller import Worker, WorkerLost, WorkerRefused, handover
-from conformance.isolation.launcher import Launcher, signal_name
+from conformance.isolation.launcher import Launcher, process_state, signal_name
+from conformance.outcomes import MachineEvent
 from conformance.catalogue.spec import load_catalogue
 
 
@@ -134,6 +136,66 @@ def test_a_worker_that_hangs_is_a_timeout_and_is_killed():
     assert str(lost.value) == "copy.x on cpu did not finish within 0.5 s; the worker was killed and replaced"
     # Killed, not waited for: its 60 s sleep never ended on its own.
     assert process.poll() == -signal.SIGKILL and w.process is None
+    assert lost.value.machine is None  # it slept: a hang, as its EP would make one
+
+
+# --- the machine's events: a worker killed or stopped from outside ------------------------------
+
+WAITS_FOR_A_REQUEST = "import sys, time; sys.stdin.readline(); time.sleep(60)"
+
+
+def in_state(pid: int, wanted: bool) -> None:
+    """Waits until process `pid` is stopped (`wanted`) or no longer is: a signal's delivery is
+    asynchronous, and the tests act on the state, not on a guess at how long delivery takes."""
+    deadline = time.monotonic() + 30
+    while (process_state(pid) == "T") is not wanted:
+        assert time.monotonic() < deadline, f"process {pid} state {process_state(pid)!r}"
+        time.sleep(0.01)
+
+
+def test_a_worker_killed_by_sigkill_from_outside_is_a_crash_naming_the_machines_event():
+    w = fake_worker(WAITS_FOR_A_REQUEST)
+    pid = w.process.pid
+    os.kill(pid, signal.SIGKILL)  # as the OOM killer or a CI runner would
+    with pytest.raises(WorkerLost, match="^the process running copy.x on cpu was killed by SIGKILL") as lost:
+        w._exchange({"op": "run"}, 10, "copy.x on cpu")
+    assert lost.value.outcome == "crash"
+    assert lost.value.machine == MachineEvent("killed", f"process {pid}'s wait status: killed by SIGKILL, a signal the kit had not sent it")
+    assert details_of(lost.value)["machine"] == {"kind": "killed", "evidence": lost.value.machine.evidence}
+
+
+@pytest.mark.parametrize("code", ["import os; os.abort()", "import sys; sys.stdin.readline(); sys.exit(3)"])
+def test_a_worker_that_aborts_or_exits_is_no_event_of_the_machine(code):
+    w = fake_worker(code)
+    with pytest.raises(WorkerLost) as lost:
+        w._exchange({"op": "run"}, 10, "copy.x on cpu")
+    assert lost.value.outcome == "crash" and lost.value.machine is None and "machine" not in details_of(lost.value)
+
+
+def test_a_worker_stopped_when_its_time_runs_out_is_a_timeout_naming_the_stop():
+    w = fake_worker(WAITS_FOR_A_REQUEST)
+    process = w.process
+    os.kill(process.pid, signal.SIGSTOP)
+    in_state(process.pid, True)  # stopped for longer than its timeout: it never runs again
+    with pytest.raises(WorkerLost) as lost:
+        w._exchange({"op": "run"}, 0.5, "copy.x on cpu")
+    assert lost.value.outcome == "timeout"
+    evidence = f"/proc/{process.pid}/stat: state T (stopped by a signal)"
+    assert str(lost.value) == f"copy.x on cpu did not finish within 0.5 s: the worker was stopped ({evidence}); it was killed and replaced"
+    assert lost.value.machine == MachineEvent("stopped", f"{evidence} when its 0.5 s ran out")
+    assert process.poll() == -signal.SIGKILL and w.process is None  # a stopped process dies of SIGKILL all the same
+
+
+def test_a_worker_stopped_and_continued_before_its_time_runs_out_just_answers():
+    w = fake_worker("import sys; sys.stdin.readline(); print('{\"ok\": true}', flush=True); sys.stdin.readline()")
+    try:
+        os.kill(w.process.pid, signal.SIGSTOP)
+        in_state(w.process.pid, True)
+        os.kill(w.process.pid, signal.SIGCONT)
+        in_state(w.process.pid, False)
+        assert w._exchange({"op": "run"}, 60, "the check") == {"ok": True}
+    finally:
+        w._kill()
 
 
 def test_a_reply_split_across_writes_is_read_whole():

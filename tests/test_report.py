@@ -249,9 +249,51 @@ def test_the_report_is_built_from_a_run_record():
     assert data["ep"]["name"] == "DevEP" and data["capabilities"] == list(record.eps[0].capabilities)
     assert data["spec_digest"] == record.spec_digest and data["strict"] is False
     assert data["run"] == {"started": "1970-01-01T00:00:00Z", "duration_s": 2.5, "collected": 1, "interrupted": False, "strict": False,
-                           "lost": [], "isolation": "worker", "python": "3.11", "platform": "Linux-x", "command": "pytest --ep=dev",
+                           "lost": [], "machine_events": [], "isolation": "worker", "python": "3.11", "platform": "Linux-x", "command": "pytest --ep=dev",
                            "wrapper": None, "emulated": None, "cpu": None}
     assert markdown.render(data).startswith("# Conformance report: DevEP")
+
+
+def test_a_try_lost_to_the_machine_is_shown_with_its_evidence_and_leaves_the_verdict_alone():
+    import dataclasses
+    from html import escape
+
+    from conformance import report
+    from conformance.report import summary
+    from conformance.report.schema import report_problems
+
+    killed = "the worker was killed from outside (SIGKILL) on try 1; try 2 passed: not counted against the EP"
+    evidence = "process 4180's wait status: killed by SIGKILL, a signal the kit had not sent it"
+    details = {"evidence": {"bytes_compared": 364},
+               "tries": [{"outcome": "crash", "message": "the process running it was killed by SIGKILL", "counted": False}, {"outcome": "pass", "message": ""}],
+               "machine_events": [{"try": 1, "kind": "killed", "evidence": evidence, "text": killed}]}
+    record = run_record()
+    record = dataclasses.replace(record, results=(dataclasses.replace(record.results[0], details=details),))
+    data = report.build(record)
+    assert report_problems(data) == [] and data["verdict"] == "conformant" and data["summary"]["pass"] == 1
+    assert data["run"]["machine_events"] == [{"nodeid": "copy.yaml::x", "outcome": "pass", "try": 1, "kind": "killed", "evidence": evidence, "text": killed}]
+    said = f"`x`: {killed}"
+    text = markdown.render(data)
+    assert f"- {said}" in text.split("\n## ")[0]  # with the run's facts, before any section
+    section = lines_under(text, "## Tries lost to the machine, not counted against the EP")
+    assert f"- `copy.yaml::x` (pass): {killed}; evidence: `{evidence}`" in section
+    page = html.render(data)
+    assert 'href="#machine">not counted against the EP</a>' in page and '<h2 id="machine">' in page
+    assert f"<td>{killed}</td>" in page and f"<td>{escape(evidence, quote=True)}</td>" in page
+    assert said in summary.render(data) and said in summary.terminal(data)
+
+
+def test_the_reports_name_a_few_tries_lost_to_the_machine_and_list_them_all():
+    from conformance.report.common import MACHINE_SHOWN, machine_lines
+
+    events = [{"nodeid": f"f::case{n}", "outcome": "pass", "try": 1, "kind": "stopped", "evidence": "state T", "text": f"event {n}"}
+              for n in range(MACHINE_SHOWN + 2)]
+    data = dict(report_data(), run=dict(report_data()["run"], machine_events=events))
+    lines = machine_lines(data)
+    assert lines[:MACHINE_SHOWN] == [f"`case{n}`: event {n}" for n in range(MACHINE_SHOWN)]
+    assert lines[MACHINE_SHOWN:] == ["... and 2 more tries lost to the machine, not counted against the EP (report.md and report.html list them)"]
+    assert len([line for line in lines_under(markdown.render(data), "## Tries lost to the machine") if line.startswith("- ")]) == len(events)
+    assert machine_lines(report_data()) == []
 
 
 @pytest.mark.parametrize("fields, verdict", [({"interrupted": True}, "incomplete"), ({"collected": 2}, "incomplete")])

@@ -64,6 +64,72 @@ def test_a_crash_is_tried_once_more_without_being_asked_and_quarantined_only_whe
     assert once.message.startswith("its 2 tries gave different outcomes: try 1 crash: the process was killed by SIGKILL; try 2 pass")
 
 
+# --- a worker lost to the machine ----------------------------------------------------------------
+
+KILLED = CaseReply(Outcome.CRASH, "the process running it was killed by SIGKILL during copy_tensors cpu>default",
+                   {"call": {"kind": "copy_tensors"}, "violations": [{"message": "killed"}],
+                    "machine": {"kind": "killed", "evidence": "process 7's wait status: killed by SIGKILL, a signal the kit had not sent it"}})
+STOPPED = CaseReply(Outcome.TIMEOUT, "it did not finish within 5 s: the worker was stopped (/proc/7/stat: state T (stopped by a signal))",
+                    {"machine": {"kind": "stopped", "evidence": "/proc/7/stat: state T (stopped by a signal) when its 5 s ran out"}})
+ABORTED = CaseReply(Outcome.CRASH, "the process running it was killed by SIGABRT", {"call": {"kind": "copy_tensors"}})
+PASSED = CaseReply(Outcome.PASS, "", {"evidence": {"bytes_compared": 364}}, 0.25)
+
+
+@pytest.mark.parametrize("lost, said", [(KILLED, "killed from outside (SIGKILL)"), (STOPPED, "stopped from outside until its time ran out")])
+def test_a_try_lost_to_the_machine_that_the_next_does_not_repeat_is_not_counted(lost, said):
+    again, asked = tries(PASSED)
+    settled = settle(lost, again, 0)
+    assert len(asked) == 1 and settled.outcome is Outcome.PASS and settled.message == "" and settled.duration == 0.25
+    assert settled.details["evidence"] == PASSED.details["evidence"]  # the pass's own, what it proved
+    assert settled.details["tries"] == [{"outcome": lost.outcome.value, "message": lost.message, "counted": False}, {"outcome": "pass", "message": ""}]
+    assert settled.details["machine_events"] == [{"try": 1, **lost.details["machine"],
+                                                  "text": f"the worker was {said} on try 1; try 2 passed: not counted against the EP"}]
+    assert "machine" not in settled.details and "violations" not in settled.details and "call" not in settled.details
+
+
+@pytest.mark.parametrize("lost, again_lost", [(KILLED, KILLED), (STOPPED, STOPPED)])
+def test_a_try_lost_to_the_machine_that_the_next_repeats_is_the_eps_with_both_tries_counted(lost, again_lost):
+    again, asked = tries(again_lost)
+    settled = settle(lost, again, 0)
+    assert len(asked) == 1 and settled.outcome is lost.outcome and settled.message == lost.message
+    assert [t.get("counted", True) for t in settled.details["tries"]] == [True, True]
+    assert "machine_events" not in settled.details and "machine" not in settled.details
+    assert settled.details.get("call") == lost.details.get("call")  # the call is quarantined, as a crash twice always was
+
+
+def test_a_kill_then_a_stop_count_as_a_repeat_and_differ():
+    """Either event repeated is the EP's: two losses in a row, whatever ended them, are not excused."""
+    again, _ = tries(STOPPED)
+    settled = settle(KILLED, again, 0)
+    assert settled.outcome is Outcome.FLAKY and "machine_events" not in settled.details
+
+
+def test_after_an_excused_try_the_case_is_settled_on_the_tries_that_follow():
+    again, asked = tries(FAIL)  # a real failure behind the kill: the case fails, with no further try unless asked
+    settled = settle(KILLED, again, 0)
+    assert (settled.outcome, len(asked), settled.details["violations"]) == (Outcome.FAIL, 1, FAIL.details["violations"])
+    assert settled.details["machine_events"][0]["text"] == "the worker was killed from outside (SIGKILL) on try 1; try 2 failed: not counted against the EP"
+    again, asked = tries(ABORTED, PASS)  # the EP's own crash behind the kill, which does not come back: flaky, named by the tries that count
+    settled = settle(KILLED, again, 0)
+    assert settled.outcome is Outcome.FLAKY and len(asked) == 2
+    assert settled.message.startswith("its 2 tries gave different outcomes: try 2 crash: the process running it was killed by SIGABRT; try 3 pass")
+    assert [t.get("counted", True) for t in settled.details["tries"]] == [False, True, True]
+
+
+def test_a_rerun_lost_to_the_machine_is_made_again_and_not_counted():
+    again, asked = tries(KILLED, FAIL)
+    settled = settle(FAIL, again, 1)
+    assert settled.outcome is Outcome.FAIL and len(asked) == 2  # not flaky: the failure came back on the try that counted
+    assert [t.get("counted", True) for t in settled.details["tries"]] == [True, False, True]
+    assert settled.details["machine_events"][0]["try"] == 2
+
+
+def test_an_event_named_on_an_outcome_that_is_no_loss_is_not_weighed():
+    odd = CaseReply(Outcome.FAIL, "bytes differ", {"machine": KILLED.details["machine"]})
+    again, asked = tries()
+    assert settle(odd, again, 0) is odd and asked == []
+
+
 @pytest.mark.parametrize("text", ["-1", "11", "two", ""])
 def test_a_rerun_count_that_is_not_one_is_refused(text):
     with pytest.raises(argparse.ArgumentTypeError, match="expects a number of tries from 0 to 10"):

@@ -31,6 +31,7 @@ from conformance.calls import Call
 from conformance.isolation.launcher import Launcher
 from conformance.isolation.ledger import Ledger
 from conformance.errors import KitError, SpecError
+from conformance.outcomes import MachineEvent
 
 if TYPE_CHECKING:
     from conformance.catalogue.contracts import Catalogue
@@ -57,22 +58,33 @@ START_SECONDS = 10.0
 class WorkerLost(KitError):
     """The worker crashed or timed out, as facts: `outcome` ('crash' or 'timeout'), `message`
     (what happened to the process), `actual` (the same, short), `tail` (its last output), `call`
-    (the onnxruntime call the lost request had in flight, None when it had none); once the
-    worker has said which request it lost (`concerning`), that `request` ({} for none known),
-    the `note` it sent ahead (its step and reproducer) and the worker's `init`."""
+    (the onnxruntime call the lost request had in flight, None when it had none), `machine` (the
+    machine's event it may have been: killed by a SIGKILL the kit did not send, or stopped when
+    its time ran out; None for none); once the worker has said which request it lost
+    (`concerning`), that `request` ({} for none known), the `note` it sent ahead (its step and
+    reproducer) and the worker's `init`."""
 
-    def __init__(self, outcome: str, message: str, *, actual: str, tail: str = "", call: Call | None = None):
+    def __init__(self, outcome: str, message: str, *, actual: str, tail: str = "", call: Call | None = None,
+                 machine: MachineEvent | None = None):
         super().__init__(message + tail)
         self.outcome = outcome
         self.message, self.actual, self.tail = message, actual, tail
         self.call = call
+        self.machine = machine
         self.request: dict[str, Any] | None = None  # None: lost before it ran any request (starting)
         self.note: dict[str, str] = {}
         self.init: dict[str, Any] = {}
 
     @classmethod
-    def timed_out(cls, what: str, timeout: float, call: Call | None) -> "WorkerLost":
-        return cls("timeout", f"{what} did not finish within {timeout:g} s{f' (stuck in {call})' if call else ''}; "
+    def timed_out(cls, what: str, timeout: float, call: Call | None, stopped: str = "") -> "WorkerLost":
+        """`stopped`: what showed the worker stopped at the deadline (launcher.stopped): its time
+        ran out without its EP running at all, which makes the loss the machine's event."""
+        stuck = f" (stuck in {call})" if call else ""
+        if stopped:
+            event = MachineEvent(MachineEvent.STOPPED, f"{stopped} when its {timeout:g} s ran out")
+            return cls("timeout", f"{what} did not finish within {timeout:g} s{stuck}: the worker was stopped ({stopped}); "
+                                  "it was killed and replaced", actual=f"stopped, no answer after {timeout:g} s", call=call, machine=event)
+        return cls("timeout", f"{what} did not finish within {timeout:g} s{stuck}; "
                               "the worker was killed and replaced", actual=f"no answer after {timeout:g} s", call=call)
 
     @classmethod
@@ -296,22 +308,22 @@ class Worker:
         """The next line the worker sends, or WorkerLost when it ended or `deadline` passed;
         `call`: the call the running request has in flight; `on_wait`: hears that it waits."""
         line = read_line_telling(self._launcher.channel, deadline, Waiting(what, call, 0.0, timeout), on_wait)
-        if line is None:
-            self._kill()
-            raise WorkerLost.timed_out(what, timeout, call)
+        if line is None:  # hung, or stopped from outside: what the kill saw of it tells which
+            raise WorkerLost.timed_out(what, timeout, call, stopped=self._kill())
         if line == b"":
-            how, ended = self._launcher.reap()
+            how, ended, killed = self._launcher.reap()
             raise WorkerLost("crash", f"the process running {what} {ended}{f' during {call}' if call else ''}", actual=how,
-                             tail=self._launcher.log_tail(), call=call)
+                             tail=self._launcher.log_tail(), call=call, machine=killed)
         try:
             return json.loads(line)
         except ValueError:
             self._kill()
             raise WorkerLost.garbled(what, line, call) from None
 
-    def _kill(self) -> None:
+    def _kill(self) -> str:
+        """Kills the process, dropping what it owed; what showed it stopped as it was killed ('' for nothing: see Launcher.kill)."""
         self._ledger.pending.clear()
-        self._launcher.kill()
+        return self._launcher.kill()
 
     def close(self) -> None:
         self.ask_to_exit()

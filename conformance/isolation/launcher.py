@@ -21,6 +21,7 @@ from conformance import safe_io
 from conformance.isolation.fork_client import ForkedProcess, ForkServer
 from conformance.isolation.lines import LineChannel, widen_pipe, write
 from conformance.orphans import PARENT
+from conformance.outcomes import MachineEvent
 
 TERMINAL_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -126,25 +127,31 @@ class Launcher:
             if server:
                 server.hosted()
 
-    def reap(self) -> tuple[str, str]:
-        """How the process whose output ended did end: as a fact ('killed by SIGABRT'), and as
-        said of it ('was killed by SIGABRT', 'exited with status 3'). It is no longer running."""
+    def reap(self) -> tuple[str, str, MachineEvent | None]:
+        """How the process whose output ended did end: as a fact ('killed by SIGABRT'), as said
+        of it ('was killed by SIGABRT', 'exited with status 3'), and the machine's event it may
+        be (killed_from_outside). It is no longer running."""
         process, self.process = self.process, None
         assert process is not None, "reap() follows the end of a process's output"
         code = process.wait()
         how = f"killed by {signal_name(code)}" if code < 0 else f"exited with status {code}"
         if isinstance(process, ForkedProcess) and process.status_lost:
             how = "ended, how is unknown: the fork server that could tell is gone"
-        return how, (f"was {how}" if code < 0 else how)
+            return how, how, None
+        return how, (f"was {how}" if code < 0 else how), killed_from_outside(process.pid, code)
 
     def log_tail(self, lines: int = 3) -> str:
         return _log_tail(self.log, self._log_start, lines)
 
-    def kill(self) -> None:
+    def kill(self) -> str:
+        """Kills the process; returns what showed it stopped by a signal as it was killed (see
+        stopped), '' where it was running or waiting: once killed, it is no longer stopped."""
+        seen = stopped(self.process)
         if self.process:
             self.process.kill()
             self.process.wait()
             self.process = None
+        return seen
 
     def ask_to_exit(self) -> None:
         """Tells the process to end, without waiting; a spare standing by is killed."""
@@ -176,6 +183,42 @@ class Launcher:
         except subprocess.TimeoutExpired:
             return False
         return True
+
+
+# The state /proc/PID/stat gives a process stopped by a signal (SIGSTOP, SIGTSTP, SIGTTIN,
+# SIGTTOU). Not a tracer's stop ('t'): a tracing wrapper (strace) stops its worker at every
+# system call, and a loss there is no more the machine's than any other.
+STOPPED = "T"
+
+
+def killed_from_outside(pid: int, code: int) -> MachineEvent | None:
+    """The machine's event a process that ended with returncode `code` may be: the kit sends
+    SIGKILL only through Launcher.kill, which waits for the process and forgets it, so a SIGKILL
+    seen when its output ends came from someone else (or from the process itself, which the
+    case's next try tells: conformance.run.reruns)."""
+    if code != -signal.SIGKILL:
+        return None
+    return MachineEvent(MachineEvent.KILLED, f"process {pid}'s wait status: killed by SIGKILL, a signal the kit had not sent it")
+
+
+def stopped(process: subprocess.Popen | ForkedProcess | None) -> str:
+    """What /proc says of `process` where a signal has stopped it (SIGSTOP, SIGTSTP), so that it
+    makes no progress whatever its EP would do: '/proc/123/stat: state T (stopped by a signal)';
+    '' where it runs or waits, or where /proc cannot tell (not Linux)."""
+    if process is None or process_state(process.pid) != STOPPED:
+        return ""
+    return f"/proc/{process.pid}/stat: state {STOPPED} (stopped by a signal)"
+
+
+def process_state(pid: int) -> str:
+    """The state letter of process `pid` in /proc/PID/stat ('R', 'S', 'T', ...); '' where it
+    cannot be read (the process is gone, or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # The command name, in parentheses, may hold spaces and parentheses: the state follows the last ')'.
+            return stat.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return ""
 
 
 def spawn_command(wrapper: tuple[str, ...], *args: str) -> list[str]:

@@ -72,6 +72,7 @@ def build(record: RunRecord) -> dict[str, Any]:
             "interrupted": interrupted,
             "strict": strict,
             "lost": [{"nodeid": r.nodeid, "outcome": r.outcome.value, "message": r.message} for r in lost],
+            "machine_events": machine_events(results),
             "isolation": record.isolation,
             "python": record.python,
             "platform": record.platform,
@@ -81,6 +82,12 @@ def build(record: RunRecord) -> dict[str, Any]:
             "cpu": record.cpu or None,
         },
     }
+
+
+def machine_events(results: list[Result]) -> list[dict[str, Any]]:
+    """Each try lost to the machine and not counted (conformance.run.reruns), with the case it
+    was a try of and the outcome that case came to."""
+    return [{"nodeid": r.nodeid, "outcome": r.outcome.value, **event} for r in results for event in r.details.get("machine_events") or []]
 
 
 def build_or_essentials(record: RunRecord) -> dict[str, Any]:
@@ -101,7 +108,7 @@ def build_or_essentials(record: RunRecord) -> dict[str, Any]:
             "devices": [], "verdict": judged, "verdict_reasons": reasons, "summary": summary, "findings": [],
             "results": [r.to_dict() for r in results], "capabilities": [], "contracts": {}, "not_computed": [failure],
             "run": {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.started)), "duration_s": round(record.finished - record.started, 3),
-                    "collected": record.collected, "interrupted": record.interrupted, "strict": record.strict, "lost": [],
+                    "collected": record.collected, "interrupted": record.interrupted, "strict": record.strict, "lost": [], "machine_events": [],
                     "isolation": record.isolation, "python": record.python, "platform": record.platform, "command": record.command}}
 
 
@@ -304,11 +311,13 @@ def describe_briefly(result: Result, contract, script: str | None = None) -> str
 
 
 def _tries(result: Result) -> list[str]:
-    """A line per try of a case tried again (conformance.run.reruns): its outcome and message."""
+    """A line per try of a case tried again (conformance.run.reruns): its outcome and message,
+    and for a try lost to the machine, that it was not counted."""
     lines = []
     for number, attempt in enumerate(result.details.get("tries") or [], start=1):
         said = (attempt["message"].strip().splitlines() or [""])[0][:300]
-        lines.append(f"  try {number}: {attempt['outcome']}" + (f": {said}" if said else ""))
+        uncounted = " (lost to the machine: not counted)" if attempt.get("counted") is False else ""
+        lines.append(f"  try {number}: {attempt['outcome']}{uncounted}" + (f": {said}" if said else ""))
     return lines
 
 

@@ -71,6 +71,30 @@ def run_conditions(data: dict[str, Any]) -> list[str]:
     return ([f"The EP's processes ran under {code_span(run['wrapper'])}."] if run.get("wrapper") else []) + missing
 
 
+# The tries lost to the machine that a summary (report.md's head, summary.md, the terminal) names
+# one by one; report.md and report.html list every one, with its evidence.
+MACHINE_SHOWN = 3
+MACHINE_NOTE = ("A worker killed from outside (a SIGKILL the kit had not sent: the OOM killer, a CI runner) or stopped by a signal "
+                "when its time ran out, which the case's next try did not repeat: the machine's event, not the EP's. The case was "
+                "tried again in a fresh worker, and its outcome is that of the tries that followed.")
+
+
+def machine_lines(data: dict[str, Any]) -> list[str]:
+    """A line per try lost to the machine and not counted against the EP (report.json's
+    run.machine_events), the first MACHINE_SHOWN of them, and how many more the reports list."""
+    events = (data.get("run") or {}).get("machine_events") or []
+    lines = [f"{code_span(case_name(event['nodeid']))}: {event['text']}" for event in events[:MACHINE_SHOWN]]
+    if len(events) > MACHINE_SHOWN:
+        lines.append(f"... and {len(events) - MACHINE_SHOWN} more tries lost to the machine, not counted against the EP "
+                     "(report.md and report.html list them)")
+    return lines
+
+
+def case_name(nodeid: str) -> str:
+    """A case's name without its file: 'copy.roundtrip-exact[cpu-float32-7x13]'."""
+    return nodeid.rpartition("::")[2] or nodeid
+
+
 def ep_origin(entry: dict[str, Any]) -> str:
     """Which build of the EP ran: its plugin package and version, its library and the library's
     sha256 ('' for an EP built into onnxruntime)."""

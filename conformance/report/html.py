@@ -30,9 +30,9 @@ import conformance.report.curve as curve
 import conformance.report.groups as groups
 import conformance.report.throughput as throughput
 import conformance.report.page as page
-from conformance.report.common import (BROKEN_VALUES, anchor, case_anchor, contract_anchor, device_line, ep_origin, failure_anchor, failures_of_the_ep,
-                                       findings_apart, imports_lines, params_label, partial_run, provenance_text, reason_contract, run_conditions,
-                                       shared_with_the_ep, tally, unlisted_note, verdict_of)
+from conformance.report.common import (BROKEN_VALUES, MACHINE_NOTE, anchor, case_anchor, case_name, contract_anchor, device_line, ep_origin,
+                                       failure_anchor, failures_of_the_ep, findings_apart, imports_lines, params_label, partial_run, provenance_text,
+                                       reason_contract, run_conditions, shared_with_the_ep, tally, unlisted_note, verdict_of)
 
 STATUS_LEGEND = {
     "supported": "the bytes arrived intact",
@@ -60,6 +60,7 @@ def render(data: dict[str, Any]) -> str:
         *_findings(data),
         *_waivers(data.get("waivers", [])),
         *_lost(data["run"]["lost"]),
+        *_machine(data),
         *_all_results(data),
     ]
     return "\n".join([
@@ -101,6 +102,10 @@ def _verdict(data: dict[str, Any]) -> list[str]:
         out.append('<ul id="verdict-reasons">' + "".join(f"<li>{_reason(r, data)}</li>" for r in data["verdict_reasons"]) + "</ul>")
     ep_counts, runtime_counts = tally(data["results"])
     out.append(f'<p id="ep-counts">{_e(data["ep"].get("name", "EP"))}: {_counts(ep_counts) or "no results"}.</p>')
+    events = data["run"].get("machine_events") or []
+    if events:
+        out.append(f'<p id="machine-note">{len(events)} {"try was" if len(events) == 1 else "tries were"} lost to the machine (a worker '
+                   'killed or stopped from outside) and made again: <a href="#machine">not counted against the EP</a>.</p>')
     if runtime_counts:
         # onnxruntime's own contracts in the page's neutral colour, not red beside a verdict they do not decide
         out.append(f'<p class="runtime-counts" id="runtime-counts">onnxruntime\'s own contracts (subject <code>runtime</code>; '
@@ -143,6 +148,8 @@ def _contents(data: dict[str, Any]) -> list[str]:
         items.append(f'<a href="#waivers">Waivers</a> ({len(data["waivers"])})')
     if data["run"]["lost"]:
         items.append(f'<a href="#lost">Checks lost to crashes or hangs</a> ({len(data["run"]["lost"])})')
+    if data["run"].get("machine_events"):
+        items.append(f'<a href="#machine">Tries lost to the machine, not counted against the EP</a> ({len(data["run"]["machine_events"])})')
     families = _families(data["results"], data.get("contracts", {}))
     sub = "".join(f'<li><a href="#{anchor("family-" + family)}">{_e(family)}</a>: {_split_counts(results)}</li>'
                   for family, results in families.items())
@@ -352,6 +359,23 @@ def _lost(lost: list[dict[str, Any]]) -> list[str]:
     return out + _table(("check", "outcome", "message"), ([f"<td><code>{_e(one['nodeid'])}</code></td>",
                                                            f'<td class="out-{_e(one["outcome"])}">{_e(one["outcome"])}</td>',
                                                            f"<td>{_e(one['message'])}</td>"] for one in lost))
+
+
+def _machine(data: dict[str, Any]) -> list[str]:
+    """Each try lost to the machine and not counted: the case (linked to its row), what happened, and the evidence."""
+    events = data["run"].get("machine_events") or []
+    if not events:
+        return []
+    results = {r["nodeid"]: r for r in data["results"] if r.get("nodeid")}
+
+    def case(nodeid: str) -> str:
+        code = f"<code>{_e(case_name(nodeid))}</code>"
+        return f'<a href="#{case_anchor(results[nodeid])}">{code}</a>' if nodeid in results else code
+
+    out = ['<h2 id="machine">Tries lost to the machine, not counted against the EP</h2>', f"<p>{_e(MACHINE_NOTE)}</p>"]
+    rows = ([f"<td>{case(event['nodeid'])}</td>", f'<td class="out-{_e(event["outcome"])}">{_e(event["outcome"])}</td>',
+             f"<td>{_e(event['text'])}</td>", f"<td>{_e(event['evidence'])}</td>"] for event in events)
+    return out + _table(("case", "outcome", "what happened", "evidence"), rows, "machine-table")
 
 
 def _all_results(data: dict[str, Any]) -> list[str]:

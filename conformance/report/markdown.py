@@ -9,9 +9,9 @@ from conformance.catalogue.claims import unverified_count
 import conformance.report.groups as groups
 from conformance.report.evidence import claim_evidence
 import conformance.report.throughput as throughput
-from conformance.report.common import (code_span, counts_text, device_line, ep_origin, failures_of_the_ep, findings_apart, imports_lines,
-                                       params_label, partial_run, provenance_text, run_conditions, shared_with_the_ep, tally, unlisted_note,
-                                       verdict_of)
+from conformance.report.common import (MACHINE_NOTE, code_span, counts_text, device_line, ep_origin, failures_of_the_ep, findings_apart,
+                                       imports_lines, machine_lines, params_label, partial_run, provenance_text, run_conditions, shared_with_the_ep,
+                                       tally, unlisted_note, verdict_of)
 
 
 def cell(text: Any) -> str:
@@ -37,6 +37,7 @@ def render(data: dict[str, Any]) -> str:
     out += [f"- **{line}**" for line in run_conditions(data)]
     for device in data["devices"]:
         out.append(f"- device {code_span(device['label'])}: {device_line(device)}")
+    out += [f"- {line}" for line in machine_lines(data)]
     ep_counts, runtime_counts = tally(data["results"])
     out += ["", f"Results of the EP: {counts_text(ep_counts)}.", ""]
     if runtime_counts:  # a paragraph of its own
@@ -64,6 +65,12 @@ def render(data: dict[str, Any]) -> str:
     if data["run"]["lost"]:
         out += ["## Checks lost to crashes or hangs", ""]
         out += [f"- {code_span(one['nodeid'])}: {one['outcome']}: {cell(one['message'])}" for one in data["run"]["lost"]] + [""]
+
+    events = data["run"].get("machine_events") or []
+    if events:
+        out += ["## Tries lost to the machine, not counted against the EP", "", MACHINE_NOTE, ""]
+        out += [f"- {code_span(event['nodeid'])} ({event['outcome']}): {cell(event['text'])}; evidence: {code_span(event['evidence'])}"
+                for event in events] + [""]
 
     if data.get("waivers"):
         out += ["## Waivers", "", "| contract | status | cases | reason | upstream | until | declared in |", "| --- | --- | --- | --- | --- | --- | --- |"]

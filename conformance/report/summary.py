@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from conformance.report.common import (case_anchor, code_span, contract_anchor, counts_text, failure_anchor, failures_of_the_ep, findings_apart, params_label,
-                                       reason_contract, run_conditions, shared_with_the_ep, tally)
+from conformance.report.common import (case_anchor, code_span, contract_anchor, counts_text, failure_anchor, failures_of_the_ep, findings_apart,
+                                       machine_lines, params_label, reason_contract, run_conditions, shared_with_the_ep, tally)
 
 LIMIT = 20_000  # bytes of UTF-8; GitHub shows up to 1 MiB per step, but a summary is read at a glance
 REASONS_SHOWN = 12
@@ -72,6 +72,7 @@ def _head(data: dict[str, Any], html: str) -> list[str]:
     ort = data.get("onnxruntime") or {}
     devices = ", ".join(code_span(d["label"]) for d in data.get("devices", [])) or "none"
     out += [f"\n**{cell(line)}**" for line in run_conditions(data)]
+    out += [f"\n{cell(line)}" for line in machine_lines(data)]
     out += ["", f"kit {cell(data.get('kit_version'))} · onnxruntime {cell(ort.get('version'))} ({cell(ort.get('package'))}) · devices {devices}"
             + (" · strict" if data.get("strict") else "")]
     return out
@@ -109,13 +110,14 @@ def reasons(data: dict[str, Any]) -> list[Reason]:
 
 def terminal(data: dict[str, Any]) -> list[str]:
     """What the terminal summary says under the verdict: each reason, as summary.md has them,
-    then the EP's counts apart from onnxruntime's findings, and an emulated CPU (run_conditions)."""
+    then the EP's counts apart from onnxruntime's findings, an emulated CPU (run_conditions), and
+    the tries lost to the machine, not counted against the EP (machine_lines)."""
     ep_counts, runtime_counts = tally(data["results"])
     lines = [f"  {reason.text}" + (f" ({reason.cases})" if reason.cases else "") for reason in reasons(data)]
     lines.append(f"{(data.get('ep') or {}).get('name', 'EP')}: {counts_text(ep_counts) if ep_counts else 'no check of its own ran'}")
     if runtime_counts:
         lines.append(f"{RUNTIME_COUNTS.format(subject='runtime')}: {counts_text(runtime_counts)}")
-    return lines + run_conditions(data)
+    return lines + run_conditions(data) + machine_lines(data)
 
 
 def _matrices(matrices: list[dict[str, Any]]) -> list[str]:

@@ -35,14 +35,17 @@ def message_of(lost: WorkerLost) -> str:
 
 
 def details_of(lost: WorkerLost) -> dict[str, Any]:
-    """A result's details: the step, the violation (expected, actual, reproducer) and the call
-    in flight as its wire dict; none but the call for a worker lost before it ran a request."""
+    """A result's details: the step, the violation (expected, actual, reproducer), the call in
+    flight as its wire dict, and the machine's event the loss may be (`machine`, which
+    conformance.run.reruns weighs against the next try); none but the call and the event for a
+    worker lost before it ran a request."""
     call = {"call": lost.call.to_wire()} if lost.call is not None else {}
+    known = {**call, **({"machine": lost.machine.to_wire()} if lost.machine is not None else {})}
     if lost.request is None:
-        return call
+        return known
     step = lost.note.get("step", "")
     violation = Violation(_headline(lost), EXPECTED[lost.outcome], lost.actual, reproducer=lost.note.get("reproducer") or _kit_reproducer(lost))
-    return {**({"step": step} if step else {}), "violations": [asdict(violation)], **call}
+    return {**({"step": step} if step else {}), "violations": [asdict(violation)], **known}
 
 
 def _headline(lost: WorkerLost) -> str:
