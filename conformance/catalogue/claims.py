@@ -58,3 +58,11 @@ def _declared(memory: MemoryDeclaration | None) -> str:
 
 def unverified_count(claims: list[dict[str, Any]]) -> int:
     return sum(1 for claim in claims if not claim["verified"])
+
+
+def draft_of(spec: EpSpec | None) -> dict[str, Any] | None:
+    """report.json's `ep.draft`: where the draft is, its note and the claims nobody has
+    confirmed; None for a spec that is no draft (or no spec)."""
+    if spec is None or not spec.draft:
+        return None
+    return {"spec": spec.location.path, "note": spec.draft, "unconfirmed": list(spec.unconfirmed())}
