@@ -112,6 +112,9 @@ def test_a_strict_run_with_the_draft_is_incomplete_naming_the_claims_left_to_con
         "session_memory, copy_directions, packages, importer, ops; confirm each in its `verification`, then delete its `draft` line")
     assert run.report["ep"]["draft"]["unconfirmed"][-1] == "ops"
     assert "strict run: the EP spec draft.yaml is a draft" in run.output
+    assert "**A draft** (`ort-conformance init`): claims nobody has confirmed in the file: device_type, memory" in (
+        run.reports / "report.md").read_text(encoding="utf-8")
+    assert "<b>A draft</b>" in (run.reports / "report.html").read_text(encoding="utf-8")
 
 
 # --- bad input: one line, exit 2, nothing written ------------------------------------------------
