@@ -220,6 +220,8 @@ def _session_memory(out: Draft, ep: dict[str, Any], seen: Observed, catalogue: C
     if kinds["inputs"] and kinds["outputs"]:
         ep["session_memory"] = {which: [k for k in KINDS if k in kinds[which]] for which in ("inputs", "outputs")}
         out.note("session_memory", f"from {len(taken)} sessions of the kit's models of which {provider} took nodes")
+    else:
+        out.leave_out("session_memory", "no session's inputs and outputs lived in memory the spec format names: session_memory left out")
 
 
 def _copy_directions(matrix: dict[str, Any], device: dict[str, Any], breach) -> list[str]:
