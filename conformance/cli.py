@@ -23,6 +23,7 @@ examples:
   ort-conformance validate myep.yaml            check a vendor's EP declaration with the catalogue
   ort-conformance probe --ep cpu                which copy directions work, found by trying
   ort-conformance probe --ep-library=./libmy_ep.so --ep MyEp --json
+  ort-conformance init --ep-library=./libmy_ep.so --ep MyEp -o myep.yaml   a draft of its spec (docs/new-ep.md)
   ort-conformance catalogue -o docs/contracts.md
   pytest --ep cpu                               a conformance run (report and junit.xml in reports/)
   ort-conformance bundle --vendor ACME -o acme.tar.gz   the submission bundle of that run
@@ -68,18 +69,29 @@ def main(argv: list[str] | None = None) -> int:
                     "  ort-conformance probe --ep cpu\n"
                     "  ort-conformance probe --ep cuda --no-throughput --fail-on broken,required_but_missing\n"
                     "  ort-conformance probe --ep-library=./libmy_ep.so --ep MyEp --json")
-    probe.add_argument("--ep", metavar="NAME", help="EP alias or provider name (default: every EP listed by get_ep_devices())")
-    probe.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first (needs --ep)")
-    probe.add_argument("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option; repeatable")
+    _ep_arguments(probe, "EP alias or provider name (default: every EP listed by get_ep_devices())",
+                  "time the probe of one EP device may take before its worker is killed (default: 60)",
+                  f"run the probe's processes under this command (e.g. \"qemu-x86_64 -cpu Skylake-Client-v4\"; default: "
+                  f"${WRAPPER_VARIABLE}); under a qemu emulator no GB/s figures are measured")
     probe.add_argument("--json", action="store_true", help="print JSON instead of a table")
     probe.add_argument("--fail-on", type=statuses, default=("broken",), metavar="STATUS[,STATUS]",
                        help=f"exit 1 when a pair has one of these statuses ({', '.join(STATUSES)}; 'none' for never; default: broken)")
     probe.add_argument("--no-throughput", action="store_true", help="skip the GB/s figures (the probe takes a fraction of a second)")
-    probe.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS",
-                       help="time the probe of one EP device may take before its worker is killed (default: 60)")
-    probe.add_argument("--wrapper", metavar="COMMAND",
-                       help=f"run the probe's processes under this command (e.g. \"qemu-x86_64 -cpu Skylake-Client-v4\"; default: "
-                            f"${WRAPPER_VARIABLE}); under a qemu emulator no GB/s figures are measured")
+
+    init = command("init", "draft an EP's spec from what the EP itself shows",
+                   "Loads the EP in a worker, as a run does, and writes a spec `validate` accepts: names, packages (or the\n"
+                   "library's sha256), device type, memory, the copy directions that moved the bytes, where session values\n"
+                   "lived, the importer and, for a narrow EP, the ops and types it takes; each claim observed and unconfirmed,\n"
+                   "the file marked a draft (a strict run with it is incomplete). What breaks a contract is a warning on\n"
+                   "stderr and a comment beside the claim; docs/new-ep.md goes on from there. Exit 0; 2 on bad input, nothing\n"
+                   "written: a library missing or not loading, an EP it lacks, an EP that lists no device, crashes or hangs\n"
+                   "as it loads, or FILE existing without --force.",
+                   "  ort-conformance init --ep-library=./libmy_ep.so --ep MyEp -o myep.yaml\n"
+                   "  pytest myep.yaml --ep-library=./libmy_ep.so --ep MyEp")
+    _ep_arguments(init, "the EP's provider name (or an alias the kit knows)", "time the EP may take to answer (default: 60)",
+                  f"run the EP's worker under this command (default: ${WRAPPER_VARIABLE})")
+    init.add_argument("-o", "--output", metavar="FILE", help="the draft to write (default: NAME.yaml here, NAME the draft's)")
+    init.add_argument("--force", action="store_true", help="replace FILE when it exists (it is kept otherwise)")
 
     catalogue = command("catalogue", "generate the contract catalogue (Markdown) from the YAML",
                         "The catalogue is generated from specs/contracts/*.yaml, the single source of truth.",
@@ -179,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"validate": _validate, "probe": _probe, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff, "found": _found,
-                "fleet": _fleet, "answers": _answers, "merge": _merge, "rebuild": _rebuild}[args.command](args)
+        return {"validate": _validate, "probe": _probe, "init": _init, "catalogue": _catalogue, "bundle": _bundle, "verify": _verify, "diff": _diff,
+                "found": _found, "fleet": _fleet, "answers": _answers, "merge": _merge, "rebuild": _rebuild}[args.command](args)
     except KeyboardInterrupt:
         print("ort-conformance: interrupted", file=sys.stderr)
         return 130
@@ -192,6 +204,15 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{shown(Path(str(exc.filename)))}: " if exc.filename else ""
         print(f"ort-conformance: {where}cannot be used: {exc.strerror or exc}", file=sys.stderr)
         return 2
+
+
+def _ep_arguments(parser: argparse.ArgumentParser, ep: str, timeout: str, wrapper: str) -> None:
+    """The options that name an EP and how its worker runs, as `probe` and `init` share them."""
+    parser.add_argument("--ep", metavar="NAME", help=ep)
+    parser.add_argument("--ep-library", metavar="PATH", help="register this plugin EP library first (needs --ep)")
+    parser.add_argument("--ep-option", action="append", default=[], metavar="KEY=VALUE", help="provider option; repeatable")
+    parser.add_argument("--timeout", type=seconds, default=60.0, metavar="SECONDS", help=timeout)
+    parser.add_argument("--wrapper", metavar="COMMAND", help=wrapper)
 
 
 def _validate(args) -> int:
@@ -258,6 +279,17 @@ def _probe(args) -> int:
     if failing:
         print(f"ort-conformance: pairs that are {' or '.join(failing)} (--fail-on {','.join(args.fail_on) or 'none'})", file=sys.stderr)
     return 1 if matrix.lost or failing else 0
+
+
+def _init(args) -> int:
+    from conformance.tools import init
+
+    try:
+        wrapper = wrapper_command(args.wrapper if args.wrapper is not None else os.environ.get(WRAPPER_VARIABLE))
+        return init.run(init.Request(args.ep, args.ep_library, ep_options(args.ep_option), args.timeout, wrapper,
+                                     Path(args.output) if args.output else None, args.force))
+    except (init.InitError, ValueError) as exc:
+        return _refused(exc)
 
 
 def statuses(text: str) -> tuple[str, ...]:

@@ -167,18 +167,19 @@ def counts(results: Iterable[Result]) -> dict[str, int]:
 
 
 def verdict(results: list[Result], *, interrupted: bool = False, strict: bool = False, subset: str = "",
-            shard: str = "") -> tuple[Verdict, list[str]]:
+            shard: str = "", draft: str = "") -> tuple[Verdict, list[str]]:
     """The verdict and the reasons for it (see `_decided`). `shard` names the shard of a run
     these results are ("shard 1 of 4", --conformance-shard): a shard alone never certifies, so
     it is `incomplete` at best; a broken required contract makes it `non_conformant`, as it
-    would the whole run. `ort-conformance merge` of every shard decides the run."""
-    decided, reasons = _decided(results, interrupted=interrupted, strict=strict, subset=subset)
+    would the whole run. `ort-conformance merge` of every shard decides the run. `draft`: why
+    the EP spec is a draft whose claims nobody confirmed (rules.strict.draft_reason; '' for none)."""
+    decided, reasons = _decided(results, interrupted=interrupted, strict=strict, subset=subset, draft=draft)
     if shard and decided is not Verdict.NON_CONFORMANT:
         return Verdict.INCOMPLETE, [f"{shard}: a shard alone never certifies; `ort-conformance merge` of every shard gives the run's verdict", *reasons]
     return decided, reasons
 
 
-def _decided(results: list[Result], *, interrupted: bool, strict: bool, subset: str) -> tuple[Verdict, list[str]]:
+def _decided(results: list[Result], *, interrupted: bool, strict: bool, subset: str, draft: str = "") -> tuple[Verdict, list[str]]:
     """The verdict and the reasons for it.
 
     Only required results against the EP (subject ep, or both) decide: a runtime-subject failure
@@ -197,7 +198,12 @@ def _decided(results: list[Result], *, interrupted: bool, strict: bool, subset: 
     `subset` names the part of the catalogue that ran when it was not all of it (see
     conformance.plugin.selection). A strict subset is never a certification: it is `incomplete`, unless
     it showed a failure or a self-exemption, which no larger run would undo. A subset outside a
-    strict run is decided as usual; the reports label it partial."""
+    strict run is decided as usual; the reports label it partial.
+
+    A strict run whose EP spec is a `draft` (ort-conformance init wrote it, nobody confirmed
+    its claims) certifies nothing either: `incomplete`, naming the claims left to confirm,
+    unless it showed a failure or a self-exemption. Outside a strict run a draft is a spec
+    like any other."""
     deciding = [r for r in results if r.severity == "required" and r.against_ep]
     broken = sorted({r.contract for r in deciding if r.outcome in RERUN})
     flaky = sorted({r.contract for r in deciding if r.outcome is Outcome.FLAKY} - set(broken))
@@ -230,6 +236,8 @@ def _decided(results: list[Result], *, interrupted: bool, strict: bool, subset: 
         reasons = [f"strict run: {reason}" for reason in dict.fromkeys(reasons + exempted)]
         if subset and not exempted:
             return Verdict.INCOMPLETE, [f"strict run: a subset of the catalogue cannot certify: {subset}", *reasons]
+        if draft and not exempted:
+            return Verdict.INCOMPLETE, [f"strict run: {draft}", *reasons]
         if reasons:
             return Verdict.NON_CONFORMANT, reasons
     if reasons:

@@ -35,12 +35,12 @@ def test_help_lists_the_commands(capsys):
         cli.main(["--help"])
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
-    for command in ("validate", "probe", "catalogue"):
+    for command in ("validate", "probe", "init", "catalogue"):
         assert command in out
     assert "pytest --ep cpu" in out
 
 
-@pytest.mark.parametrize("command", ["validate", "probe", "catalogue", "bundle", "verify", "diff", "found", "fleet", "answers", "merge"])
+@pytest.mark.parametrize("command", ["validate", "probe", "init", "catalogue", "bundle", "verify", "diff", "found", "fleet", "answers", "merge"])
 def test_each_command_help_says_what_it_does_its_exit_status_and_an_example(capsys, command):
     with pytest.raises(SystemExit) as exit_info:
         cli.main([command, "--help"])

@@ -2,7 +2,7 @@
 build run here as it is (no software GPU), in each importer mode that matters; the handle rules
 (a fresh handle per import, an fd the importer took never touched again); a refusal that proves
 nothing without its valid twin; and the probe's answer for an EP device that says "unsupported"
-with an error status.
+with an error status, and what `ort-conformance init` drafts of each.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import build_failure_reason, conformance_run
 
 from conformance.findings import NotRun
@@ -130,7 +131,34 @@ def test_the_probe_answers_an_importer_error_status(importing_library):
                          env={**os.environ, "ORT_REFDEV_IMPORT_FAULT": "importer-error", "VK_ICD_FILENAMES": "/nonexistent.json"})
     assert run.returncode == 0, run.stderr[-2000:]
     imports = json.loads(run.stdout)["eps"][0]["devices"][0]["imports"]
-    assert imports["status"] == "none" and IMPORTER_ERROR in imports["reason"]
+    assert imports["status"] == "none" and IMPORTER_ERROR in imports["reason"] and imports["refused_with"] == IMPORTER_ERROR
+
+
+def _init(library: Path, folder: Path, **environ: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "conformance.cli", "init", "--ep-library", str(library), "--ep", "RefDevExecutionProvider",
+                           "-o", "draft.yaml"], cwd=folder, capture_output=True, text=True, timeout=300, env={**os.environ, **NO_VULKAN, **environ})
+
+
+def test_init_states_the_importer_and_the_run_with_the_draft_shows_it(importing_library, tmp_path):
+    done = _init(importing_library, tmp_path)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    importer = yaml.safe_load((tmp_path / "draft.yaml").read_text())["ep"]["importer"]
+    assert importer == {"handle_types": ["host_allocation"], "tensor_memory": "default"}
+    outcome = conformance_run(tmp_path, "draft.yaml", "--ep-library", str(importing_library), "--ep", "RefDevExecutionProvider",
+                              "-k", "import. and not opaque-fd", env=NO_VULKAN)
+    (claim,) = [c for c in outcome.report["ep"]["claims"] if c["claim"] == "importer"]
+    assert claim["value"] == "handle types host_allocation; imported tensors in default memory"
+    assert claim["this_run"] == {"status": "passed", "evidence": "the importer takes every claimed handle type"}
+
+
+def test_init_warns_of_an_importer_error_status_and_states_that_it_imports_nothing(importing_library, tmp_path):
+    done = _init(importing_library, tmp_path, ORT_REFDEV_IMPORT_FAULT="importer-error")
+    assert done.returncode == 0
+    assert done.stderr == (f"ort-conformance: warning: CreateExternalResourceImporterForDevice answered an error status ({IMPORTER_ERROR}) "
+                           "instead of OK and no importer: a run fails import.unsupported-is-success (recommended)\n")
+    text = (tmp_path / "draft.yaml").read_text()
+    assert "  # WARNING: CreateExternalResourceImporterForDevice answered an error status" in text
+    assert yaml.safe_load(text)["ep"]["importer"] is None
 
 
 def test_the_probe_tries_copies_on_host_allocation_imports(importing_library):

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.catalogue.contracts import CLAIMS, EpSpec, MemoryDeclaration
+from conformance.catalogue.contracts import EpSpec, ImporterDeclaration, MemoryDeclaration
 
 
 def spec_claims(spec: EpSpec | None) -> list[dict[str, Any]]:
-    """One entry per claim, in CLAIMS order; empty without a spec."""
+    """One entry per claim the spec makes (EpSpec.claims), in that order; empty without a spec."""
     if spec is None:
         return []
     values = _values(spec)
     out = []
-    for claim in CLAIMS:
+    for claim in spec.claims:
         verification = spec.verification_of(claim)
         out.append({
             "claim": claim,
@@ -37,7 +37,16 @@ def _values(spec: EpSpec) -> dict[str, str]:
         "session_memory": f"inputs {', '.join(spec.session_inputs or ('-',))}; outputs {', '.join(spec.session_outputs or ('-',))}",
         "copy_directions": ", ".join(f"{a}>{b}" for a, b in spec.copy_directions or ()) or "none",
         "packages": ", ".join(spec.packages) or "none on PyPI",
+        "importer": _importer(spec.importer),
+        "ops": "; ".join(f"{op} {', '.join(types)}" for op, types in sorted(spec.ops.items())) or "none",
     }
+
+
+def _importer(importer: ImporterDeclaration | None) -> str:
+    if importer is None:
+        return "none (it imports nothing)"
+    memory = f"; imported tensors in {importer.tensor_memory} memory" if importer.tensor_memory else ""
+    return f"handle types {', '.join(importer.handle_types) or 'none'}{memory}"
 
 
 def _declared(memory: MemoryDeclaration | None) -> str:
@@ -49,3 +58,11 @@ def _declared(memory: MemoryDeclaration | None) -> str:
 
 def unverified_count(claims: list[dict[str, Any]]) -> int:
     return sum(1 for claim in claims if not claim["verified"])
+
+
+def draft_of(spec: EpSpec | None) -> dict[str, Any] | None:
+    """report.json's `ep.draft`: where the draft is, its note and the claims nobody has
+    confirmed; None for a spec that is no draft (or no spec)."""
+    if spec is None or not spec.draft:
+        return None
+    return {"spec": spec.location.path, "note": spec.draft, "unconfirmed": list(spec.unconfirmed())}

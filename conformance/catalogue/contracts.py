@@ -180,6 +180,18 @@ class KnownIssue:
 
 # The claims an EP spec makes; each may carry a Verification.
 CLAIMS = ("device_type", "memory", "session_memory", "copy_directions", "packages")
+# Claims a spec makes only where it states them (`importer`, `ops`): a spec without them claims
+# nothing of its importer or operators, rather than leaving a claim unverified.
+OPTIONAL_CLAIMS = ("importer", "ops")
+
+
+@dataclass(frozen=True)
+class ImporterDeclaration:
+    """What an EP declares of its external resource importer: the handle types it imports and
+    the memory kind (cpu, default, host_accessible) an imported tensor reports (None: not said)."""
+
+    handle_types: tuple[str, ...]
+    tensor_memory: str | None = None
 
 
 @dataclass(frozen=True)
@@ -211,10 +223,25 @@ class EpSpec:
     # reproducer requires as its run had them, and those that break it on purpose (fault modes).
     environment_setup: tuple[str, ...] = ()
     environment_faults: tuple[str, ...] = ()
+    # A draft (`draft` in its spec, as `ort-conformance init` writes it): the note; '' for none.
+    draft: str = ""
+    # The optional claims the spec states (OPTIONAL_CLAIMS); `importer` None there: it imports nothing.
+    stated: frozenset[str] = frozenset()
+    importer: ImporterDeclaration | None = None
+    ops: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def names(self) -> tuple[str, ...]:
         return (self.name, self.provider, *self.aliases)
+
+    @property
+    def claims(self) -> tuple[str, ...]:
+        """The claims this spec makes: CLAIMS, and the optional ones it states."""
+        return CLAIMS + tuple(claim for claim in OPTIONAL_CLAIMS if claim in self.stated)
+
+    def unconfirmed(self) -> tuple[str, ...]:
+        """The claims no run has confirmed (their verification says false, or nothing)."""
+        return tuple(claim for claim in self.claims if not self.verification_of(claim).verified)
 
     def verification_of(self, claim: str) -> Verification:
         return self.verification.get(claim) or Verification(False, "not stated in the spec")

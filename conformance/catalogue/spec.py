@@ -22,7 +22,9 @@ from conformance.catalogue.contracts import (
     CheckSignature,
     Contested,
     Contract,
+    OPTIONAL_CLAIMS,
     EpSpec,
+    ImporterDeclaration,
     KnownIssue,
     Location,
     MemoryDeclaration,
@@ -309,4 +311,14 @@ def _ep_spec(doc: Document) -> EpSpec:
         known_issues=KnownIssue.all_from(raw),
         environment_setup=tuple(raw.get("environment", {}).get("setup", ())),
         environment_faults=tuple(raw.get("environment", {}).get("faults", ())),
+        draft=raw.get("draft", ""),
+        stated=frozenset(claim for claim in OPTIONAL_CLAIMS if claim in raw),
+        importer=_importer(raw.get("importer")),
+        ops={op: tuple(types) for op, types in raw.get("ops", {}).items()},
     )
+
+
+def _importer(raw: dict[str, Any] | None) -> ImporterDeclaration | None:
+    if raw is None:
+        return None
+    return ImporterDeclaration(tuple(raw["handle_types"]), raw.get("tensor_memory"))

@@ -98,6 +98,12 @@ class Handler:
             context = self.runner.context(request["device"])
             context.begin(self._progress_of(request), request.get("quarantined"))
             return {"ok": True, "capabilities": capability_matrix(context, request.get("sizes"))}
+        if op == "observe":  # what sessions of the kit's models show of the EP (ort-conformance init)
+            from conformance.engine.observe import sessions_seen
+
+            context = self.runner.context(request["device"])
+            context.begin(self._progress_of(request), request.get("quarantined"))
+            return {"ok": True, "sessions": sessions_seen(context, request.get("dtypes"))}
         return {"ok": False, "error": f"unknown request {op!r}"}
 
     def _handover(self) -> tuple[Any, dict[str, Any]]:

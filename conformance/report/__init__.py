@@ -17,9 +17,10 @@ from typing import Any, Mapping
 
 from conformance import safe_io
 from conformance.version import __version__
-from conformance.catalogue.claims import spec_claims
+from conformance.catalogue.claims import draft_of, spec_claims
 from conformance.testbed.eps import memory_label
 from conformance.rules import waivers as waiver_rules
+from conformance.rules.strict import draft_reason
 from conformance.outcomes import Outcome, Result, counts, verdict
 from conformance.record import RunRecord
 from conformance.report import evidence
@@ -37,8 +38,9 @@ def build(record: RunRecord) -> dict[str, Any]:
     interrupted = record.interrupted
     selection = record.selection
     subset = selection["text"] if selection and not selection["complete"] else ""
+    drafts = [draft for draft in (draft_of(ep.spec) for ep in record.eps) if draft]
     decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict, subset=subset,
-                               shard=record.shard["text"] if record.shard else "")
+                               shard=record.shard["text"] if record.shard else "", draft=draft_reason(drafts))
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
     first = record.eps[0].facts if record.eps else {}
     as_dicts = [r.to_dict() for r in results]
@@ -156,6 +158,7 @@ def _ep(facts: dict[str, Any], spec, results: list[dict[str, Any]], matrices: li
         "version": next((d["ep_metadata"].get("version") for d in facts["devices"] if d.get("ep_metadata")), None),
         "claims": evidence.in_this_run(spec_claims(spec), facts["provider"], results, matrices, facts.get("ep_device", True)),
         "unverified": list(spec.unverified) if spec else [],
+        "draft": draft_of(spec),
     }
 
 

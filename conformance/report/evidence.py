@@ -40,9 +40,14 @@ def in_this_run(claims: list[dict[str, Any]], ep: str, results: list[dict[str, A
     mine = [r for r in results if r.get("ep") == ep]
     pairs = [p for m in matrices if m.get("ep") == ep and not m.get("error") for p in m.get("pairs", ())] if ep_device else []
     out = []
+    imports = [m["imports"] for m in matrices if m.get("ep") == ep and not m.get("error") and m.get("imports")] if ep_device else []
     for claim in claims:
-        status, evidence = _copy_directions(claim["value"], pairs) if claim["claim"] == "copy_directions" else _contracts(
-            CLAIM_CONTRACTS.get(claim["claim"], ()), mine)
+        if claim["claim"] == "copy_directions":
+            status, evidence = _copy_directions(claim["value"], pairs)
+        elif claim["claim"] == "importer":
+            status, evidence = _importer(claim["value"], imports)
+        else:
+            status, evidence = _contracts(CLAIM_CONTRACTS.get(claim["claim"], ()), mine)
         verified = {"passed": True, "contradicted": False}.get(status, claim["verified"])
         out.append(dict(claim, verified=verified, this_run={"status": status, "evidence": evidence}))
     return out
@@ -78,6 +83,26 @@ def _copy_directions(value: str, pairs: list[dict[str, Any]]) -> tuple[str, str]
     if all(status.get(d) in PAIR_WORKS for d in claimed):
         return "passed", "the copy matrix: every claimed direction delivered the bytes"
     return "not_shown", "the copy matrix does not show " + ", ".join(d for d in claimed if status.get(d) not in PAIR_WORKS)
+
+
+def _importer(value: str, imports: list[dict[str, Any]]) -> tuple[str, str]:
+    """The claimed importer ('none (...)' or 'handle types A, B; ...', catalogue.claims) against
+    the import answers of this run's copy matrices."""
+    if not imports:
+        return "not_shown", "this run has no import answer of the EP device"
+    unknown = [i.get("reason", "") for i in imports if i.get("status") not in ("importer", "none")]
+    if unknown:
+        return "not_shown", f"the import probe did not answer: {unknown[0]}"
+    has_one = [i for i in imports if i["status"] == "importer"]
+    if value.startswith("none"):
+        return ("contradicted", "the EP device gives an importer") if has_one else ("passed", "the EP device gives no importer")
+    if len(has_one) < len(imports):
+        return "contradicted", "the EP device gives no importer"
+    claimed = [t.strip() for t in value.removeprefix("handle types ").split(";")[0].split(",") if t.strip() and t.strip() != "none"]
+    missing = sorted({t for t in claimed for i in has_one if t not in i.get("handle_types", ())})
+    if missing:
+        return "contradicted", "CanImportMemory refuses " + ", ".join(missing)
+    return "passed", "the importer takes every claimed handle type"
 
 
 def claim_evidence(claim: dict[str, Any]) -> str:

@@ -266,6 +266,10 @@ def _spec_claims(ep: dict[str, Any], first: bool = True) -> list[str]:
     if unverified:
         summary += f"; <b>{unverified} unverified</b> (highlighted): contradicted by this run, or taken from the sources and confirmed by no run"
     out.append(f"<p>From <code>{_e(ep.get('spec'))}</code>: {summary}.</p>")
+    if ep.get("draft"):
+        out.append(f"<p><b>A draft</b> (<code>ort-conformance init</code>): claims nobody has confirmed in the file: "
+                   f"{_e(', '.join(ep['draft']['unconfirmed']) or 'none')}; a strict run with it is incomplete until they are "
+                   "confirmed and its <code>draft</code> line deleted.</p>")
     rows = ([f"<td><code>{_e(c['claim'])}</code></td>", f"<td>{_e(c['value'])}</td>",
              f'<td class="verified">{"yes" if c["verified"] else "no — unverified"}</td>', f"<td>{_e(claim_evidence(c))}</td>", f"<td>{_e(c['how'])}</td>",
              f"<td>{'<br>'.join(_e(s) for s in c.get('sources', ()))}</td>"] for c in claims)

@@ -119,6 +119,10 @@ def spec_claims(ep: dict[str, Any], heading: str = "##", named: bool = False) ->
     out += [f"From {code_span(ep.get('spec'))}: {len(claims) - unverified} of {len(claims)} claims verified by a run on the real EP"
             + (f"; **{unverified} unverified** (marked **no**): contradicted by this run, or taken from the sources and confirmed by no run."
                if unverified else "."), ""]
+    draft = ep.get("draft")
+    if draft:
+        out += [f"**A draft** (`ort-conformance init`): claims nobody has confirmed in the file: {cell(', '.join(draft['unconfirmed']) or 'none')}; "
+                "a strict run with it is incomplete until they are confirmed and its `draft` line deleted.", ""]
     out += ["| claim | value | verified | this run | the spec says |", "| --- | --- | --- | --- | --- |"]
     out += [f"| {c['claim']} | {cell(c['value'])} | {'yes' if c['verified'] else '**no**'} | {cell(claim_evidence(c))} | {cell(c['how'])} |" for c in claims]
     notes = ep.get("unverified") or []

@@ -14,11 +14,13 @@ fails in pytest and JUnit and the verdict and the reports see it.
 
 A strict run of a subset of the catalogue (conformance.plugin.selection) certifies nothing: its
 verdict is `incomplete` and the run fails, unless what it ran already makes it non_conformant.
+Nor does a strict run whose EP spec is still a draft (`draft_reason`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from conformance.catalogue.contracts import Contract, EpSpec
 from conformance.outcomes import Outcome, Result
@@ -38,3 +40,12 @@ def mark(result: Result, contract: Contract, spec: EpSpec | None) -> Result:
     if not reason:
         return result
     return dataclasses.replace(result, details=dict(result.details, strict=reason))
+
+
+def draft_reason(drafts: list[dict[str, Any]]) -> str:
+    """Why a strict run certifies nothing while an EP spec is a draft ('' when none is): each
+    draft's file and the claims left to confirm (`drafts`: report.json's `ep.draft` of each EP
+    that has one, catalogue.claims.draft_of)."""
+    return "; ".join(f"the EP spec {draft['spec']} is a draft (ort-conformance init): claims left to confirm: "
+                     f"{', '.join(draft['unconfirmed']) or 'none'}; confirm each in its `verification`, then delete its `draft` line"
+                     for draft in drafts)

@@ -168,13 +168,14 @@ def resolve(name: str, catalogue: Catalogue, *, library: str | None = None, opti
                 _register_library(ort, target, path, registration=ep_name)
                 break
     target.devices = [d for d in ort.get_ep_devices() if d.ep_name == target.provider]
+    provided = sorted({d.ep_name for d in ort.get_ep_devices()} - listed_before) if library else []
     if library and (target.provider in listed_before or not target.devices):
         # --ep-library=LIB --ep X --ep cpu: LIB is registered in every EP's worker, but it is the
         # library of the EP whose devices it added, not of the CPU EP, whose contracts are then
         # not the plugin library's (lifecycle.*, import.* of a plugin EP).
         target.library = target.library_sha256 = target.registration = None
     if not target.devices and target.provider not in ort.get_available_providers():
-        raise EpUnavailable(unknown_ep_message(name, catalogue, ort, library))
+        raise EpUnavailable(unknown_ep_message(name, catalogue, ort, library, provided))
     if not target.devices:
         target.unusable = fallback_reason(ort, target)
     return target
@@ -243,13 +244,19 @@ def available(catalogue: Catalogue, ort=None) -> list[str]:
     return labelled
 
 
-def unknown_ep_message(name: str, catalogue: Catalogue, ort, library: str | None) -> str:
+def unknown_ep_message(name: str, catalogue: Catalogue, ort, library: str | None, provided: list[str] | None = None) -> str:
+    """Why EP `name` is not here, its first line whole on its own (`ort-conformance init` gives
+    that line alone); `provided`: the EPs whose devices `library` added, when one was registered."""
     spec = catalogue.ep_spec(name)
     if spec and not library:
         lines = [f"EP '{name}' ({spec.provider}) is not in this onnxruntime build ({package_name(ort)} {ort.__version__}): "
                  + install_hint(spec)]
+    elif library and provided:
+        lines = [f"unknown EP '{name}': library {library} provides {', '.join(provided)}, no EP of that name"]
+    elif library:
+        lines = [f"EP library {library} lists no EP device here: its factories' GetSupportedDevices gave none for this machine's devices"]
     else:
-        lines = [f"unknown EP '{name}'" + (f": library {library} provides no EP of that name" if library else "")]
+        lines = [f"unknown EP '{name}'"]
     lines.append(f"available here (onnxruntime {ort.__version__}): " + ", ".join(available(catalogue, ort)))
     if spec:
         lines.append(f"'{name}' is {spec.summary.rstrip('.')}")

@@ -35,6 +35,7 @@ from conformance.testbed.eps import sha256_of
 from conformance.report.junit_schema import Problem  # its path: a file of the bundle, or the bundle itself
 from conformance.options import reason_of
 from conformance.outcomes import Outcome, Result, counts, verdict
+from conformance.rules.strict import draft_reason
 from conformance.report.schema import parse_json, report_problems
 from conformance.tools.bundle_archive import MAX_MEMBER_BYTES, BundleError, read  # noqa: F401  (read: the bundle's reader, named here too)
 
@@ -380,8 +381,9 @@ def _results(report: dict[str, Any], required_contracts: set[str]) -> list[Probl
     selection = report.get("selection") or {}
     subset = selection.get("text", "") if not selection.get("complete", True) else ""
     shard = report.get("shard") or {}
+    drafts = [ep["draft"] for ep in report.get("eps") or [report.get("ep") or {}] if isinstance(ep, dict) and isinstance(ep.get("draft"), dict)]
     decided, _ = verdict(results, interrupted=bool(run.get("interrupted")) or (collected or 0) > len(results), strict=bool(report.get("strict")), subset=subset,
-                         shard=shard.get("text", ""))
+                         shard=shard.get("text", ""), draft=draft_reason(drafts))
     if decided.value != report["verdict"]:
         problems.append(Problem("report.json", f"verdict {report['verdict']!r}, but the results give {decided.value!r}"))
     return problems

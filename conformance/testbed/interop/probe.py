@@ -5,6 +5,7 @@ work on them, found by trying on memory a Vulkan producer exported.
 The copy probe (conformance.engine.capabilities) adds this as the matrix's `imports`:
 
     {"status": "importer" | "none" | "not_run", "reason": str,
+     "refused_with": the error status's message, where "none" was said with one (else absent),
      "handle_types": [names CanImportMemory accepts],
      "tensor_memory": {"name", "device_type", "memory_type"} | None,
      "copies": [{"source", "destination", "status", "detail"}]}
@@ -23,7 +24,7 @@ from conformance.calls import Call
 from conformance.findings import NotApplicable, NotRun, message_line
 from conformance.testbed.interop.capi import HANDLE_TYPES, OrtError
 from conformance.testbed.interop.handed import Handed
-from conformance.testbed.interop.rig import HANDLE_KINDS, ImportRig, NullOutput, pattern
+from conformance.testbed.interop.rig import HANDLE_KINDS, ImportRig, NoImporter, NullOutput, pattern
 
 COUNT = 64
 SIZE = 4 * 4096
@@ -34,7 +35,11 @@ def import_capabilities(ctx) -> dict[str, Any]:
     try:
         rig = ImportRig.for_context(ctx)
     except NotApplicable as exc:
-        return {**answer, "status": "none", "reason": str(exc)}
+        # An EP that said so with an error status, not OK and no importer as onnxruntime's guide
+        # asks, is told apart (`refused_with`: the status's message): it breaks import.unsupported-is-success.
+        error = exc.error if isinstance(exc, NoImporter) else ""
+        refused = {"refused_with": error} if error else {}
+        return {**answer, "status": "none", "reason": str(exc), **refused}
     except NotRun as exc:
         return {**answer, "reason": str(exc)}
     answer["status"] = "importer"
