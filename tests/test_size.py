@@ -15,6 +15,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,7 @@ import numpy as np
 import pytest
 import yaml  # noqa: F401  imported at collection: a pytester test run before this module's would otherwise import it first and drop it again, and the Runner here would load its C loader twice
 
-from conformance.checks import size_plan, size_room
+from conformance.checks import size_plan, size_probe, size_room
 from conformance.findings import NotApplicable
 from conformance.engine.runner import Runner
 
@@ -175,6 +176,15 @@ def test_a_large_case_waits_for_another_process_holding_the_machines_lock_and_sa
             pass
 
 
+def test_the_offset_probe_counts_only_a_clean_exit_as_addressable():
+    """A crash, an assertion (wrong bytes) or a hang of the child is 'not addressable', with what it did."""
+    crash = size_probe.run_probe("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    assert not crash.addressable and crash.outcome.startswith("the child was ended by SIGSEGV"), crash
+    wrong = size_probe.run_probe("raise AssertionError('the block after a copy: 64 of 256 bytes differ')\n")
+    assert not wrong.addressable and wrong.outcome == "exit 1: AssertionError: the block after a copy: 64 of 256 bytes differ", wrong
+    assert size_probe.run_probe("pass\n").evidence()["addressable"] is True
+
+
 def test_the_size_checks_find_no_device_end_on_the_cpu_ep(tmp_path):
     """Called past applies_when: the CPU EP's DEFAULT memory is CPU memory (and onnxruntime has no
     CPU-to-CPU data transfer to judge)."""
@@ -203,6 +213,7 @@ def test_a_copy_that_writes_past_its_destination_fails_neighbours_untouched(refd
     out = in_refdev(refdev_library, NEIGHBOURS, tmp_path)
     assert all(one["outcome"] == "pass" for one in out["good"]), [one["message"] for one in out["good"] if one["outcome"] != "pass"]
     evidence = out["good"][-1]["evidence"]  # default>default, int4 [4097]
+    assert evidence["device_offset_views"]["addressable"] is True and evidence["device_offset_views"]["probe"].startswith("exit 0"), evidence
     assert evidence["tensor"] == {"dtype": "int4", "elements": 4097, "bytes": 2049, "last_byte_half_used": True}
     assert evidence["guard_bytes_each_side"] == 256 and evidence["bytes_compared"] >= 2 * 2049
     # The byte past a destination in device memory: cpu>default and default>default fail, default>cpu (a CPU destination) passes.
@@ -251,7 +262,7 @@ def test_the_large_copy_with_its_boundaries_shrunk_fails_with_each_stand_in(refd
     assert good["outcome"] == "pass", good["message"]
     uint8_bytes, int4_bytes = (1 << 21) + 4096 + 3, (1 << 20) + 4096 + 3
     evidence = good["evidence"]
-    assert evidence["largest_bytes"] == uint8_bytes
+    assert evidence["largest_bytes"] == uint8_bytes and evidence["device_offset_views"]["addressable"] is True  # refdev's pointers are addresses
     assert evidence["tensor_size_in_bytes"] == {f"uint8 [{uint8_bytes}] (2 MiB + 4 KiB + 3 bytes)": uint8_bytes,
                                                 f"int4 [{(1 << 21) + 8197}] (1 MiB + 4 KiB + 3 bytes)": int4_bytes}
     assert [key.split()[0] for key in evidence["copies"]] == ["cpu>default"] * 2 + ["default>default"] * 2 + ["default>cpu"] * 2
@@ -321,3 +332,67 @@ def test_the_large_copy_at_its_real_size_passes_and_a_32_bit_byte_count_fails(re
     assert truncating["outcome"] == "fail"
     assert "the first at byte 4099: 0x5a instead of" in truncating["message"]
     assert "4099 is the byte count 4294971395 modulo 2^32, where a count kept in 32 bits ends" in truncating["message"], truncating["message"]
+
+
+OPAQUE = """
+from conformance.checks import size_probe
+size_probe.offset_views = lambda ctx: size_probe.OffsetProbe(False, "the child was ended by SIGSEGV (a stand-in)")
+cases = [dict(direction=d, dtype=t, shape=s) for d in ("cpu>default", "default>cpu", "default>default") for t in ("uint8", "int4")
+         for s in ("1", "3", "4097")]
+out = {"neighbours": [case("size.neighbours-untouched", **c) for c in cases]}
+os.environ["ORT_REFDEV_FAULT"] = "overrun"
+out["neighbours_overrun"] = case("size.neighbours-untouched", direction="default>cpu", dtype="uint8", shape="3")
+del os.environ["ORT_REFDEV_FAULT"]
+size_plan.INT32_BOUNDARY, size_plan.UINT32_BOUNDARY = 1 << 20, 1 << 21
+out["good"] = case("size.large-copy")
+size_blocks.copy_pair = truncating_copy
+out["truncating"] = case("size.large-copy")
+size_blocks.copy_pair = real_copy
+os.environ["ORT_REFDEV_FAULT"] = "short-copy"
+out["refdev_short_copy"] = case("size.large-copy")
+print(json.dumps(out))
+"""
+
+
+def test_where_default_data_pointers_are_no_addresses_the_checks_copy_whole_tensors_and_judge_host_guards(refdev_library, tmp_path):
+    """The probe stood in to say 'not addressable' (an EP whose data pointers are handles): no
+    tensor is wrapped at an offset in DEFAULT memory. Neighbours with a DEFAULT destination are
+    not_applicable with the reason; default>cpu is judged with a whole DEFAULT source and host
+    guards; the large copy goes host -> A -> B -> host whole, passes on refdev and fails with a
+    32-bit byte count and with refdev's short copy, whose reproducer takes the same path."""
+    out = in_refdev(refdev_library, OPAQUE, tmp_path)
+    outcomes = [(one["outcome"], i // 6) for i, one in enumerate(out["neighbours"])]
+    assert set(outcomes) == {("not_applicable", 0), ("pass", 1), ("not_applicable", 2)}, [o["message"] for o in out["neighbours"]]
+    assert out["neighbours"][0]["message"].startswith(
+        "the EP's DEFAULT data pointers are not addresses: a tensor wrapped at block + 64 of DEFAULT memory is not those bytes "
+        "(the child was ended by SIGSEGV (a stand-in)); guard bytes in device memory cannot be placed"), out["neighbours"][0]["message"]
+    judged = out["neighbours"][11]["evidence"]  # default>cpu, int4 [4097]
+    assert judged["device_offset_views"] == {"addressable": False, "probe": "the child was ended by SIGSEGV (a stand-in)"}
+    assert judged["device_guards"].startswith("none") and judged["guard_bytes_each_side"] == 256
+    broken = out["neighbours_overrun"]  # refdev writes past a CPU destination: the host guard sees it
+    assert broken["outcome"] == "fail" and "wrote 1 byte after the end" in broken["message"], broken
+    with_fault = reproduce(broken["reproducer"], tmp_path, fault="overrun")
+    assert with_fault.returncode == 1 and "guard bytes on each side unchanged" in with_fault.stderr, with_fault.stderr[-2000:]
+    assert reproduce(broken["reproducer"], tmp_path).returncode == 0
+
+    good = out["good"]
+    assert good["outcome"] == "pass", good["message"]
+    evidence, uint8_bytes = good["evidence"], (1 << 21) + 4096 + 3
+    assert evidence["largest_bytes"] == uint8_bytes and all(copy["whole_tensor"] for copy in evidence["copies"].values())
+    assert [key.split()[0] for key in evidence["copies"]] == ["cpu>default", "default>default", "default>cpu"] * 2
+    checked = next(iter(evidence["chains"].values()))["checked"]
+    assert "both sides of 2^20 and 2^21" in checked and "guards in DEFAULT memory cannot be placed" in checked, checked
+
+    truncating = out["truncating"]
+    assert truncating["outcome"] == "fail"
+    assert truncating["message"].startswith(f"the chain host -> DEFAULT -> DEFAULT -> host of uint8 [{uint8_bytes}] (2 MiB + 4 KiB + 3 bytes) "
+                                            "(whole tensors) did not deliver the source bytes: "), truncating["message"]
+    assert f"4099 is the byte count {uint8_bytes} modulo 2^21" in truncating["message"], truncating["message"]
+
+    short = out["refdev_short_copy"]
+    assert short["outcome"] == "fail" and "did not deliver the source bytes" in short["message"], short
+    body = short["reproducer"].split("REGIONS = ")[1]  # its DEFAULT ends are whole tensors; blocks with guards only in host memory
+    assert "first = device_tensor(COUNT, TYPE)" in body and not re.search(r"Block\(\d+, True\)", body), body[:2000]
+    with_fault = reproduce(short["reproducer"], tmp_path, fault="short-copy")
+    assert with_fault.returncode == 1 and "bytes differ" in with_fault.stderr, with_fault.stderr[-2000:]
+    assert reproduce(short["reproducer"], tmp_path).returncode == 0

@@ -5,6 +5,11 @@ Both go through the C API (`size_blocks`): a device tensor can only be seen a ch
 through small tensors over parts of its memory, and a destination can only be given neighbours
 in device memory by placing it inside a larger allocation. Both judge `size_blocks.copy_pair`
 and use the EP's own copies of small chunks as the means of seeing it, as copy.direction does.
+
+Those small tensors sit at a DEFAULT block's data pointer + an offset, which the public API does
+not promise to mean anything: a child process asks first (`size_probe`). Where the EP's DEFAULT
+data pointers are no addresses, large-copy copies whole tensors (host -> A -> B -> host, judged
+in the host destination) and neighbours-untouched judges only guards in host memory.
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ from typing import Iterator
 import numpy as np
 
 from conformance.calls import Call
-from conformance.checks import size_blocks, size_plan, size_scripts
+from conformance.checks import size_blocks, size_plan, size_probe, size_scripts
 from conformance.checks.context import CheckContext
 from conformance.checks.registry import check
-from conformance.checks.size_blocks import GUARD, ELEMENT_TYPES, CPath, DeviceBlock, HostBlock
+from conformance.checks.size_blocks import GUARD, ELEMENT_TYPES, CPath, DeviceBlock, DeviceTensor, HostBlock
 from conformance.checks.size_plan import CHUNK, PAST_END, LargeTensor, Region, boundaries_within, compared_bytes, large_tensors, pattern, regions
-from conformance.checks.size_room import room_for, size_text
+from conformance.checks.size_probe import OffsetProbe
+from conformance.checks.size_room import large_copy_need, room_for, size_text
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.testbed import tensors
 from conformance.testbed.interop import capi as C
@@ -28,7 +34,7 @@ from conformance.testbed.interop import rig
 
 SENTINEL = 0x5A  # what a destination holds where it is compared, before the copy
 PROBE_BYTES = 4096
-Block = DeviceBlock | HostBlock
+Block = DeviceBlock | HostBlock | DeviceTensor
 
 
 def _device_path(ctx: CheckContext) -> CPath:
@@ -41,6 +47,14 @@ def _device_path(ctx: CheckContext) -> CPath:
         raise NotApplicable(f"the EP device's DEFAULT memory is plain CPU memory ({where}): CopyTensors has no device end to reach")
     ctx.prove("memory", f"{advertised['name']} ({advertised['device_type']}, {advertised['memory_type']})")
     return CPath(ctx, api, env, device)
+
+
+def _offset_views(ctx: CheckContext) -> OffsetProbe:
+    """Whether a tensor wrapped at a DEFAULT block's data pointer + an offset is those bytes, as
+    the probe in a child process found (once per worker and EP device), in the evidence."""
+    probe = size_probe.offset_views(ctx)
+    ctx.prove("device_offset_views", probe.evidence())
+    return probe
 
 
 def _block(path: CPath, kind: str, size: int, note: str = "") -> Block:
@@ -70,8 +84,9 @@ def large_copy(ctx: CheckContext) -> Iterator[Violation]:
     block_bytes = max(item.nbytes for item in items)
     path = _device_path(ctx)
     try:
-        working = _working_directions(ctx, path)
-        needed = 2 * (block_bytes + 2 * GUARD) + 2 * CHUNK
+        views = _offset_views(ctx).addressable
+        working = _working_directions(ctx, path, views)
+        needed = large_copy_need(block_bytes, GUARD, CHUNK, views=views)
         what = f"copying {' and '.join(item.describe() for item in items)}"
         with room_for(ctx, needed, what) as room:
             caps = path.allocator_caps()
@@ -83,7 +98,11 @@ def large_copy(ctx: CheckContext) -> Iterator[Violation]:
             deadline, rounds = ctx.load.deadline(), 0
             while True:
                 rounds += 1
-                yield from _chain(ctx, path, items, working, block_bytes, figures, seed=rounds * 16)
+                if views:
+                    yield from _chain(ctx, path, items, working, block_bytes, figures, seed=rounds * 16)
+                else:
+                    for index, item in enumerate(items):
+                        yield from _whole_chain(ctx, path, item, working, figures, seed=rounds * 16 + index)
                 if not ctx.load.soaking or time.monotonic() >= deadline:
                     break
             ctx.prove("rounds", rounds)
@@ -92,22 +111,28 @@ def large_copy(ctx: CheckContext) -> Iterator[Violation]:
         path.close()
 
 
-def _working_directions(ctx: CheckContext, path: CPath) -> list[str]:
-    """The directions of the chain the EP copies, tried on 4 KiB first: cpu>default and default>cpu
-    are how the kit sees DEFAULT memory at all (NotApplicable where either is refused);
-    default>default is left out of the chain where it is refused (the functional tier judges
-    refusals)."""
+def _working_directions(ctx: CheckContext, path: CPath, views: bool) -> list[str]:
+    """The directions of the chain the EP copies, tried on 4 KiB first (in blocks seen through
+    offset views, or whole tensors where `views` is false): cpu>default and default>cpu are how
+    the kit sees DEFAULT memory at all (NotApplicable where either is refused); default>default
+    is left out of the chain where it is refused (the functional tier judges refusals)."""
     ctx.attempt("trying CopyTensors of 4 KiB in each direction before the large tensors")
     refused: dict[str, str] = {}
+
+    def probe_block() -> DeviceBlock | DeviceTensor:
+        if views:
+            return path.device_block(PROBE_BYTES, "4 KiB probe")
+        return path.device_tensor(ELEMENT_TYPES["uint8"], PROBE_BYTES, PROBE_BYTES, "4 KiB probe")
     try:
-        first = path.device_block(PROBE_BYTES, "4 KiB probe")
-        with path.staging("reading 4 KiB of device memory back"):
+        first = probe_block()
+        with path.staging("filling 4 KiB of device memory and reading it back"):
+            first.write(0, np.zeros(PROBE_BYTES, np.uint8))
             first.read(0, PROBE_BYTES)
     except C.OrtError as exc:
         raise NotApplicable(f"{exc.call} is refused on 4 KiB of DEFAULT memory ({exc.message}): the kit cannot fill or read DEFAULT "
                             "memory to judge a large copy (the functional tier judges refusals)") from None
     try:
-        second = path.device_block(PROBE_BYTES, "4 KiB probe")
+        second = probe_block()
         with ctx.calling(Call("CopyTensors", "default>default", "4 KiB probe")):
             path.stage(first.tensor(ELEMENT_TYPES["uint8"], PROBE_BYTES, PROBE_BYTES), second.tensor(ELEMENT_TYPES["uint8"], PROBE_BYTES, PROBE_BYTES))
         path.free(second)
@@ -262,6 +287,81 @@ def _compare_regions(ctx: CheckContext, path: CPath, destination: Block, item: L
     return said[0], said[1]
 
 
+def _whole_chain(ctx: CheckContext, path: CPath, item: LargeTensor, working: list[str], figures: str, seed: int) -> Iterator[Violation]:
+    """`item` through host -> A (cpu>default) [-> B (default>default)] -> host (default>cpu), each
+    DEFAULT end a tensor the shared allocator makes whole, each copy of the whole tensor: the
+    path where DEFAULT data pointers are no addresses. Every block is freed once the chain has
+    passed it, so two large ones are held at most. The regions are compared in the host
+    destination, with the bytes past it and its guards; bytes past a DEFAULT end cannot be seen."""
+    every_byte, element_type = ctx.load.soaking, ELEMENT_TYPES[item.dtype]
+    plan = regions(item.nbytes, every_byte=every_byte, past_end=PAST_END)
+    script = size_scripts.large_whole(ctx, working, item, plan, seed)
+    chain = f"the chain {' -> '.join(['host', *['DEFAULT'] * (len(working) - 1), 'host'])} of {item.describe()} (whole tensors)"
+    host = _allocate(ctx, path, "cpu", item.nbytes, figures)
+    ctx.attempt(f"filling the regions of {item.describe()} compared in the host source", script)
+    for region in plan:
+        if region.inside:
+            host.write(region.start, pattern(region.start, region.length, seed))
+    ends: list[Block] = [host]
+    outside: list[str] = []
+    try:
+        for direction in working:
+            if direction == "default>cpu":
+                ends.append(_allocate(ctx, path, "cpu", item.nbytes + PAST_END, figures))
+                assert isinstance(ends[-1], HostBlock)
+                ends[-1].fill(SENTINEL, f"the host destination of {item.describe()}")
+            else:
+                ends.append(_whole_device(ctx, path, item, figures))
+            source, destination = ends[-2], ends[-1]
+            ctx.attempt(f"CopyTensors {direction} of {item.describe()}, whole", script)
+            started = time.monotonic()
+            try:
+                with ctx.calling(Call("CopyTensors", direction, f"{item.dtype} past {size_text(max(boundaries_within(item.nbytes) or [0]))}, whole")):
+                    size_blocks.copy_pair(path.api, path.env, source.tensor(element_type, item.count, item.nbytes),
+                                          destination.tensor(element_type, item.count, item.nbytes))
+            except C.OrtError as exc:
+                yield Violation(f"CopyTensors {direction} of {item.describe()} failed, though the EP had allocated both ends: {exc.message}",
+                                expected="the copy", actual=f"status {exc.code}: {exc.message}", reproducer=script)
+                return
+            ctx.prove_item("copies", f"{direction} {item.describe()}", {"seconds": round(time.monotonic() - started, 3), "whole_tensor": True})
+            if isinstance(destination, DeviceTensor):
+                ctx.prove_item("tensor_size_in_bytes", item.describe(), path.size_of(destination.value))
+            outside += [f"the host source ({where})" for where in source.outside()]
+            path.free(source)
+        landing = ends[-1]
+        wrong, past = _compare_regions(ctx, path, landing, item, plan, seed, "the chain")
+        outside += [f"the host destination ({where})" for where in landing.outside()]
+    finally:
+        for end in ends:
+            path.free(end)
+    if past:
+        outside.insert(0, f"past the end of the host destination, inside its block ({past})")
+    if wrong:
+        yield Violation(f"{chain} did not deliver the source bytes: {wrong}", expected="every byte compared equal to the source's",
+                        actual=wrong, reproducer=script)
+    if outside:
+        yield Violation(f"{chain} wrote outside its host tensors: {'; '.join(outside)}",
+                        expected="the bytes past the end and the guard bytes unchanged", actual="; ".join(outside), reproducer=script)
+    if not wrong and not outside:
+        ctx.prove("largest_bytes", max(ctx.evidence.recorded.get("largest_bytes", 0), item.nbytes))
+    ctx.prove_item("chains", chain, {"bytes_compared": compared_bytes(plan), "checked": _what_was_checked(item, plan, every_byte).replace(
+        "the guards around both blocks", "the guards around the host source and destination; bytes past a DEFAULT tensor and guards in "
+        "DEFAULT memory cannot be placed where its data pointers are no addresses, so they are not checked")})
+
+
+def _whole_device(ctx: CheckContext, path: CPath, item: LargeTensor, figures: str) -> DeviceTensor:
+    """A DEFAULT tensor of `item`'s type and count; NotApplicable where the EP refuses it, with the figures."""
+    ctx.attempt(f"allocating {size_text(item.nbytes)} of DEFAULT memory, whole")
+    started = time.monotonic()
+    try:
+        made = path.device_tensor(ELEMENT_TYPES[item.dtype], item.count, item.nbytes, f"{size_text(item.nbytes)}, whole")
+        count = len(ctx.evidence.recorded.get("allocation_seconds", {}))
+        ctx.prove_item("allocation_seconds", f"DEFAULT #{count + 1}", round(time.monotonic() - started, 3))
+        return made
+    except C.OrtError as exc:
+        raise NotApplicable(f"the EP refused to allocate {size_text(item.nbytes)} of DEFAULT memory: {exc.message} ({figures})") from None
+
+
 def _staging_violations(path: CPath, ctx: CheckContext) -> Iterator[Violation]:
     """The EP's copies that filled and read the blocks wrote past a host buffer: its defect too."""
     ctx.prove("staging_canaries_intact", not path.staging_overruns)
@@ -283,9 +383,17 @@ def neighbours_untouched(ctx: CheckContext, direction: str, dtype: str, shape: s
     path = _device_path(ctx)
     deadline, rounds = ctx.load.deadline(), 0
     try:
+        probe = _offset_views(ctx)
+        if not probe.addressable and direction.split(">")[1] != "cpu":
+            raise NotApplicable(f"the EP's DEFAULT data pointers are not addresses: a tensor wrapped at block + 64 of DEFAULT memory is not "
+                                f"those bytes ({probe.outcome}); guard bytes in device memory cannot be placed around a DEFAULT destination. "
+                                "CPU-side guards are still judged (default>cpu)")
+        if not probe.addressable:
+            ctx.prove("device_guards", "none: the DEFAULT source is a tensor of its own, copied whole (its data pointer is no address); "
+                                       "the guards around the host destination are judged")
         while True:
             rounds += 1
-            found = list(_neighbours_round(ctx, path, direction, item, seed=2 + rounds))
+            found = list(_neighbours_round(ctx, path, direction, item, probe.addressable, seed=2 + rounds))
             yield from found
             if found or not ctx.load.soaking or time.monotonic() >= deadline:
                 break
@@ -297,13 +405,14 @@ def neighbours_untouched(ctx: CheckContext, direction: str, dtype: str, shape: s
         path.close()
 
 
-def _neighbours_round(ctx: CheckContext, path: CPath, direction: str, item: LargeTensor, seed: int) -> Iterator[Violation]:
+def _neighbours_round(ctx: CheckContext, path: CPath, direction: str, item: LargeTensor, views: bool, seed: int) -> Iterator[Violation]:
     source_kind, destination_kind = direction.split(">")
-    script = size_scripts.neighbours(ctx, direction, item, seed)
+    script = size_scripts.neighbours(ctx, direction, item, seed) if views else size_scripts.neighbours_whole(ctx, item, seed)
     ctx.attempt(f"placing {item.describe()} between guard bytes for CopyTensors {direction}", script)
     with ctx.precondition(f"placing the source in {source_kind} memory and the destination in {destination_kind} memory between guard bytes"), \
             path.staging("filling the source and destination"):
-        source = _block(path, source_kind, item.nbytes)
+        source: Block = _block(path, source_kind, item.nbytes) if views or source_kind == "cpu" else \
+            path.device_tensor(ELEMENT_TYPES[item.dtype], item.count, item.nbytes, f"{item.describe()}, whole")
         source.write(0, pattern(0, item.nbytes, seed), "the source")
         destination = _block(path, destination_kind, item.nbytes)
         destination.write(0, np.full(item.nbytes, SENTINEL, np.uint8), "the destination")

@@ -6,6 +6,10 @@ tensor over that part (CreateTensorWithDataAsOrtValue with the block's memory in
 the kit holds no more than a chunk of a device tensor in its own memory, and sees the bytes
 around a destination in device memory as well as in host memory.
 
+Where the EP's DEFAULT data pointers are handles rather than addresses (`size_probe`), no
+tensor can be placed at an offset in device memory: `DeviceTensor` is then a DEFAULT tensor the
+shared allocator makes with the element type and count copied, filled and read whole.
+
 `copy_pair` is the copy a check judges (the kit's tests put stand-ins there); the chunks go
 through `capi.copy_tensors` itself, as the means of seeing it, in host buffers that are guarded
 too (`CPath.staging_overruns`).
@@ -74,7 +78,7 @@ class CPath:
         self.tick = Ticker(ctx)
         self.staging_overruns: list[str] = []
         self._values: list[ctypes.c_void_p] = []
-        self._blocks: list[DeviceBlock | HostBlock] = []
+        self._blocks: list[DeviceBlock | HostBlock | DeviceTensor] = []
 
     def allocator_caps(self) -> dict[str, int]:
         """What the shared allocator's statistics say caps an allocation ('Limit', 'MaxAllocSize'),
@@ -113,9 +117,10 @@ class CPath:
         return size.value
 
     def release(self, value: Any) -> None:
+        """Releases a value `tensor_at` made; a `DeviceTensor`'s own value, which its `tensor` lends, goes with the block."""
         if value in self._values:
             self._values.remove(value)
-        self.api.call("ReleaseValue", value)
+            self.api.call("ReleaseValue", value)
 
     def device_block(self, size: int, note: str = "") -> "DeviceBlock":
         block = DeviceBlock(self, size, note)
@@ -127,7 +132,12 @@ class CPath:
         self._blocks.append(block)
         return block
 
-    def free(self, block: "DeviceBlock | HostBlock") -> None:
+    def device_tensor(self, element_type: int, count: int, nbytes: int, note: str = "") -> "DeviceTensor":
+        block = DeviceTensor(self, element_type, count, nbytes, note)
+        self._blocks.append(block)
+        return block
+
+    def free(self, block: "DeviceBlock | HostBlock | DeviceTensor") -> None:
         if block in self._blocks:
             self._blocks.remove(block)
         block.close()
@@ -282,6 +292,58 @@ class DeviceBlock:
                 found.append(f"wrote {changed.size} byte{'s' * (changed.size != 1)} {side} (at {start + int(changed[0]):+d})")
                 self.write(start, canaries(start, GUARD), "a guard")
         return found
+
+    def close(self) -> None:
+        if self.value is not None:
+            self.path.api.call("ReleaseValue", self.value)
+            self.value = None
+
+
+class DeviceTensor:
+    """A tensor of `count` elements of the EP device's DEFAULT memory made by the shared allocator,
+    seen only whole: its data pointer is never offset nor wrapped again, so it holds on an EP
+    whose data pointers are handles. No guard bytes in device memory; the bytes are written and
+    read by whole-tensor copies with a host tensor of the same type and count."""
+
+    device = True
+
+    def __init__(self, path: CPath, element_type: int, count: int, nbytes: int, note: str = ""):
+        self.path, self.element_type, self.count, self.size = path, element_type, count, nbytes
+        value = ctypes.c_void_p()
+        with path.ctx.calling(Call("CreateTensorAsOrtValue", "default", note or f"{count} elements")):
+            path.api.call("CreateTensorAsOrtValue", path.allocator, (ctypes.c_int64 * 1)(count), 1, element_type, ctypes.byref(value))
+        self.value: ctypes.c_void_p | None = value
+
+    def tensor(self, element_type: int, count: int, nbytes: int) -> ctypes.c_void_p:
+        assert self.value is not None and (element_type, count) == (self.element_type, self.count), "a DEFAULT tensor is used whole"
+        return self.value
+
+    def write(self, offset: int, data: np.ndarray, what: str = "") -> None:
+        """Every byte at once (`offset` 0, `data` the tensor's size): CopyTensors CPU > DEFAULT of the whole tensor."""
+        assert offset == 0 and data.size == self.size, "a DEFAULT tensor is written whole"
+        staging = GuardedArray.holding(np.ascontiguousarray(data, np.uint8))
+        source = self.path.tensor_at(staging.address, self.size, self.element_type, (self.count,), device=False)
+        try:
+            self.path.stage(source, self.tensor(self.element_type, self.count, self.size))
+        finally:
+            self.path.release(source)
+        self.path.check_staging(staging, f"a host buffer read to fill {what or 'a DEFAULT tensor'} whole (cpu>default)")
+
+    def read(self, offset: int, length: int, what: str = "") -> np.ndarray:
+        """Every byte, by CopyTensors DEFAULT > CPU of the whole tensor."""
+        assert offset == 0 and length == self.size, "a DEFAULT tensor is read whole"
+        staging = GuardedArray(np.uint8, (self.size,))
+        staging.array[...] = READ_SENTINEL
+        destination = self.path.tensor_at(staging.address, self.size, self.element_type, (self.count,), device=False)
+        try:
+            self.path.stage(self.tensor(self.element_type, self.count, self.size), destination)
+        finally:
+            self.path.release(destination)
+        self.path.check_staging(staging, f"a host buffer {what or 'a DEFAULT tensor'} was read into whole (default>cpu)")
+        return staging.array.copy()
+
+    def outside(self) -> list[str]:
+        return []  # no guard bytes can be placed around it: said in the evidence, not judged
 
     def close(self) -> None:
         if self.value is not None:

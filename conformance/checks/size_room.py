@@ -57,6 +57,15 @@ def parse_size(text: str) -> int:
     return int(float(match.group(1)) * _UNITS[match.group(2).lower()])
 
 
+def large_copy_need(block_bytes: int, guard: int, chunk: int, *, views: bool) -> int:
+    """The bytes the large copy holds at once, host and DEFAULT memory counted together: two blocks
+    of `block_bytes` between guards on either path. Offset views stage a chunk each way at a
+    time (filling and reading device memory); the whole-tensor path (DEFAULT data pointers that are
+    no addresses) holds host source + A, A + B, then B + host destination, freeing each block once
+    passed, and reads only host memory in chunks."""
+    return 2 * (block_bytes + 2 * guard) + (2 if views else 1) * chunk
+
+
 @dataclass
 class Room:
     """What this machine has for a case: `available` (the least of the sources, None where none

@@ -2,6 +2,10 @@
 libonnxruntime.so, as the checks use it) that place the source and destination as the check
 did (inside larger blocks with guard bytes, from the shared allocator for DEFAULT memory), fill
 the same regions with the same bytes, make the one copy, and assert the same comparisons.
+
+Where the EP's DEFAULT data pointers are no addresses (`size_probe`), the scripts take the path
+the check took: DEFAULT tensors made whole by the shared allocator and copied whole, guard bytes
+in host memory only (`large_whole`, `neighbours_whole`); `offset_probe` is the probe itself.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import os
 from conformance.checks import size_plan
 from conformance.checks.size_blocks import GUARD, ELEMENT_TYPES
 from conformance.checks.size_plan import CHUNK, LargeTensor, Region
-from conformance.checks.size_room import SPARE_BYTES
+from conformance.checks.size_room import SPARE_BYTES, large_copy_need
 from conformance.testbed.interop import capi as C
 from conformance.testbed.interop import slots
 
@@ -58,6 +62,10 @@ def tensor_at(address, nbytes, count, type_, device):  # a tensor over memory th
     v = P()
     call('CreateTensorWithDataAsOrtValue', info if device else cpu_info, P(address), ctypes.c_size_t(nbytes), (ctypes.c_int64 * 1)(count),
          ctypes.c_size_t(1), ctypes.c_int(type_), ctypes.byref(v))
+    return v
+def device_tensor(count, type_):  # a tensor the shared allocator makes whole: its data pointer is never offset
+    v = P()
+    call('CreateTensorAsOrtValue', allocator, (ctypes.c_int64 * 1)(count), ctypes.c_size_t(1), ctypes.c_int(type_), ctypes.byref(v))
     return v
 def copy(src, dst):
     call('CopyTensors', env, (P * 1)(src), (P * 1)(dst), None, ctypes.c_size_t(1))
@@ -146,16 +154,51 @@ def _body(direction: str, item: LargeTensor, plan: list[Region], seed: int, *, w
     return "\n".join(lines)
 
 
+def _memory_required(block: int, views: bool) -> str:
+    needed = large_copy_need(block, GUARD, CHUNK, views=views)
+    return (f"signal.alarm(int(os.environ.get('REPRO_TIMEOUT_SECONDS', '1800')))  # gigabytes take a while\n"
+            f"available = int(next(l.split()[1] for l in open('/proc/meminfo') if l.startswith('MemAvailable:'))) * 1024\n"
+            f"precondition(available >= {needed + SPARE_BYTES}, 'available memory (MemAvailable)', "
+            f"'{needed + SPARE_BYTES} bytes (two blocks of {block} bytes, and 1 GiB to spare)', available)\n")
+
+
 def large(ctx, direction: str, item: LargeTensor, plan: list[Region], seed: int) -> str:
     """The script of one large copy: this machine's memory required first (exit 2 where short)."""
     block = max(region.end for region in plan)
-    needed = 2 * (block + 2 * GUARD) + 2 * CHUNK
-    check_memory = (f"signal.alarm(int(os.environ.get('REPRO_TIMEOUT_SECONDS', '1800')))  # gigabytes take a while\n"
-                    f"available = int(next(l.split()[1] for l in open('/proc/meminfo') if l.startswith('MemAvailable:'))) * 1024\n"
-                    f"precondition(available >= {needed + SPARE_BYTES}, 'available memory (MemAvailable)', "
-                    f"'{needed + SPARE_BYTES} bytes (two blocks of {block} bytes, and 1 GiB to spare)', available)\n")
     return ctx.snippets.script(f"CopyTensors {direction} of {item.describe()} delivers the bytes at both 32-bit boundaries and its end",
-                               check_memory + _header(ctx) + _body(direction, item, plan, seed, whole_source=False))
+                               _memory_required(block, True) + _header(ctx) + _body(direction, item, plan, seed, whole_source=False))
+
+
+def large_whole(ctx, directions: list[str], item: LargeTensor, plan: list[Region], seed: int) -> str:
+    """The script of one chain of whole-tensor copies (host -> DEFAULT [-> DEFAULT] -> host), as
+    the check makes it where DEFAULT data pointers are no addresses: the regions compared in the
+    host destination, its guard bytes and the bytes past it in its host block."""
+    block = max(region.end for region in plan)
+    chain = " -> ".join(["host", *(["DEFAULT"] * len(directions))[:len(directions) - 1], "host"])
+    what = f"CopyTensors {', '.join(directions)} of {item.describe()}"
+    lines = [f"TYPE, COUNT, NBYTES, SEED, HALF_USED = {ELEMENT_TYPES[item.dtype]}, {item.count}, {item.nbytes}, {seed}, {item.half_used_last_byte}",
+             f"REGIONS = {_regions_literal(plan, item.nbytes)}  # (start, length, inside the tensor): where the run compared",
+             f"host = Block({block}, False)",
+             "for start, length, inside in REGIONS:",
+             "    if inside:",
+             "        host.write(start, pattern(start, length, SEED))",
+             "first = device_tensor(COUNT, TYPE)",
+             "works('CopyTensors cpu>default', copy, host.tensor(COUNT, TYPE, NBYTES), first)",
+             "del host  # each block freed once the chain has passed it: two large ones at most"]
+    if "default>default" in directions:
+        lines += ["second = device_tensor(COUNT, TYPE)", "works('CopyTensors default>default', copy, first, second)",
+                  "release(first)", "first = second"]
+    lines += [f"landing = Block({block}, False)", f"landing.host[GUARD:GUARD + {block}] = SENTINEL",
+              "works('CopyTensors default>cpu', copy, first, landing.tensor(COUNT, TYPE, NBYTES))",
+              "release(first)",
+              "for start, length, inside in REGIONS:",
+              "    want = pattern(start, length, SEED) if inside else np.full(length, SENTINEL, np.uint8)",
+              f"    same_bytes(f'{chain}: bytes {{start}}..{{start + length}}' + ('' if inside else ' (past the tensor)'), masked(want, start), "
+              "masked(landing.read(start, length), start))",
+              f"landing.guards_intact({('the host destination of ' + what)!r})",
+              f"print({(what + ': right at every region compared, and nothing around the host destination changed').__repr__()})"]
+    return ctx.snippets.script(f"{what} delivers the bytes at both 32-bit boundaries and its end, whole tensors only",
+                               _memory_required(block, False) + _header(ctx) + "\n".join(lines))
 
 
 def neighbours(ctx, direction: str, item: LargeTensor, seed: int) -> str:
@@ -164,3 +207,43 @@ def neighbours(ctx, direction: str, item: LargeTensor, seed: int) -> str:
     plan = [Region(0, item.nbytes)]
     return ctx.snippets.script(f"CopyTensors {direction} of {item.describe()} changes its destination and nothing else",
                                _header(ctx) + _body(direction, item, plan, seed, whole_source=True))
+
+
+def neighbours_whole(ctx, item: LargeTensor, seed: int) -> str:
+    """The script of one default>cpu copy from a DEFAULT tensor made whole (no guard bytes in device
+    memory where its data pointers are no addresses) into host memory between guard bytes."""
+    what = f"CopyTensors default>cpu of {item.describe()}"
+    lines = [f"TYPE, COUNT, NBYTES, SEED, HALF_USED = {ELEMENT_TYPES[item.dtype]}, {item.count}, {item.nbytes}, {seed}, {item.half_used_last_byte}",
+             "held = np.ascontiguousarray(pattern(0, NBYTES, SEED))",
+             "source = device_tensor(COUNT, TYPE)",
+             "works('filling the DEFAULT source whole', copy, tensor_at(held.ctypes.data, NBYTES, COUNT, TYPE, False), source)",
+             "destination = Block(NBYTES, False)",
+             "destination.write(0, np.full(NBYTES, SENTINEL, np.uint8))",
+             f"works({what!r}, copy, source, destination.tensor(COUNT, TYPE, NBYTES))",
+             "same_bytes('the host destination', masked(pattern(0, NBYTES, SEED), 0), masked(destination.read(0, NBYTES), 0))",
+             f"destination.guards_intact({('the host destination of ' + what)!r})",
+             "back = np.zeros(NBYTES, np.uint8)",
+             "works('reading the DEFAULT source back whole', copy, source, tensor_at(back.ctypes.data, NBYTES, COUNT, TYPE, False))",
+             "same_bytes('the source after the copy', pattern(0, NBYTES, SEED), back)",
+             f"print({(what + ': right, and nothing around its host destination changed').__repr__()})"]
+    return ctx.snippets.script(f"{what} changes its destination and nothing else (guard bytes in host memory)", _header(ctx) + "\n".join(lines))
+
+
+def offset_probe(ctx) -> str:
+    """The script `size_probe` runs in a child: a tensor wrapped at a DEFAULT block's data pointer
+    + 64 must be those bytes of the block (exit 0), as the offset views need."""
+    body = """BLOCK, AT, N = 256, 64, 64
+block, data = P(), P()
+call('CreateTensorAsOrtValue', allocator, (ctypes.c_int64 * 1)(BLOCK), ctypes.c_size_t(1), ctypes.c_int(U8), ctypes.byref(block))
+call('GetTensorMutableData', block, ctypes.byref(data))
+before = np.full(BLOCK, 0x3C, np.uint8)
+copy(tensor_at(before.ctypes.data, BLOCK, BLOCK, U8, False), block)  # the whole block: no offset
+mark = (np.arange(N, dtype=np.uint8) * 3 + 1).astype(np.uint8)
+copy(tensor_at(mark.ctypes.data, N, N, U8, False), tensor_at((data.value or 0) + AT, N, N, U8, True))  # what is probed
+after = np.zeros(BLOCK, np.uint8)
+copy(block, tensor_at(after.ctypes.data, BLOCK, BLOCK, U8, False))
+want = before.copy()
+want[AT:AT + N] = mark
+same_bytes('the block after a copy into the tensor wrapped at block + 64', want, after)
+"""
+    return ctx.snippets.script("a tensor wrapped at a DEFAULT block's data pointer + 64 is those bytes of the block", _header(ctx) + body)
