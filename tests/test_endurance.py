@@ -184,11 +184,31 @@ def _run(self, *args, **kwargs):
     return [_np.asarray(o) + 1 for o in outputs] if _runs[0] > 500 else outputs  # from run 501 on, off by one
 _ort.InferenceSession.run = _run
 """
-SESSION_LEAKS_16_KIB = """
+# A stand-in's leak is a mapping of its own, written through: 16 KiB of the heap could be pages a
+# session freed just before (the heap reuses them, RSS does not grow, and the leak goes unseen
+# by luck); a fresh mapping is resident memory that nothing else gives back.
+LEAK_16_KIB = """
+def _leak():
+    kept = mmap.mmap(-1, 16 * 1024)
+    kept.write(b"\\xa5" * (16 * 1024))
+    return kept
+"""
+
+
+def fresh_16_kib():
+    import mmap
+
+    kept = mmap.mmap(-1, 16 * KIB)
+    kept.write(b"\xa5" * (16 * KIB))
+    return kept
+
+
+SESSION_LEAKS_16_KIB = LEAK_16_KIB + """
+import mmap
 import onnxruntime as _ort
 _real_init, KEPT = _ort.InferenceSession.__init__, []
 def _init(self, *args, **kwargs):
-    KEPT.append(bytearray(16 * 1024))  # 16 KiB kept alive per session created
+    KEPT.append(_leak())  # 16 KiB kept alive per session created
     _real_init(self, *args, **kwargs)
 _ort.InferenceSession.__init__ = _init
 """
@@ -262,7 +282,7 @@ def test_an_allocator_that_leaks_fails_endurance_allocations(runner, monkeypatch
     real, kept = DefaultAllocator.tensor, []
 
     def leaking(self, count):
-        kept.append(bytearray(16 * KIB))  # 16 KiB kept alive per allocation
+        kept.append(fresh_16_kib())  # 16 KiB kept alive per allocation
         return real(self, count)
 
     monkeypatch.setattr(DefaultAllocator, "tensor", leaking)
@@ -319,11 +339,12 @@ def test_without_a_gauge_the_memory_half_is_not_run(runner, monkeypatch):
 
 # --- refdev: device memory, copies in each direction --------------------------------------------
 
-COPY_LEAKS_16_KIB = """
+COPY_LEAKS_16_KIB = LEAK_16_KIB + """
+import mmap
 import onnxruntime as _ort
 _real_copy, KEPT = _ort.copy_tensors, []
 def _copy(sources, destinations, stream=None):
-    KEPT.append(bytearray(16 * 1024))  # 16 KiB kept alive per copy
+    KEPT.append(_leak())  # 16 KiB kept alive per copy
     return _real_copy(sources, destinations, stream)
 _ort.copy_tensors = _copy
 """
