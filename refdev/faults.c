@@ -21,6 +21,7 @@ const char* const k_fault_names[FAULT_COUNT_] = {
     "import-no-bounds", "import-denies", "kernel-fails",
     "misplaced-inputs",
     "overrun",
+    "drop-stream", "no-wait", "no-drain", "early-return",
     "intermittent", "intermittent-abort",
     "empty-fails",
     "leak", "race", "race-kernel", "affinity", "size32", "nth",
