@@ -55,6 +55,9 @@ static void ORT_API_CALL free_impl(OrtAllocator* this_, void* p) {
   pthread_mutex_lock(&a->lock);
   a->in_use -= size <= a->in_use ? size : a->in_use;
   pthread_mutex_unlock(&a->lock);
+  /* Work queued on a stream may still read or write the memory (onnxruntime frees a kernel's
+   * input once the kernel's Compute returned): it goes back once that work has run. */
+  if (refdev_async_defer_free(p)) return;
   free(p);
 }
 

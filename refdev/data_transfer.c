@@ -68,7 +68,44 @@ typedef struct copy_job {
   size_t bytes;
   mem_kind skind;
   mem_kind dkind;
+  /* read at the call, for a copy that may run later on a stream's thread */
+  bool src_scrambled;
+  bool dst_scrambled;
+  size_t overrun_element; /* overrun: the destination's element size */
+  void* staged;           /* a queued copy's CPU source, taken at the call */
 } copy_job;
+
+/* The copies of one CopyTensors call that go to one stream (or to none): run at once, or queued
+ * on the stream (streams.c), and freed by whoever runs them. */
+typedef struct copy_batch {
+  refdev_fault fault;
+  bool strikes; /* intermittent: this call's copy that goes wrong */
+  size_t n;
+  copy_job jobs[];
+} copy_batch;
+
+static void copy_batch_free(copy_batch* b) {
+  for (size_t i = 0; i < b->n; ++i) free(b->jobs[i].staged);
+  free(b);
+}
+
+/* Before a copy is queued: its CPU sources are read now, so the caller may reuse or free them as
+ * soon as CopyTensors returns (as a GPU driver stages pageable memory). False when out of
+ * memory: the copy then runs at once. */
+static bool stage_cpu_sources(void* arg) {
+  copy_batch* b = (copy_batch*)arg;
+  for (size_t i = 0; i < b->n; ++i) {
+    copy_job* j = &b->jobs[i];
+    if (j->skind != MEM_CPU || j->bytes == 0) continue;
+    j->staged = malloc(j->bytes);
+    if (j->staged == NULL) return false;
+    memcpy(j->staged, j->src, j->bytes);
+    j->src = j->staged;
+  }
+  return true;
+}
+
+static void perform_copies(void* arg, bool abandoned);
 
 static OrtStatus* check_pointer(const void* p, size_t bytes, mem_kind kind, size_t index, const char* role) {
   if (kind != MEM_DEVICE && kind != MEM_HOST) return NULL; /* CPU memory is not ours to track */
@@ -124,7 +161,6 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
   refdev_data_transfer* dt = (refdev_data_transfer*)this_ptr;
   refdev_factory* f = dt->factory;
   refdev_fault fault = refdev_current_fault();
-  (void)streams; /* all work is synchronous */
 
   if (fault == FAULT_ABORT) {
     fprintf(stderr, "refdev: fault 'abort': CopyTensors calls abort()\n");
@@ -190,14 +226,78 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     return st;
   }
 
+  /* What a copy needs from onnxruntime, the registry and the environment is read now: it may
+   * run later, on a stream's thread. */
+  bool misread = fault == FAULT_IMPORT_MISREAD;
   for (size_t i = 0; i < num_tensors; ++i) {
     copy_job* j = &jobs[i];
     copy_log(j->skind, j->dkind, j->src, j->dst, j->bytes);
     if (j->bytes == 0) continue;
+    j->src_scrambled = j->skind == MEM_DEVICE && !refdev_reg_is_plain(j->src, misread);
+    j->dst_scrambled = j->dkind == MEM_DEVICE && !refdev_reg_is_plain(j->dst, misread);
+    if (fault == FAULT_OVERRUN && j->skind == MEM_DEVICE && j->dkind == MEM_CPU) {
+      /* the element size is the destination tensor's own */
+      size_t count = 0;
+      OrtTensorTypeAndShapeInfo* info = NULL;
+      OrtStatus* ist = g_ort->GetTensorTypeAndShape(dst_tensors[i], &info);
+      if (ist == NULL) {
+        ist = g_ort->GetTensorShapeElementCount(info, &count);
+        g_ort->ReleaseTensorTypeAndShapeInfo(info);
+      }
+      if (ist != NULL) g_ort->ReleaseStatus(ist);
+      j->overrun_element = count > 0 && j->bytes >= count ? j->bytes / count : 1;
+    }
+  }
+
+  /* One batch per run of pairs that share a stream (onnxruntime gives every pair of a call the
+   * same one); all made before any is handed over, so that running out of memory copies nothing. */
+  size_t num_batches = 0;
+  copy_batch** batches = (copy_batch**)calloc(num_tensors, sizeof *batches);
+  if (batches == NULL) st = refdev_make_status(ORT_FAIL, "RefDev CopyTensors: out of memory");
+  for (size_t i = 0; i < num_tensors && st == NULL;) {
+    size_t k = i + 1;
+    while (k < num_tensors && streams != NULL && streams[k] == streams[i]) ++k;
+    copy_batch* b = (copy_batch*)calloc(1, sizeof *b + (k - i) * sizeof(copy_job));
+    if (b == NULL) {
+      st = refdev_make_status(ORT_FAIL, "RefDev CopyTensors: out of memory");
+      break;
+    }
+    b->fault = fault;
+    b->strikes = strikes && i == 0;
+    b->n = k - i;
+    memcpy(b->jobs, &jobs[i], (k - i) * sizeof(copy_job));
+    batches[num_batches++] = b;
+    i = k;
+  }
+  if (st == NULL) {
+    for (size_t i = 0, first = 0; i < num_batches; first += batches[i]->n, ++i) {
+      refdev_async_copy(streams != NULL ? streams[first] : NULL, perform_copies, stage_cpu_sources, batches[i]);
+    }
+  } else {
+    for (size_t i = 0; i < num_batches; ++i) copy_batch_free(batches[i]);
+  }
+  free(batches);
+  free(jobs);
+  return st;
+}
+
+static void perform_copies(void* arg, bool abandoned) {
+  copy_batch* batch = (copy_batch*)arg;
+  copy_job* jobs = batch->jobs;
+  size_t num_tensors = batch->n;
+  refdev_fault fault = batch->fault;
+  for (size_t i = 0; i < num_tensors; ++i) {
+    copy_job* j = &jobs[i];
+    if (j->bytes == 0) continue;
+    /* a copy the caller was told had landed writes no CPU memory: the caller may have freed it
+     * (RefDev memory stays allocated until the copy has run: async.c) */
+    if (abandoned && j->dkind == MEM_CPU) {
+      j->bytes = 0;
+      continue;
+    }
     size_t n = fault == FAULT_SHORT_COPY ? j->bytes / 2 : j->bytes;
-    bool misread = fault == FAULT_IMPORT_MISREAD;
-    bool src_scrambled = j->skind == MEM_DEVICE && !refdev_reg_is_plain(j->src, misread);
-    bool dst_scrambled = j->dkind == MEM_DEVICE && !refdev_reg_is_plain(j->dst, misread);
+    bool src_scrambled = j->src_scrambled;
+    bool dst_scrambled = j->dst_scrambled;
     const unsigned char* sp = (const unsigned char*)j->src;
     unsigned char* dp = (unsigned char*)j->dst;
 
@@ -217,26 +317,16 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     }
     if (fault == FAULT_OVERRUN && j->skind == MEM_DEVICE && j->dkind == MEM_CPU) {
       /* surface-copy: one element more than the destination holds, written past its end
-       * (a size taken from the wrong tensor); the element size is the tensor's own */
-      size_t count = 0;
-      OrtTensorTypeAndShapeInfo* info = NULL;
-      OrtStatus* ist = g_ort->GetTensorTypeAndShape(dst_tensors[i], &info);
-      if (ist == NULL) {
-        ist = g_ort->GetTensorShapeElementCount(info, &count);
-        g_ort->ReleaseTensorTypeAndShapeInfo(info);
-      }
-      if (ist != NULL) g_ort->ReleaseStatus(ist);
-      size_t element = count > 0 && j->bytes >= count ? j->bytes / count : 1;
-      memset(dp + j->bytes, 0xEE, element);
+       * (a size taken from the wrong tensor) */
+      memset(dp + j->bytes, 0xEE, j->overrun_element);
     }
     if (fault == FAULT_SLOW_D2D && j->skind == MEM_DEVICE && j->dkind == MEM_DEVICE) {
       /* correct bytes, but far slower than a device->CPU->device round trip */
       sleep_ms(20 + (long)(j->bytes >> 16));
     }
   }
-  if (strikes && fault == FAULT_INTERMITTENT) intermittent_corrupt(jobs, num_tensors);
-  free(jobs);
-  return NULL;
+  if (batch->strikes && fault == FAULT_INTERMITTENT) intermittent_corrupt(jobs, num_tensors);
+  copy_batch_free(batch);
 }
 
 static void ORT_API_CALL dt_release(OrtDataTransferImpl* this_ptr) { free(this_ptr); }

@@ -180,6 +180,8 @@ static volatile uintptr_t g_dead_address = 16;
 
 REFDEV_EXPORT OrtStatus* ReleaseEpFactory(OrtEpFactory* factory) {
   refdev_fault fault = refdev_current_fault();
+  /* the library may be unmapped next: no stream thread may outlive this call */
+  refdev_async_shutdown();
   factory_free((refdev_factory*)factory);
   if (fault == FAULT_UNREGISTER_CRASH) {
     /* What a library that touches memory it has already released does when it is unloaded:

@@ -16,6 +16,7 @@ const char* const k_fault_names[FAULT_COUNT_] = {
     "overrun",
     "intermittent", "intermittent-abort",
     "empty-fails",
+    "drop-stream", "no-wait", "no-drain", "early-return",
 };
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */

@@ -203,6 +203,9 @@ static void mapping_unref(refdev_mapping* m) {
   pthread_mutex_unlock(&m->lock);
   if (left > 0) return;
   refdev_reg_remove(m->address);
+  /* the asynchronous device may still have work queued on the mapping: it is unmapped once
+   * that work has run, not under it */
+  refdev_async_drain_where(REFDEV_ANY_DEVICE, NULL);
 #ifdef REFDEV_VULKAN
   if (m->memory != 0) {
     g_vk.unmap(g_vk.device, (VkDeviceMemory)m->memory);
@@ -243,7 +246,7 @@ static void ORT_API_CALL view_free(OrtAllocator* this_, void* p) {
     mapping_unref(d->mapping);
   } else {
     refdev_reg_remove(p);
-    free(p);
+    if (!refdev_async_defer_free(p)) free(p); /* queued work may still touch it (async.c) */
   }
   g_ort->ReleaseMemoryInfo(d->info);
   free(d);

@@ -13,12 +13,6 @@
 
 typedef enum { OP_ADD = 1, OP_RELU = 2 } refdev_op;
 
-typedef struct refdev_ep {
-  OrtEp base;
-  refdev_factory* factory;
-  const OrtLogger* logger;
-} refdev_ep;
-
 typedef struct refdev_compute_info {
   OrtNodeComputeInfo base;
   refdev_ep* ep;
@@ -199,23 +193,67 @@ static bool kernel_sees_device_format(mem_kind kind, const void* p) {
   return kind == MEM_HOST && fault == FAULT_HOST_ACCESSIBLE_AS_DEVICE;
 }
 
-/* Copies true float values out of (possibly scrambled) memory. */
-static void decode(const void* src, mem_kind kind, float* out, size_t count) {
+/* Copies true float values out of (possibly scrambled) memory; `scrambled` is
+ * kernel_sees_device_format's answer, taken at the call (the arithmetic may run later, on a
+ * stream's thread, when the registry and the environment may have changed). */
+static void decode(const void* src, bool scrambled, float* out, size_t count) {
   size_t bytes = count * sizeof(float);
   memcpy(out, src, bytes);
-  if (kernel_sees_device_format(kind, src)) {
+  if (scrambled) {
     unsigned char* b = (unsigned char*)out;
     for (size_t i = 0; i < bytes; ++i) b[i] ^= (unsigned char)REFDEV_KEY;
   }
 }
 
-static void encode(const float* in, mem_kind kind, void* dst, size_t count) {
+static void encode(const float* in, bool scrambled, void* dst, size_t count) {
   size_t bytes = count * sizeof(float);
   memcpy(dst, in, bytes);
-  if (kernel_sees_device_format(kind, dst)) {
+  if (scrambled) {
     unsigned char* b = (unsigned char*)dst;
     for (size_t i = 0; i < bytes; ++i) b[i] ^= (unsigned char)REFDEV_KEY;
   }
+}
+
+/* A kernel's arithmetic, with everything read from onnxruntime at the call: it runs at once, or
+ * on the kernel's stream (refdev_async_compute), and frees itself. */
+typedef struct kernel_job {
+  refdev_op op;
+  bool wrong_compute;
+  size_t n;
+  const void* in[2];
+  bool in_scrambled[2];
+  void* out;
+  bool out_scrambled;
+  float* a;
+  float* b;
+  float* r;
+} kernel_job;
+
+static void kernel_job_free(kernel_job* j) {
+  free(j->a);
+  free(j->b);
+  free(j->r);
+  free(j);
+}
+
+static void kernel_arith(void* arg, bool abandoned) {
+  (void)abandoned; /* a kernel writes only memory the EP allocated or imported, whose release waits for it */
+  kernel_job* j = (kernel_job*)arg;
+  size_t n = j->n;
+  float* a = j->a;
+  float* b = j->b;
+  float* r = j->r;
+  decode(j->in[0], j->in_scrambled[0], a, n);
+  if (j->op == OP_ADD) {
+    decode(j->in[1], j->in_scrambled[1], b, n);
+    for (size_t i = 0; i < n; ++i) r[i] = a[i] + b[i];
+  } else if (j->wrong_compute) {
+    memcpy(r, a, n * sizeof(float)); /* wrong on purpose: Relu returns its input */
+  } else {
+    for (size_t i = 0; i < n; ++i) r[i] = a[i] > 0.0f ? a[i] : (a[i] != a[i] ? a[i] : 0.0f);
+  }
+  encode(r, j->out_scrambled, j->out, n);
+  kernel_job_free(j);
 }
 
 /* Placement record: with ORT_REFDEV_INPUT_LOG naming a file, every kernel call
@@ -299,33 +337,33 @@ static OrtStatus* ORT_API_CALL ci_compute(OrtNodeComputeInfo* this_ptr, void* st
   size_t n = tv[0].count;
   if (n == 0) return NULL;
 
-  float* a = (float*)malloc(n * sizeof(float));
-  float* b = ci->op == OP_ADD ? (float*)malloc(n * sizeof(float)) : NULL;
-  float* r = (float*)malloc(n * sizeof(float));
+  /* The output's shape and memory are settled at the call; the arithmetic runs on the stream
+   * onnxruntime gave the kernel, or at once where it gave none. */
+  kernel_job* j = (kernel_job*)calloc(1, sizeof *j);
+  if (j == NULL) return refdev_make_status(ORT_FAIL, "RefDev: out of memory");
+  j->op = ci->op;
+  j->wrong_compute = ci->op == OP_RELU && refdev_current_fault() == FAULT_WRONG_COMPUTE;
+  j->n = n;
+  j->a = (float*)malloc(n * sizeof(float));
+  j->b = ci->op == OP_ADD ? (float*)malloc(n * sizeof(float)) : NULL;
+  j->r = (float*)malloc(n * sizeof(float));
   OrtStatus* st = NULL;
-  if (a == NULL || r == NULL || (ci->op == OP_ADD && b == NULL)) {
+  void* stream = NULL;
+  if (j->a == NULL || j->r == NULL || (ci->op == OP_ADD && j->b == NULL)) {
     st = refdev_make_status(ORT_FAIL, "RefDev: out of memory");
-    goto done;
+    goto fail;
   }
-  const void* p = NULL;
-  if ((st = g_ort->GetTensorData(in[0], &p)) != NULL) goto done;
-  decode(p, tv[0].kind, a, n);
-  if (ci->op == OP_ADD) {
-    if ((st = g_ort->GetTensorData(in[1], &p)) != NULL) goto done;
-    decode(p, tv[1].kind, b, n);
-    for (size_t i = 0; i < n; ++i) r[i] = a[i] + b[i];
-  } else if (refdev_current_fault() == FAULT_WRONG_COMPUTE) {
-    memcpy(r, a, n * sizeof(float)); /* wrong on purpose: Relu returns its input */
-  } else {
-    for (size_t i = 0; i < n; ++i) r[i] = a[i] > 0.0f ? a[i] : (a[i] != a[i] ? a[i] : 0.0f);
+  for (size_t i = 0; i < nin; ++i) {
+    if ((st = g_ort->GetTensorData(in[i], &j->in[i])) != NULL) goto fail;
+    j->in_scrambled[i] = kernel_sees_device_format(tv[i].kind, j->in[i]);
   }
-  void* q = NULL;
-  if ((st = g_ort->GetTensorMutableData(out, &q)) != NULL) goto done;
-  encode(r, ov.kind, q, n);
-done:
-  free(a);
-  free(b);
-  free(r);
+  if ((st = g_ort->GetTensorMutableData(out, &j->out)) != NULL) goto fail;
+  j->out_scrambled = kernel_sees_device_format(ov.kind, j->out);
+  if ((st = g_ort->KernelContext_GetGPUComputeStream(kctx, &stream)) != NULL) goto fail;
+  refdev_async_compute(stream, kernel_arith, j);
+  return NULL;
+fail:
+  kernel_job_free(j);
   return st;
 }
 
@@ -381,14 +419,33 @@ static OrtStatus* ORT_API_CALL ep_get_preferred_data_layout(OrtEp* this_ptr, Ort
   return NULL;
 }
 
+/* Whether the session's config entry `key` (a provider option: ep.<ep name in lower case>.<option>)
+ * is `want`. */
+static bool session_option_is(const OrtSessionOptions* so, const char* key, const char* want) {
+  if (so == NULL) return false;
+  int has = 0;
+  OrtStatus* st = g_ort->HasSessionConfigEntry(so, key, &has);
+  if (st != NULL) {
+    g_ort->ReleaseStatus(st);
+    return false;
+  }
+  if (!has) return false;
+  char value[64];
+  size_t size = sizeof value;
+  st = g_ort->GetSessionConfigEntry(so, key, value, &size);
+  if (st != NULL) {
+    g_ort->ReleaseStatus(st);
+    return false;
+  }
+  return strcmp(value, want) == 0;
+}
+
 OrtStatus* ORT_API_CALL refdev_factory_create_ep(OrtEpFactory* this_ptr, const OrtHardwareDevice* const* devices,
                                                  const OrtKeyValuePairs* const* ep_metadata, size_t num_devices,
                                                  const OrtSessionOptions* session_options, const OrtLogger* logger,
                                                  OrtEp** out) {
   refdev_factory* f = (refdev_factory*)this_ptr;
   (void)devices;
-  (void)ep_metadata;
-  (void)session_options;
   *out = NULL;
   if (num_devices != 1) {
     return refdev_make_status(ORT_INVALID_ARGUMENT, "RefDev: expected to be selected for exactly one device, got %zu",
@@ -402,9 +459,18 @@ OrtStatus* ORT_API_CALL refdev_factory_create_ep(OrtEpFactory* this_ptr, const O
   ep->base.Compile = ep_compile;
   ep->base.ReleaseNodeComputeInfos = ep_release_node_compute_infos;
   ep->base.GetPreferredDataLayout = ep_get_preferred_data_layout;
-  /* CreateAllocator / CreateSyncStreamForDevice left NULL: onnxruntime then uses the factory's. */
+  /* CreateAllocator left NULL: onnxruntime then uses the factory's. The streams are the EP's
+   * own, so that the EP can drain the session's streams at the end of a run (streams.c). */
+  ep->base.CreateSyncStreamForDevice = refdev_ep_create_sync_stream;
+  ep->base.OnRunEnd = refdev_ep_on_run_end;
+#if ORT_API_VERSION >= 25
+  ep->base.Sync = refdev_ep_sync;
+#endif
   ep->factory = f;
   ep->logger = logger;
+  const char* device_id = ep_metadata != NULL && ep_metadata[0] != NULL ? g_ort->GetKeyValue(ep_metadata[0], "refdev.device_id") : NULL;
+  ep->device = device_id != NULL ? atoi(device_id) : REFDEV_DEVICE_ID;
+  ep->async_option = session_option_is(session_options, "ep.refdevexecutionprovider.async", "1");
   *out = &ep->base;
   return NULL;
 }

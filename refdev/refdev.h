@@ -89,6 +89,11 @@ typedef enum {
   FAULT_INTERMITTENT_ABORT,
   /* kernels that take empty tensors and cannot run on them */
   FAULT_EMPTY_FAILS,
+  /* the asynchronous device's ordering (they make the device asynchronous: async.c) */
+  FAULT_DROP_STREAM,
+  FAULT_NO_WAIT,
+  FAULT_NO_DRAIN,
+  FAULT_EARLY_RETURN,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -100,7 +105,7 @@ extern const char* const k_fault_names[FAULT_COUNT_];
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
   "import-no-bounds, import-denies, kernel-fails, misplaced-inputs, overrun, intermittent, "   \
-  "intermittent-abort, empty-fails"
+  "intermittent-abort, empty-fails, drop-stream, no-wait, no-drain, early-return"
 
 /* faults.c */
 extern refdev_fault g_fault_at_load;
@@ -185,6 +190,14 @@ OrtStatus* ORT_API_CALL refdev_factory_create_sync_stream(OrtEpFactory* this_ptr
                                                           OrtSyncStreamImpl** stream);
 
 /* kernels.c */
+typedef struct refdev_ep {
+  OrtEp base;
+  refdev_factory* factory;
+  const OrtLogger* logger;
+  bool async_option; /* the session's provider option async=1 (ep.refdevexecutionprovider.async) */
+  int device;        /* the virtual device it was made for */
+} refdev_ep;
+
 OrtStatus* ORT_API_CALL refdev_factory_create_ep(OrtEpFactory* this_ptr, const OrtHardwareDevice* const* devices,
                                                  const OrtKeyValuePairs* const* ep_metadata, size_t num_devices,
                                                  const OrtSessionOptions* session_options, const OrtLogger* logger,
@@ -192,6 +205,54 @@ OrtStatus* ORT_API_CALL refdev_factory_create_ep(OrtEpFactory* this_ptr, const O
 void ORT_API_CALL refdev_factory_release_ep(OrtEpFactory* this_ptr, OrtEp* ep);
 /* where the kernels record the memory of their inputs (kernels.c, log_input_placement) */
 #define REFDEV_INPUT_LOG_ENV "ORT_REFDEV_INPUT_LOG"
+
+/* ------------------------------------------------------------------------------------------ */
+/* The asynchronous device (ORT_REFDEV_ASYNC=1; README.md, "The asynchronous device")           */
+/* ------------------------------------------------------------------------------------------ */
+
+/* One unit of queued work: runs on a queue's thread (or at once, on the caller's), then frees
+ * its argument. It must not call onnxruntime: everything it needs is read at the call.
+ * abandoned: the caller was told the work had finished (a fault skipped the wait or drain, or
+ * queued it behind the caller's back), so it may have freed its own memory: the work then
+ * writes no CPU memory (README.md, "The asynchronous device"). */
+typedef void (*refdev_work_fn)(void* arg, bool abandoned);
+
+/* async.c: FIFO queues, each served by its own thread. */
+typedef struct refdev_queue refdev_queue;
+#define REFDEV_ASYNC_ENV "ORT_REFDEV_ASYNC"
+#define REFDEV_ASYNC_DELAY_ENV "ORT_REFDEV_ASYNC_DELAY_MS"
+#define REFDEV_ASYNC_LOG_ENV "ORT_REFDEV_ASYNC_LOG"
+#define REFDEV_ANY_DEVICE (-1)
+void refdev_async_log(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+bool refdev_async_fault(refdev_fault fault);
+bool refdev_async_wanted(void);
+long refdev_async_delay_ms(void);
+refdev_queue* refdev_queue_create(long delay_ms, int device, const void* owner);
+bool refdev_queue_push(refdev_queue* q, refdev_work_fn fn, void* arg);
+bool refdev_queue_busy(refdev_queue* q);
+void refdev_queue_drain(refdev_queue* q);
+void refdev_queue_release(refdev_queue* q, bool drain_first);
+bool refdev_stray_push(refdev_work_fn fn, void* arg);
+void refdev_queue_abandon(refdev_queue* q);
+void refdev_async_drain_where(int device, const void* owner);
+void refdev_async_abandon_where(int device, const void* owner);
+bool refdev_async_defer_free(void* p);
+void refdev_async_shutdown(void);
+
+/* streams.c: where a copy or a kernel's arithmetic runs. The copy of a stream (NULL: none) and
+ * the kernel on the stream whose native handle is `handle` (NULL: none) run fn(arg) now, or
+ * queue it and return at once; either way fn owns arg. A copy about to be queued is first
+ * handed to before_queueing (false: it runs at once instead). */
+void refdev_async_copy(OrtSyncStream* stream, refdev_work_fn fn, bool (*before_queueing)(void* arg), void* arg);
+void refdev_async_compute(void* handle, refdev_work_fn fn, void* arg);
+OrtStatus* ORT_API_CALL refdev_ep_create_sync_stream(OrtEp* this_ptr, const OrtMemoryDevice* memory_device,
+                                                     OrtSyncStreamImpl** stream);
+OrtStatus* ORT_API_CALL refdev_ep_on_run_end(OrtEp* this_ptr, const OrtRunOptions* run_options, bool sync_stream);
+#if ORT_API_VERSION >= 25
+OrtStatus* ORT_API_CALL refdev_ep_sync(OrtEp* this_ptr);
+#endif
+OrtStatus* refdev_stream_create(refdev_factory* f, const OrtMemoryDevice* memory_device, bool async, const void* owner,
+                                OrtSyncStreamImpl** stream);
 
 /* importer.c: C API >= 24 has the importer, which takes opaque fds where Vulkan's headers are found */
 #if ORT_API_VERSION >= 24
