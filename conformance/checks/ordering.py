@@ -91,22 +91,29 @@ def copy_without_stream(ctx: CheckContext, direction: str) -> Iterator[Violation
     snippet = scripts.copy_without_stream(ctx.snippets, direction)
     values, overwrite = tensors.sample(F32, shape, seed=21), tensors.sentinel(F32, shape, scripts.OVERWRITE)
     ctx.attempt(f"copy_tensors {direction} with no stream, read the moment it returns", snippet)
+    # A copy that fails is the copy family's to judge (copy.required-directions, copy.device-to-device): here it shows no order.
+    with ctx.precondition(f"copy_tensors {direction} and the copies around it"):
+        got = _copied_now(ctx, direction, values, overwrite)
+    ctx.prove("direction", direction)
+    yield from _wrong(ctx, f"copy_tensors {direction} with no stream was not complete when it returned", values, got, snippet, shape,
+                      **{"the bytes its source was overwritten with after the return": overwrite})
+
+
+def _copied_now(ctx: CheckContext, direction: str, values: np.ndarray, overwrite: np.ndarray) -> np.ndarray:
+    """The copy with no stream in `direction`, its destination read (its source overwritten first) the moment it returns."""
+    shape = values.shape
     if direction == "cpu>default":
         host = ctx.memories.guarded_copy(values, "source of copy_tensors cpu>default")
         destination = ctx.allocate("default", F32, shape)
         ctx.copy([ctx.wrap_cpu(host, F32)], [destination], direction)
         host[...] = overwrite  # at once: a copy complete on return no longer reads its source
-        got = _read_now(ctx, destination, shape, "the destination")
-    elif direction == "default>cpu":
-        got = _read_now(ctx, ctx.place(values, "default", F32), shape, "the copy under test")
-    else:
-        first, second = ctx.place(values, "default", F32), ctx.allocate("default", F32, shape)
-        ctx.copy([first], [second], direction)
-        ctx.copy([ctx.wrap_cpu(overwrite, F32)], [first], "cpu>default")
-        got = _read_now(ctx, second, shape, "the destination")
-    ctx.prove("direction", direction)
-    yield from _wrong(ctx, f"copy_tensors {direction} with no stream was not complete when it returned", values, got, snippet, shape,
-                      **{"the bytes its source was overwritten with after the return": overwrite})
+        return _read_now(ctx, destination, shape, "the destination")
+    if direction == "default>cpu":
+        return _read_now(ctx, ctx.place(values, "default", F32), shape, "the copy under test")
+    first, second = ctx.place(values, "default", F32), ctx.allocate("default", F32, shape)
+    ctx.copy([first], [second], direction)
+    ctx.copy([ctx.wrap_cpu(overwrite, F32)], [first], "cpu>default")
+    return _read_now(ctx, second, shape, "the destination")
 
 
 @check("ordering.copy-on-stream", apis=("sync_stream", "copy_tensors"))
