@@ -15,6 +15,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -112,17 +113,20 @@ def test_the_cpu_eps_refused_stream_is_recorded_as_not_created(runner, ctx):
 
 
 class SharedOutputSession:
-    """A real session whose run answers the first output any of the sessions sharing `shared`
-    computed: two sessions writing one buffer."""
+    """A real session that runs right on the thread that made it; on any other thread its run
+    answers the first output any of the sessions sharing `shared` computed there: two sessions
+    writing one buffer once they run from threads of their own."""
 
     def __init__(self, session, shared: dict):
-        self._session, self._shared = session, shared
+        self._session, self._shared, self._home = session, shared, threading.get_ident()
 
     def __getattr__(self, name):
         return getattr(self._session, name)
 
     def run(self, names, feeds):
         (output,) = self._session.run(names, feeds)
+        if threading.get_ident() == self._home:
+            return [output]
         return [self._shared.setdefault("first", np.array(output, copy=True))]
 
 
@@ -141,6 +145,25 @@ def test_two_sessions_that_share_an_output_fail_ordering_concurrent_sessions(run
     assert result["outcome"] == "fail"
     assert result["message"].startswith("two sessions run at once from two threads: ") and "values wrong" in result["message"]
     assert "threading.Barrier(2)" in result["details"]["violations"][0]["reproducer"]
+
+
+class EncoderSharingSession(SharedOutputSession):
+    """A real session whose run fails on any thread but the one that made it, as the WebGPU plugin
+    EP's runs of two sessions on one device do when they overlap."""
+
+    def run(self, names, feeds):
+        if threading.get_ident() != self._home:
+            raise RuntimeError("WebGPU validation failed. [CommandEncoder (unlabeled)] is already finished.")
+        return self._session.run(names, feeds)
+
+
+def test_a_session_that_fails_while_another_runs_fails_ordering_concurrent_sessions_and_its_script_says_so(runner, ctx, monkeypatch):
+    real = ctx.create_session
+    monkeypatch.setattr(ctx, "create_session", lambda model, device=None: EncoderSharingSession(real(model, device), {}))
+    result = runner.run("ordering.concurrent-sessions", 0, {"recipe": "add_relu"})
+    assert result["outcome"] == "fail" and "is already finished" in result["message"], result["message"]
+    script = result["details"]["violations"][0]["reproducer"]
+    assert "two sessions of model 'add_relu'" in script and "except Exception as error" in script  # a failed run fails the script too
 
 
 def test_the_ordering_family_is_not_applicable_where_the_default_memory_is_cpu_memory(runner, ctx):

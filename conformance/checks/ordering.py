@@ -352,6 +352,16 @@ def concurrent_sessions(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
         sessions = [ctx.create_session(model), ctx.create_session(model)]
     for session in sessions:
         ctx.require_nodes_on_ep(SessionInfo(session, path, recipe, ctx.assignment_of(session), F32.name, SESSION_SHAPE))
+    # One run of each session on its own first: a model that fails alone says nothing of two at once.
+    with ctx.precondition(f"a run of each session of model '{recipe}' on its own"), ctx.calling(cpu_input_run()):
+        alone: list[str] = []
+        raised: list[BaseException] = []
+        for index, session in enumerate(sessions):
+            _work(session, recipe, inputs, index, 1, threading.Barrier(1), [], alone, raised)
+        if raised:
+            raise raised[0]
+        if alone:
+            raise NotRun(f"a run of each session on its own already computed wrong values ({alone[0]}): session.nodes-on-ep's to judge")
     deadline, rounds, overlapped, made = time.monotonic() + OVERLAP_DEADLINE_S, ROUNDS, 0, 0
     while True:
         snippet = scripts.concurrent_sessions(ctx.snippets, path, recipe, inputs, SESSION_SHAPE, rounds)
@@ -361,7 +371,7 @@ def concurrent_sessions(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
         failed: list[BaseException] = []
         start = threading.Barrier(2)
         threads = [threading.Thread(target=_work, args=(sessions[t], recipe, inputs, t, rounds, start, spans[t], wrong, failed)) for t in range(2)]
-        with ctx.calling(cpu_input_run()):
+        with ctx.calling(Call("InferenceSession.run", note="two sessions at once, from two threads")):
             for thread in threads:
                 thread.start()
             for thread in threads:
