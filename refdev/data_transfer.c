@@ -270,8 +270,10 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
     i = k;
   }
   if (st == NULL) {
-    for (size_t i = 0, first = 0; i < num_batches; first += batches[i]->n, ++i) {
+    for (size_t i = 0, first = 0; i < num_batches; ++i) {
+      size_t n = batches[i]->n; /* read before the batch is handed over: it may be freed at once */
       refdev_async_copy(streams != NULL ? streams[first] : NULL, perform_copies, stage_cpu_sources, batches[i]);
+      first += n;
     }
   } else {
     for (size_t i = 0; i < num_batches; ++i) copy_batch_free(batches[i]);

@@ -14,9 +14,9 @@ const char* const k_fault_names[FAULT_COUNT_] = {
     "import-no-bounds", "import-denies", "kernel-fails",
     "misplaced-inputs",
     "overrun",
+    "drop-stream", "no-wait", "no-drain", "early-return",
     "intermittent", "intermittent-abort",
     "empty-fails",
-    "drop-stream", "no-wait", "no-drain", "early-return",
 };
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */

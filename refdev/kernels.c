@@ -220,7 +220,7 @@ typedef struct kernel_job {
   refdev_op op;
   bool wrong_compute;
   size_t n;
-  const void* in[2];
+  const void* in[2]; /* NULL: already read at the call (an input in CPU memory) */
   bool in_scrambled[2];
   void* out;
   bool out_scrambled;
@@ -243,9 +243,9 @@ static void kernel_arith(void* arg, bool abandoned) {
   float* a = j->a;
   float* b = j->b;
   float* r = j->r;
-  decode(j->in[0], j->in_scrambled[0], a, n);
+  if (j->in[0] != NULL) decode(j->in[0], j->in_scrambled[0], a, n);
   if (j->op == OP_ADD) {
-    decode(j->in[1], j->in_scrambled[1], b, n);
+    if (j->in[1] != NULL) decode(j->in[1], j->in_scrambled[1], b, n);
     for (size_t i = 0; i < n; ++i) r[i] = a[i] + b[i];
   } else if (j->wrong_compute) {
     memcpy(r, a, n * sizeof(float)); /* wrong on purpose: Relu returns its input */
@@ -356,6 +356,13 @@ static OrtStatus* ORT_API_CALL ci_compute(OrtNodeComputeInfo* this_ptr, void* st
   for (size_t i = 0; i < nin; ++i) {
     if ((st = g_ort->GetTensorData(in[i], &j->in[i])) != NULL) goto fail;
     j->in_scrambled[i] = kernel_sees_device_format(tv[i].kind, j->in[i]);
+    if (tv[i].kind == MEM_CPU) {
+      /* onnxruntime hands a kernel CPU memory where a CPU node produced the value (README,
+       * "onnxruntime behaviour worth knowing") and reuses it once Compute returns: read now, as a
+       * device would upload it, not when the stream gets to the arithmetic */
+      decode(j->in[i], j->in_scrambled[i], i == 0 ? j->a : j->b, n);
+      j->in[i] = NULL;
+    }
   }
   if ((st = g_ort->GetTensorMutableData(out, &j->out)) != NULL) goto fail;
   j->out_scrambled = kernel_sees_device_format(ov.kind, j->out);

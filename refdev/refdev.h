@@ -84,16 +84,16 @@ typedef enum {
   FAULT_MISPLACED_INPUTS,
   /* guard memory */
   FAULT_OVERRUN,
-  /* tries that differ: flaky results, and a crash that does not come back */
-  FAULT_INTERMITTENT,
-  FAULT_INTERMITTENT_ABORT,
-  /* kernels that take empty tensors and cannot run on them */
-  FAULT_EMPTY_FAILS,
   /* the asynchronous device's ordering (they make the device asynchronous: async.c) */
   FAULT_DROP_STREAM,
   FAULT_NO_WAIT,
   FAULT_NO_DRAIN,
   FAULT_EARLY_RETURN,
+  /* tries that differ: flaky results, and a crash that does not come back */
+  FAULT_INTERMITTENT,
+  FAULT_INTERMITTENT_ABORT,
+  /* kernels that take empty tensors and cannot run on them */
+  FAULT_EMPTY_FAILS,
   FAULT_COUNT_
 } refdev_fault;
 
@@ -104,8 +104,8 @@ extern const char* const k_fault_names[FAULT_COUNT_];
   "none, no-data-transfer, corrupt, short-copy, no-d2d, no-d2h, no-h2d, wrong-memory, "      \
   "cpu-default, host-accessible-inputs, alloc-fail, abort, hang, slow-d2d, claim-nothing, "  \
   "wrong-compute, unregister-crash, host-accessible-as-device, import-copy, import-misread, "  \
-  "import-no-bounds, import-denies, kernel-fails, misplaced-inputs, overrun, intermittent, "   \
-  "intermittent-abort, empty-fails, drop-stream, no-wait, no-drain, early-return"
+  "import-no-bounds, import-denies, kernel-fails, misplaced-inputs, overrun, drop-stream, "     \
+  "no-wait, no-drain, early-return, intermittent, intermittent-abort, empty-fails"
 
 /* faults.c */
 extern refdev_fault g_fault_at_load;

@@ -79,6 +79,12 @@ EXPECTED = {
     # Only the record of the kernels' inputs (ORT_REFDEV_INPUT_LOG) is wrong, which smoke.py never
     # reads; the kit's placement.kernel-inputs catches it (tests/test_refdev.py).
     "misplaced-inputs": None,
+    # The asynchronous device's ordering faults: they make the device asynchronous, where
+    # smoke.py's checks wait as they should; async_smoke.py shows what each breaks.
+    "drop-stream": None,
+    "no-wait": None,
+    "no-drain": None,
+    "early-return": None,
     # One element past a CPU destination lands in the slack of numpy's allocation, where
     # smoke.py does not look; the kit's guard memory (conformance/testbed/guard.py) sees it.
     "overrun": None,
@@ -89,12 +95,6 @@ EXPECTED = {
     # Only runs on empty tensors fail, which smoke.py never makes; the kit's session.empty-tensors
     # catches it (tests/test_refdev.py).
     "empty-fails": None,
-    # The asynchronous device's ordering faults: they make the device asynchronous, where
-    # smoke.py's checks wait as they should; async_smoke.py shows what each breaks.
-    "drop-stream": None,
-    "no-wait": None,
-    "no-drain": None,
-    "early-return": None,
 }
 
 

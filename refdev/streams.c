@@ -231,7 +231,9 @@ static OrtStatus* ORT_API_CALL notif_wait_on_device(OrtSyncNotificationImpl* thi
   if (s != NULL) id = s->id;
   if (s != NULL && s->queue != NULL) queued = refdev_queue_push(s->queue, wait_run, w);
   pthread_mutex_unlock(&g_streams_lock);
-  refdev_async_log("wait_on_device stream=%u %s", id, queued ? "queued" : "on the host");
+  if (consumer == NULL) refdev_async_log("wait_on_device stream=none on the host");
+  else if (s == NULL) refdev_async_log("wait_on_device stream=other on the host");
+  else refdev_async_log("wait_on_device stream=%u %s", id, queued ? "queued" : "on the host");
   /* a synchronous (or unknown) consumer runs its next work at the call: wait here */
   if (!queued) wait_run(w, false);
   return NULL;
