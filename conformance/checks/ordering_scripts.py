@@ -113,7 +113,7 @@ def bound_input(sn: Snippets, model_path: Path | None, shape: tuple[int, ...], p
     body += ["for round, (x, output) in enumerate(zip(xs, outputs)):",
              f"    {bind}  # the upload: on the device before the kernel reads it",
              "    b.bind_ortvalue_output('y', output)",
-             f"    works(f'run {{round + 1}}', s.run_with_iobinding, b, {first} if round == 0 else None)",
+             "    works(f'run {round + 1}', s.run_with_iobinding, b" + (", ro if round == 0 else None)" if first == "ro" else ")"),
              "for round, (x, output) in enumerate(zip(xs, outputs)):",
              f"    {_read_now('output', 'the bound output', shape).replace(chr(10), chr(10) + '    ')}",
              "    same_bytes(f'run {round + 1}: Relu of the input bound just before it', np.maximum(x, 0), at_return)"]
