@@ -624,7 +624,7 @@ def test_every_shipped_contract_has_a_test_that_makes_it_fail():
     tests = Path(__file__).parent
     text = "".join((tests / name).read_text(encoding="utf-8") for name in ("test_refdev.py", "test_checks.py", "test_plugin.py", "test_interop.py",
                                                                         "test_upstream_invariants.py", "test_bad_requests.py", "test_endurance.py",
-                                                                        "test_concurrency.py", "test_size.py"))
+                                                                        "test_concurrency.py", "test_size.py", "test_ordering.py"))
     untested = [c.id for c in load_catalogue(known_checks=known_checks()).contracts if f'"{c.id}"' not in text]
     assert not untested
 

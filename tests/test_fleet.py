@@ -174,12 +174,36 @@ def test_fleet_writes_json_valid_against_its_published_schema_with_a_row_per_ep_
     assert cpu["memory"] == {"default": None, "host_accessible": None}
     assert [(p["source"], p["destination"], p["status"]) for p in cpu["copies"]] == [("cpu", "cpu", "not_required")]
     assert cpu["importer"]["status"] == "none"
+    assert cpu["streams"] == {"stream_aware": False, "outcome": "pass", "reason": ""}  # the CPU EP refuses a sync stream, as it must
     assert cpu["session"]["inputs"][0]["memory"].startswith("Cpu (cpu") and cpu["session"]["inputs"][0]["cases"] > 0
     assert cpu["run"]["verdict"] == report["verdict"] and cpu["run"]["date"] == report["run"]["started"]
     assert (table / cpu["run"]["report"]).resolve() == (table.parent / "reports/cpu/report.html").resolve()
     assert other["memory"]["host_accessible"]["name"] == "OpenVINO_shared_CPU" and other["importer"]["handle_types"] == ["d3d12_resource"]
     # the openvino variant has no report.html: its cells link to its report.json
     assert other["run"]["report"].endswith("openvino/report.json")
+
+
+def test_a_row_says_whether_the_ep_device_is_stream_aware_from_its_sync_stream_case():
+    def result(outcome, message="", **evidence):
+        return {"contract": "streams.sync-stream", "ep": "E", "device": "d", "outcome": outcome, "message": message,
+                "details": {"evidence": evidence} if evidence else {}}
+
+    cases = [(result("pass", stream_created=True, copies_on_stream=2), {"stream_aware": True, "outcome": "pass", "reason": ""}),
+             (result("fail", "copies on the EP's sync stream did not deliver the bytes", stream_created=True), {"stream_aware": True, "outcome": "fail",
+              "reason": "copies on the EP's sync stream did not deliver the bytes"}),
+             (result("not_applicable", "E is not stream-aware: create_sync_stream() refused (no)"), {"stream_aware": False, "outcome": "not_applicable",
+              "reason": "E is not stream-aware: create_sync_stream() refused (no)"}),
+             (result("pass", refused="no streams"), {"stream_aware": False, "outcome": "pass", "reason": ""}),  # a report older than stream_created
+             (result("not_run", "stopped before copy_tensors cpu>default"), {"stream_aware": None, "outcome": "not_run",
+              "reason": "stopped before copy_tensors cpu>default"})]
+    for case, expected in cases:
+        assert fleet._streams([case], "E", "d") == expected
+    assert fleet._streams([], "E", "d")["stream_aware"] is None
+    from conformance.tools.fleet_page import _streams_cell
+
+    row = {"run": {"report": "r/report.html"}, "streams": cases[1][1]}
+    assert ">yes <small>(fail)</small></a>" in _streams_cell(row) and 'class="bad"' in _streams_cell(row)
+    assert ">unknown</a>" in _streams_cell({"run": {"report": "r.json"}})  # a table written before the column
 
 
 def test_the_schema_refuses_a_row_that_lacks_what_the_table_answers(table):

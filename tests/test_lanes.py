@@ -463,3 +463,28 @@ def test_found_gives_each_stress_contracts_outcomes_and_the_figures_of_the_case_
 def test_found_has_no_stress_section_for_a_report_whose_contracts_carry_no_tier(tmp_path):
     text = found.render(found.load_reports([write_report(tmp_path, "openvino", report())]), catalogue())
     assert "Under load" not in text
+
+
+# --- the refdev lane in its asynchronous mode
+
+
+def test_the_refdev_async_lane_runs_refdev_asynchronous_and_gates_on_the_ordering_family(capsys):
+    lane = next(lane for lane in LANES.LANES if lane.name == "refdev-async")
+    assert lane.environ(Path("python")) == {"ORT_REFDEV_ASYNC": "1"} and lane.venv == "cpu"
+    assert lane.library_with_wrapper == LANES.REFDEV_IMPORTING  # the importing build where it can be made, as the refdev lane
+    # The gate names every contract of the family, so that a contract added to it is gated too.
+    assert set(LANES.ORDERING) == {c.id for c in catalogue().contracts if c.id.startswith("ordering.")}
+    queued = {"details": {"evidence": {"queued_at_return": True}}}
+    every = [case(contract) for contract in (*LANES.ORDERING, "streams.sync-stream")]
+    every[1].update(queued)
+    assert every[1]["contract"] == "ordering.copy-on-stream" and LANES.refdev_async_gate(lane_report(*every), 0) == []
+    # The build against C API 23 has no OrtEp::Sync: its unsynchronized run is onnxruntime's finding, not the EP's failure.
+    without_sync = [dict(c, outcome="fail", subject="runtime") if c["contract"] == LANES.WITHOUT_SYNC else c for c in every]
+    assert LANES.refdev_async_gate(lane_report(*without_sync), 0) == []
+    broken = [dict(c, outcome="fail", subject="ep", message="not complete") if c["contract"] == "ordering.run-outputs" else c for c in every]
+    assert LANES.refdev_async_gate(lane_report(*broken), 0) == ["ordering.run-outputs {} failed against the EP: not complete",
+                                                               "no ordering.run-outputs case passed"]
+    synchronous = [dict(c, details={"evidence": {"queued_at_return": False}}) if c["contract"] == "ordering.copy-on-stream" else c for c in every]
+    assert LANES.refdev_async_gate(lane_report(*synchronous), 0) == [
+        "ordering.copy-on-stream passed, but its copies were complete when they returned: the asynchronous mode is not on"]
+    assert LANES.main(["--list"]) == 0 and "refdev-async" in capsys.readouterr().out

@@ -78,4 +78,5 @@ def test_streams_are_synchronous_unless_a_switch_says_otherwise(refdev_library, 
     assert stream_record(refdev_library, tmp_path / "option", {"async": "1"}) == ["create stream=1 sync by factory", "create stream=2 async by ep"]
     assert stream_record(refdev_library, tmp_path / "env", {}, ORT_REFDEV_ASYNC="1") == ["create stream=1 async by factory", "create stream=2 async by ep"]
     # an async fault makes the device asynchronous on its own
-    assert stream_record(refdev_library, tmp_path / "fault", {}, ORT_REFDEV_FAULT="no-wait") == ["create stream=1 async by factory", "create stream=2 async by ep"]
+    assert stream_record(refdev_library, tmp_path / "fault", {}, ORT_REFDEV_FAULT="no-wait") == [
+        "create stream=1 async by factory", "create stream=2 async by ep"]

@@ -29,7 +29,9 @@ def sync_stream(ctx: CheckContext) -> Iterator[Violation]:
         if not str(exc).strip():
             yield Violation("create_sync_stream() failed without saying why", expected="an error message", actual=repr(exc), reproducer=snippet)
         ctx.prove("refused", message_line(exc)[:200])
+        ctx.prove("stream_created", False)
         return
+    ctx.prove("stream_created", True)
     if ctx.is_cpu_memory("default"):
         refusal = ctx.snippets.script("create_sync_stream() is refused for an EP device whose DEFAULT memory is CPU memory",
                                       "memory = dev.memory_info(ort.OrtDeviceMemoryType.DEFAULT)\n"
@@ -41,13 +43,24 @@ def sync_stream(ctx: CheckContext) -> Iterator[Violation]:
                         expected="a clear error", actual=f"a stream: {stream!r}", reproducer=refusal)
         return
     dt, shape = tensors.DTYPES["float32"], (64, 33)
-    ctx.attempt("copies on the EP device's sync stream", steps.stream_copies(ctx.snippets, dt, shape))
+    snippet = steps.stream_copies(ctx.snippets, dt, shape)
+    ctx.attempt("copies on the EP device's sync stream", snippet)
     values = tensors.sample(dt, shape, seed=12)
     destination = ctx.allocate("default", dt, shape)
     ctx.copy([ctx.wrap_cpu(values, dt)], [destination], "cpu>default", stream)
     landing = tensors.sentinel(dt, shape, 0xA5)
     ctx.copy([destination], [ctx.wrap_cpu(landing, dt)], "default>cpu", stream)
+    # A copy given a stream may still be queued when copy_tensors returns: the landing is read
+    # only after a wait. onnxruntime's Python has no call that waits for a stream (OrtSyncStream
+    # has get_handle() alone); releasing it is the wait there is, and the EP's release drains it.
+    # What the landing held before the wait says whether the copies were really queued.
+    before_wait = tensors.payload(landing, dt).copy()
+    ctx.attempt("releasing the sync stream: the wait for its copies", snippet)
+    with ctx.calling(Call("release sync stream")):
+        del stream
     ctx.prove("copies_on_stream", 2)
+    ctx.prove("queued_at_return", tensors.compare(tensors.payload(values, dt), before_wait) is not None)
     diff = ctx.compare(tensors.payload(values, dt), tensors.payload(landing, dt))
     if diff:
-        yield Violation(f"copies on the EP's sync stream changed the bytes: {diff.describe()}", reproducer=steps.stream_copies(ctx.snippets, dt, shape))
+        yield Violation(f"copies on the EP's sync stream did not deliver the bytes once the stream was released: {diff.describe()}",
+                        expected="the source bytes in the host buffer after the stream's release", actual=diff.describe(), reproducer=snippet)

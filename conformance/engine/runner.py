@@ -150,6 +150,8 @@ class Runner:
             details["subject"] = "both"  # onnxruntime passed it through and the EP accepted it: counted against both
         elif any(v.subject == "ep" for v in violations):
             details["subject"] = "ep"  # the EP's own copy went wrong (a write past a host buffer), whatever the contract's subject
+        elif all(v.subject == "runtime" for v in violations):
+            details["subject"] = "runtime"  # the rule a contested contract holds for this EP puts the defect on onnxruntime
         message = violations[0].message + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
         return Outcome.FAIL, message, {**details, "violations": [asdict(v) for v in violations], **({"evidence": evidence} if evidence else {})}
 

@@ -3,7 +3,8 @@
 `ort-conformance fleet REPORT_OR_BUNDLE... -o DIR` reads runs of any EPs, builds and machines
 (report.json files, folders holding one, or submission bundles that verify) and writes one row per
 EP device of each run: the memory kinds it advertises, each copy direction's status, its importer
-and handle types, where session inputs and outputs live, and the run's verdict and date. The rows
+and handle types, where session inputs and outputs live, whether it is stream-aware, and the run's
+verdict and date. The rows
 go to DIR/fleet.json (schema `conformance/schemas/fleet.schema.json`) and DIR/fleet.html (one
 filterable table, each cell linking into the run's report.html). An application reads the JSON
 with `conformance.fleet.load(path)` instead of probing the EP at start-up.
@@ -35,6 +36,7 @@ JSON_NAME = "fleet.json"
 HTML_NAME = "fleet.html"
 # The contracts whose evidence says where a session's inputs and outputs live.
 SESSION_CONTRACTS = ("memory-info.session-inputs", "memory-info.session-outputs", "memory-info.cpu-default-io")
+STREAM_CONTRACT = "streams.sync-stream"  # whose case says whether create_sync_stream() gives a stream
 
 
 @dataclass
@@ -128,6 +130,7 @@ def rows_of(run: Run, index: int, link: str) -> list[dict[str, Any]]:
             "probe_error": (matrix or {}).get("error"),
             "importer": _importer(matrix),
             "session": _session(report["results"], name, device["label"]),
+            "streams": _streams(report["results"], name, device["label"]),
             "run": facts,
         })
     return rows
@@ -207,6 +210,26 @@ def _session(results: list[dict[str, Any]], ep: str, device: str) -> dict[str, A
     measured = bool(seen["inputs"] or seen["outputs"])
     return {"inputs": list(seen["inputs"].values()), "outputs": list(seen["outputs"].values()), "outcomes": outcomes,
             "reason": "" if measured else (reason or "no case of the run read a session's memory infos")}
+
+
+def _streams(results: list[dict[str, Any]], ep: str, device: str) -> dict[str, Any]:
+    """Whether the EP device is stream-aware, from its streams.sync-stream case: whether
+    create_sync_stream() gave a stream (the case's evidence `stream_created`; a refusal that makes
+    the case not_applicable is a no), None where the run could not tell; with the case's outcome,
+    and its message where it did not pass."""
+    result = next((r for r in results if r["contract"] == STREAM_CONTRACT and r["ep"] == ep and r["device"] == device), None)
+    if result is None:
+        return {"stream_aware": None, "outcome": None, "reason": f"the run has no {STREAM_CONTRACT} case for this device"}
+    evidence = (result.get("details") or {}).get("evidence") or {}
+    if "stream_created" in evidence:
+        aware = bool(evidence["stream_created"])
+    elif "copies_on_stream" in evidence or "refused" in evidence:  # a report written before the kit recorded stream_created
+        aware = "copies_on_stream" in evidence
+    elif result["outcome"] == "not_applicable" and "not stream-aware" in result["message"]:
+        aware = False
+    else:
+        aware = None
+    return {"stream_aware": aware, "outcome": result["outcome"], "reason": "" if result["outcome"] == "pass" else result["message"]}
 
 
 def _places(result: dict[str, Any]) -> set[tuple[str, str]]:

@@ -148,6 +148,15 @@ def _session_cell(row: dict[str, Any], which: str) -> str:
     return _cell(row, anchor, lines, "bad" if any(p["failed"] for p in places) else "", titles)
 
 
+def _streams_cell(row: dict[str, Any]) -> str:
+    streams = row.get("streams") or {"stream_aware": None, "outcome": None, "reason": "not recorded"}
+    aware = streams["stream_aware"]
+    text = "unknown" if aware is None else "yes" if aware else "no"
+    outcome = f" <small>({_e(streams['outcome'])})</small>" if aware is not None and streams["outcome"] not in (None, "pass") else ""
+    css = "none" if aware is None else "bad" if streams["outcome"] == "fail" else ""
+    return _cell(row, "results", _e(text) + outcome, css, streams["reason"])
+
+
 def _row(row: dict[str, Any], directions: list[tuple[str, str]]) -> str:
     run = row["run"]
     scope = "" if run["complete"] else " <small>(partial)</small>"
@@ -165,6 +174,7 @@ def _row(row: dict[str, Any], directions: list[tuple[str, str]]) -> str:
         *_importer_cells(row),
         _session_cell(row, "inputs"),
         _session_cell(row, "outputs"),
+        _streams_cell(row),
         _cell(row, "verdict", _e(run["verdict"]) + scope, _status_class(run["verdict"]), "; ".join(run["verdict_reasons"])),
         _cell(row, "verdict", _e(run["date"] or "-")),
     ]
@@ -178,7 +188,8 @@ def render(data: dict[str, Any]) -> str:
     directions = [d for d in DIRECTIONS if d in present] or [("cpu", "cpu")]
     heads = ["EP", "EP version", "onnxruntime", "device", "DEFAULT memory", "HOST_ACCESSIBLE memory",
              *(f'<abbr title="copy_tensors {LABELS[s]} to {LABELS[d]}">{SHORT[s]}&rarr;{SHORT[d]}</abbr>' for s, d in directions), "copies with other devices",
-             "importer", "handle types", "imported tensors report", "session inputs live in", "session outputs live in", "verdict", "date"]
+             "importer", "handle types", "imported tensors report", "session inputs live in", "session outputs live in",
+             '<abbr title="create_sync_stream() gives a stream (streams.sync-stream)">stream-aware</abbr>', "verdict", "date"]
     body = "\n".join(_row(row, directions) for row in rows)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -186,9 +197,9 @@ def render(data: dict[str, Any]) -> str:
 <body>
 <h1>Fleet table</h1>
 <p>What {data['runs']} conformance run{'s' if data['runs'] != 1 else ''} measured, one row per EP device: the memory it advertises,
-each <code>copy_tensors</code> direction tried with real bytes, its importer, where session inputs and outputs lived, and the
-run's verdict. Each cell links to the run's report. A cell reading <em>not known</em> is one its run could not measure: its
-title says why. Written by <code>ort-conformance fleet</code> (kit {_e(data['kit_version'])})
+each <code>copy_tensors</code> direction tried with real bytes, its importer, where session inputs and outputs lived, whether it
+gives sync streams, and the run's verdict. Each cell links to the run's report. A cell reading <em>not known</em> is one its run could
+not measure: its title says why. Written by <code>ort-conformance fleet</code> (kit {_e(data['kit_version'])})
 at {_e(data['generated'])}; the same rows are in <code>fleet.json</code>, which <code>conformance.fleet.load()</code> reads.</p>
 <input type="search" id="filter" placeholder="filter: words every shown row contains (e.g. openvino supported)" aria-label="filter the rows">
 <span><span id="shown">{len(rows)}</span> of {len(rows)} rows</span>

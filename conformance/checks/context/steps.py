@@ -238,14 +238,15 @@ def iobinding_in_place(sn: Snippets, model_path: Path | None, recipe: str, dt: t
 
 
 def stream_copies(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...]) -> str:
-    """Copies CPU > DEFAULT > CPU given the EP device's sync stream deliver the bytes."""
+    """Copies CPU > DEFAULT > CPU given the EP device's sync stream deliver the bytes, read once the stream is released."""
     body = ["stream = works('create_sync_stream', dev.create_sync_stream)", sn.values("values", dt, shape, 12),
             "source = cpu_value(values)",
             f"destination = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, {list(shape)}, {dt.onnx_type}, memory_info=DEFAULT)",
             "works('copy_tensors cpu>default on the stream', ort.copy_tensors, [source], [destination], stream)",
             sn.sentinel("landing", dt, shape, 0xA5),
             "works('copy_tensors default>cpu on the stream', ort.copy_tensors, [destination], [cpu_value(landing)], stream)",
-            "same_bytes('copies on the sync stream', values, landing)"]
+            "del stream  # releasing the stream is the one wait onnxruntime's Python has for it: the copies may be queued until then",
+            "same_bytes('copies on the sync stream, read once the stream was released', values, landing)"]
     return sn.script("copies on the EP device's sync stream deliver the bytes", "\n".join(body))
 
 
