@@ -54,6 +54,18 @@ class SilentRetry(KitError):
         self.violation = violation
 
 
+class ImpossibleResult(KitError):
+    """What an EP call left behind makes no sense: a value the kit made reads back with another
+    shape or byte size than it was made with, or a record the kit keeps of its own memory changed
+    under it. Only the EP's code (or onnxruntime's, on its behalf) wrote there, so this is the EP's
+    failure with the evidence (`violation`), not a defect of the kit: raised where the kit checks
+    what it reads before building anything on it, instead of an error from numpy further on."""
+
+    def __init__(self, violation: Violation):
+        super().__init__(violation.message)
+        self.violation = violation
+
+
 class CallQuarantined(KitException):
     """A check reached an onnxruntime call that crashed or hung earlier on this EP device; the
     runner records the check as not_run. A BaseException, so that a check catching the EP's

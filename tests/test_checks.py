@@ -325,6 +325,64 @@ def test_violations_found_before_a_check_stops_are_kept(runner, ctx):
     assert [v["message"] for v in details["violations"]] == ["first problem", "the check stopped after that: could not go on"]
 
 
+LANDED_LATE = 0x5A5A5A5A5A5A5A5A  # a shape record overwritten by a late copy of RefDev's scrambled zeros (issue 38)
+
+
+class ReadsOtherwise:
+    """A CPU value whose shape and byte size read back as `shape`, as after a copy that landed
+    once its call had returned overwrote the value's record."""
+
+    def __init__(self, value, shape):
+        self._value, self._shape = value, shape
+
+    def __getattr__(self, name):
+        return getattr(self._value, name)
+
+    def shape(self):
+        return list(self._shape)
+
+    def tensor_size_in_bytes(self):
+        return 4 * int(np.prod(self._shape, dtype=object))
+
+
+def test_a_value_reading_back_otherwise_than_made_is_the_eps_failure_not_the_kits(runner, ctx):
+    def check(ctx):
+        value = ctx.place(np.zeros((2, 3), np.float32), "cpu", DTYPES["float32"])
+        with ctx.precondition("reading the destination back"):  # not a set-up that failed: the EP's result
+            ctx.read(ReadsOtherwise(value, [LANDED_LATE]), "cpu", DTYPES["float32"], (2, 3))
+        yield from ()
+
+    outcome, message, details = runner._run(check, ctx, {})
+    assert outcome is Outcome.FAIL and details["subject"] == "ep", message
+    (violation,) = details["violations"]
+    assert violation["actual"] == f"its shape reads [{LANDED_LATE}], made [2, 3]"
+    assert violation["expected"] == "the value as made (float32 [2, 3], 24 bytes)"
+    assert message.startswith("a value in cpu memory, made float32 [2, 3], reads back otherwise after the EP's calls")
+
+
+def test_a_bad_requests_destination_reading_back_otherwise_fails_the_case(runner, ctx, monkeypatch):
+    real_place = ctx.place
+    monkeypatch.setattr(ctx, "place", lambda storage, kind, dt: ReadsOtherwise(real_place(storage, kind, dt), [7]))
+
+    def copy(sources, destinations, direction="", stream=None, *, note=""):
+        if note.startswith("bad request"):
+            raise RuntimeError("refused: the lists differ in length")  # then the destination is read back
+
+    monkeypatch.setattr(ctx, "copy", copy)
+    outcome, message = run(runner, "copy.bad-requests", request="unequal-lists", direction="cpu>default")
+    assert outcome is Outcome.FAIL, message
+    assert "reads back otherwise after the EP's calls: its shape reads [7], made [2, 3]" in message
+
+
+def test_an_exception_of_the_kits_own_code_is_still_an_error(runner, ctx):
+    def check(ctx):
+        differs = np.zeros(64, np.uint8) != np.zeros(3, np.uint8)  # the kit comparing arrays it made wrongly
+        yield Violation(str(differs))
+
+    outcome, message, _ = runner._run(check, ctx, {})
+    assert outcome is Outcome.ERROR and "operands could not be broadcast" in message
+
+
 class FailingUpdate:
     """A device value whose update_inplace fails in onnxruntime, as an EP copy that errors would."""
 

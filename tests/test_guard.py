@@ -71,3 +71,22 @@ def test_a_tail_guard_makes_the_unused_end_of_a_packed_types_storage_canaries():
     assert guarded.check() == []
     guarded.array[4] = 1  # one byte past the tensor's, inside the array's storage
     assert guarded.check() == [Overrun("after", 4, 1)]
+
+
+def test_a_record_of_the_guard_whose_size_changed_is_reported_not_compared():
+    # a copy landing after its call returned, into memory numpy had since reused for one of the
+    # guard's own arrays: comparing it would fail in numpy ("could not be broadcast together")
+    guarded = GuardedArray(np.float32, (2, 3))
+    guarded._margins = (np.zeros(3, np.uint8), guarded._margins[1])
+    (overrun,) = guarded.check()
+    assert overrun == Overrun("record", 0, 1)
+    assert overrun.describe().startswith("overwrote 1 of the guard's own records of its buffer")
+    guarded.buffer = guarded.buffer[:10]
+    assert guarded.check() == [Overrun("record", 0, 2)]
+
+
+def test_a_tail_guard_keeps_its_records_consistent():
+    guarded = GuardedArray(np.uint8, (7,))
+    guarded.array[...] = 1
+    guarded.guard_tail(4)
+    assert guarded.check() == []

@@ -433,3 +433,14 @@ def test_a_taken_node_that_fails_on_an_empty_tensor_breaks_session_empty_tensors
     assert run_script(script).returncode == 0  # the same script passes on the good build
     bound = broken[("iobinding.bind-calls", ("bind-cpu-input", "relu", "float32", "0x3"))]
     assert bound["outcome"] == "not_run" and "session.empty-tensors" in bound["message"], bound
+
+
+def test_a_copy_landing_after_it_returned_gives_no_kit_error(refdev_library, tmp_path):
+    """early-return: a copy with no stream is queued and returns before it lands. Whatever the
+    worker reads next (values, shapes, its own records), what makes no sense is the EP's failure
+    or crash with the evidence, never `error`, which is kept for defects of the kit (issue 38)."""
+    report = refdev_run(refdev_library, tmp_path, "early-return")
+    assert report["verdict"] == "non_conformant", report["verdict_reasons"]
+    errors = [(r["nodeid"], r["message"]) for r in report["results"] if r["outcome"] == "error"]
+    assert errors == []
+    assert broken(report, "fail")

@@ -198,3 +198,16 @@ def test_importing_the_type_table_and_the_model_cache_does_not_import_onnx():
     code = "import sys, conformance.testbed.tensors, conformance.testbed.models, conformance.checks.context; print('onnx' in sys.modules)"
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert completed.stdout.strip() == "False", completed.stderr
+
+
+@pytest.mark.parametrize("dtype, shape, seen_shape, seen_nbytes, said", [
+    ("float32", (2, 3), [2, 3], 24, ""),
+    ("float32", (2, 3), [0x5A5A5A5A5A5A5A5A], 24, f"its shape reads [{0x5A5A5A5A5A5A5A5A}], made [2, 3]"),
+    ("float32", (2, 3), [2, 3], 0x5A5A5A5A, f"its byte size reads {0x5A5A5A5A}, made 24 (float32 [2, 3])"),
+    ("float32", (), [], 4, ""),
+    ("int4", (7,), [7], 4, ""),
+    ("string", (2,), [2], None, ""),  # a string tensor has no byte size to compare
+    ("float32", (2,), None, 8, "its shape reads None, not a shape"),
+])
+def test_unlike_made_names_what_reads_back_otherwise(dtype, shape, seen_shape, seen_nbytes, said):
+    assert tensors.unlike_made(DTYPES[dtype], shape, seen_shape, seen_nbytes) == said

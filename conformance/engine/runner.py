@@ -17,7 +17,7 @@ from conformance.testbed import eps
 from conformance.checks import CHECKS, load_all
 from conformance.checks.context import CheckContext
 from conformance.checks.context.load import Load
-from conformance.findings import CallQuarantined, NotApplicable, NotRun, SilentRetry, Violation, first_line, kit_snippet
+from conformance.findings import CallQuarantined, ImpossibleResult, NotApplicable, NotRun, SilentRetry, Violation, first_line, kit_snippet
 from conformance.catalogue import selectors
 from conformance.catalogue.contracts import Catalogue
 from conformance.testbed.models import ModelCache, recipes_from
@@ -119,6 +119,11 @@ class Runner:
         except SilentRetry as retry:
             # The result came from another EP: the check's own verdict on it means nothing.
             violations.append(retry.violation)
+        except ImpossibleResult as impossible:
+            # A shape, size or record the EP's call left impossible: the EP's failure, whatever
+            # the contract's subject (the kit checked it before using it).
+            impossible.violation.subject = impossible.violation.subject or "ep"
+            violations.append(impossible.violation)
         except (NotApplicable, NotRun) as exc:
             if not violations:
                 outcome = Outcome.NOT_APPLICABLE if isinstance(exc, NotApplicable) else Outcome.NOT_RUN

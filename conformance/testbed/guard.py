@@ -35,13 +35,19 @@ ALIGNMENT = 64  # the array starts this aligned, as an allocator's buffer would
 class Overrun:
     """Canary bytes that changed. `side` is "before" (offset < 0), "after" (offset ≥ the
     array's size) or "gap" (between the elements of a strided array); `offset` is the first
-    changed byte's position relative to the array's first byte, `count` how many changed."""
+    changed byte's position relative to the array's first byte, `count` how many changed.
+    "record" (offset 0): `count` of the guard's own arrays no longer have the size they were
+    made with, which only a write into the process's memory elsewhere (a copy landing after
+    its call returned, into memory since reused) can do."""
 
     side: str
     offset: int
     count: int
 
     def describe(self) -> str:
+        if self.side == "record":
+            return (f"overwrote {self.count} of the guard's own records of its buffer (their sizes changed): "
+                    "memory of the process outside the buffer was written")
         where = {"before": "before the start", "after": "after the end", "gap": "between the elements"}[self.side]
         return f"wrote {self.count} byte{'s' * (self.count != 1)} {where} (at {self.offset:+d})"
 
@@ -82,7 +88,7 @@ class GuardedArray:
             self.buffer[self.before:end] = canary_pattern(canary, span, self.before)
         wide = self.buffer[self.before:self.before + span].view(self.dtype).reshape(wide_shape)
         self.array: np.ndarray = wide[..., ::step] if step > 1 else wide
-        self._span, self._canary, self._used = span, canary, span
+        self._span, self._canary, self._used, self._margin = span, canary, span, margin_bytes
         # what the canaries hold, kept only where they are compared: a contiguous array's
         # elements are not canaries, so a 64 MiB one costs no 64 MiB copy to check
         self._margins = self.buffer[:self.before].copy(), self.buffer[self.before + span:].copy()
@@ -113,8 +119,16 @@ class GuardedArray:
         return self.array.ctypes.data
 
     def check(self) -> list[Overrun]:
-        """Each guarded region whose canaries changed: before, gaps (strided arrays), after."""
+        """Each guarded region whose canaries changed: before, gaps (strided arrays), after; or,
+        where the guard's own arrays changed size, that alone (comparing them would compare
+        memory that is not theirs, or fail in numpy)."""
         before, after = self._margins
+        total = self.before + self._span + self._margin  # sizes from plain integers, not from the arrays checked
+        records = [(self.buffer, total), (before, self.before), (after, total - self.before - self._used)]
+        if self._gaps is not None:
+            records.append((self._gaps, self._span))
+        if changed := sum(record.ndim != 1 or record.size != size for record, size in records):
+            return [Overrun("record", 0, changed)]
         found = [self._region("before", self.buffer[:self.before] != before, -self.before)]
         if self._gaps is not None:
             inside = self.buffer[self.before:self.before + self._span] != self._gaps

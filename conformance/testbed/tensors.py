@@ -164,6 +164,23 @@ def payload(array: np.ndarray, dtype: DType) -> np.ndarray | list[str]:
     return data
 
 
+def unlike_made(dtype: DType, shape: tuple[int, ...], seen_shape: Any, seen_nbytes: Any) -> str:
+    """How a value the kit made as `dtype` `shape` reads back otherwise ('' when it does not):
+    its shape (`seen_shape`) and byte size (`seen_nbytes`) as onnxruntime reports them after
+    an EP call. Checked before numpy or ctypes builds anything on them: a copy that landed after
+    it returned may have overwritten the records they come from, and a size read from there
+    would make the kit read or compare past the value's memory."""
+    try:
+        seen = tuple(int(d) for d in seen_shape)
+    except (TypeError, ValueError):
+        return f"its shape reads {seen_shape!r}, not a shape"
+    if seen != tuple(shape):
+        return f"its shape reads {list(seen)}, made {list(shape)}"
+    if dtype.name != "string" and seen_nbytes != dtype.nbytes(element_count(shape)):
+        return f"its byte size reads {seen_nbytes!r}, made {dtype.nbytes(element_count(shape))} ({dtype.name} {list(shape)})"
+    return ""
+
+
 @dataclass(frozen=True)
 class ByteDiff:
     total: int

@@ -17,7 +17,7 @@ from conformance.testbed.guard import GuardedArray
 from conformance.checks.context.device import DeviceUnderTest
 from conformance.checks.context.progress import CallGuard
 from conformance.testbed.eps import memory_label
-from conformance.findings import NotApplicable, NotRun, Violation
+from conformance.findings import ImpossibleResult, NotApplicable, NotRun, Violation
 
 
 class Memories:
@@ -26,16 +26,16 @@ class Memories:
         # The memory kinds the running check placed, allocated, wrapped or read values in: whose
         # promise a case is depends on them (`only_plain_cpu`). CheckContext.begin clears it.
         self.touched: set[str] = set()
-
-    def only_plain_cpu(self) -> bool:
-        """Whether every value the check made was in onnxruntime's plain CPU memory (no memory
-        info of the EP device at either end): what is done with them is onnxruntime's own work."""
-        return bool(self.touched) and all(self.memory_facts(kind) is None for kind in self.touched)
         # The host buffers this check handed to onnxruntime, each between canaries
         # (conformance.testbed.guard), with what it was for: `overruns()` reads them when it ends.
         # A buffer a copy with the EP's own memory wrote past is the EP's defect (its CopyTensors
         # wrote it), whatever the contract's subject: "ep" for those.
         self.guarded: list[tuple[str, str, GuardedArray]] = []
+
+    def only_plain_cpu(self) -> bool:
+        """Whether every value the check made was in onnxruntime's plain CPU memory (no memory
+        info of the EP device at either end): what is done with them is onnxruntime's own work."""
+        return bool(self.touched) and all(self.memory_facts(kind) is None for kind in self.touched)
 
     # --- guard memory ----------------------------------------------------------------------
 
@@ -120,8 +120,14 @@ class Memories:
         CPU buffer pre-filled with a sentinel, so a copy that did nothing cannot look right."""
         self.touched.add(kind)
         if self.is_cpu_memory(kind):
+            # The value's shape and size are read back from onnxruntime after EP calls: checked
+            # against what the kit made before numpy or ctypes reads that many bytes.
+            self._as_made(value, kind, dtype, shape)
             if dtype.numpy_native:
-                return tensors.payload(value.numpy(), dtype)
+                array = value.numpy()
+                if dtype.name != "string" and array.nbytes != dtype.nbytes(tensors.element_count(shape)):
+                    self._impossible(kind, dtype, shape, f"numpy() of it holds {array.nbytes} bytes ({array.dtype} {list(array.shape)})")
+                return tensors.payload(array, dtype)
             # numpy() has no bfloat16, float8 or 4-bit type: read the CPU buffer the value owns
             # through its data_ptr(), for exactly tensor_size_in_bytes() bytes.
             size = value.tensor_size_in_bytes()
@@ -131,6 +137,18 @@ class Memories:
             self.guarded[-1][2].guard_tail(dtype.nbytes(landing.size))  # the packed tensor's bytes, then canaries
         self.copy([value], [self.wrap_cpu(landing, dtype)], f"{kind}>cpu")
         return tensors.payload(landing, dtype)
+
+    def _as_made(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> None:
+        """Raises ImpossibleResult where `value` no longer reads as the `dtype` `shape` it was made."""
+        nbytes = None if dtype.name == "string" else value.tensor_size_in_bytes()
+        if wrong := tensors.unlike_made(dtype, shape, value.shape(), nbytes):
+            self._impossible(kind, dtype, shape, wrong)
+
+    def _impossible(self, kind: str, dtype: tensors.DType, shape: tuple[int, ...], wrong: str) -> None:
+        made = f"{dtype.name} {list(shape)}"
+        raise ImpossibleResult(Violation(f"a value in {kind} memory, made {made}, reads back otherwise after the EP's calls: {wrong}",
+                                         expected=f"the value as made ({made}, {dtype.nbytes(tensors.element_count(shape))} bytes)",
+                                         actual=wrong, memory={kind: self.memory_facts(kind)} if self.memory_facts(kind) else {}, subject="ep"))
 
     def place(self, storage: np.ndarray, kind: str, dtype: tensors.DType):
         """A value in memory `kind` holding `storage`'s bytes (device values via copy_tensors)."""

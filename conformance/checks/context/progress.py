@@ -7,7 +7,7 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 from conformance.calls import Call
-from conformance.findings import CallQuarantined, NotApplicable, NotRun
+from conformance.findings import CallQuarantined, ImpossibleResult, NotApplicable, NotRun
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -76,7 +76,7 @@ class CallGuard:
         under test was not reached, so the case is not_run, not a failure of that contract."""
         try:
             yield
-        except (NotApplicable, NotRun):
-            raise
+        except (NotApplicable, NotRun, ImpossibleResult):
+            raise  # an impossible result of the EP's is its failure, not a set-up that could not be made
         except Exception as exc:
             raise NotRun(f"{what} failed, so the contract could not be tried: {type(exc).__name__}: {exc}") from None
