@@ -33,18 +33,20 @@ from conformance.testbed import tensors
 from conformance.testbed.eps import memory_facts
 
 
-def sessions_seen(ctx: CheckContext, dtypes: list[str] | None = None) -> dict[str, Any]:
+def sessions_seen(ctx: CheckContext, dtypes: list[str] | None = None, runs: list[list[str]] | None = None) -> dict[str, Any]:
     """The sessions of every recipe with a node, in each of `dtypes` (default: every element
-    type of tensors.DTYPES), on the EP device of `ctx`."""
+    type of tensors.DTYPES), on the EP device of `ctx`; only the (recipe, dtype) pairs of `runs`
+    (default: all) are run: the cases of session.nodes-on-ep, the one contract a failed run breaks."""
     names = dtypes if dtypes is not None else list(tensors.DTYPES)
+    allowed = None if runs is None else {tuple(pair) for pair in runs}
     seen = []
     for recipe, model in ctx.models.recipes.items():
         if model.ops:
-            seen += [_session(ctx, recipe, tensors.DTYPES[name]) for name in names]
+            seen += [_session(ctx, recipe, tensors.DTYPES[name], allowed is None or (recipe, name) in allowed) for name in names]
     return {"assignment_known": bool(ctx.target.facts["api"]["graph_assignment_info"]), "sessions": seen}
 
 
-def _session(ctx: CheckContext, recipe: str, dt: tensors.DType) -> dict[str, Any]:
+def _session(ctx: CheckContext, recipe: str, dt: tensors.DType, run: bool = True) -> dict[str, Any]:
     provider = ctx.target.provider
     entry: dict[str, Any] = {"recipe": recipe, "dtype": dt.name, "ops_on_ep": [], "ops_elsewhere": [], "inputs": [], "outputs": [],
                              "ran": False, "run": "", "refused": "", "claimed_but_unrunnable": False}
@@ -61,7 +63,7 @@ def _session(ctx: CheckContext, recipe: str, dt: tensors.DType) -> dict[str, Any
     with ctx.calling(Call("session memory infos")):
         entry["inputs"] = [memory_facts(ctx.ort, mi) for mi in info.session.get_input_memory_infos()]
         entry["outputs"] = [memory_facts(ctx.ort, mi) for mi in info.session.get_output_memory_infos()]
-    if not dt.numpy_native:
+    if not dt.numpy_native or not run:
         return entry  # its inputs cannot be fed as numpy arrays: the session's memory is seen, no run tried
     feeds = small_integers(ctx.models.recipes[recipe].inputs, dt)
     entry["ran"] = True

@@ -103,7 +103,7 @@ class Handler:
 
             context = self.runner.context(request["device"])
             context.begin(self._progress_of(request), request.get("quarantined"))
-            return {"ok": True, "sessions": sessions_seen(context, request.get("dtypes"))}
+            return {"ok": True, "sessions": sessions_seen(context, request.get("dtypes"), request.get("runs"))}
         return {"ok": False, "error": f"unknown request {op!r}"}
 
     def _handover(self) -> tuple[Any, dict[str, Any]]:

@@ -115,6 +115,18 @@ def _plugin(module_name: str) -> tuple[str, str]:
     return module.library_path(), module.EP_NAME
 
 
+def _module_of(library: str) -> str | None:
+    """The installed plugin package module whose library `library` is, if any."""
+    for module_name in installed_plugin_modules():
+        try:
+            path, _ = _plugin(module_name)
+            if os.path.samefile(path, library):
+                return module_name
+        except Exception:  # a broken package, or a path that is not there
+            continue
+    return None
+
+
 def plugin_package(module_name: str) -> dict[str, str] | None:
     """The distribution that installed plugin module `module_name`, and its version."""
     import importlib.metadata  # only here: see installed_plugin_modules
@@ -143,12 +155,23 @@ def as_installed(ort, catalogue: Catalogue, spec: EpSpec | None) -> EpSpec | Non
 
 def resolve(name: str, catalogue: Catalogue, *, library: str | None = None, options: dict[str, str] | None = None) -> EpTarget:
     ort = import_onnxruntime()
+    module = _module_of(library) if library else None  # the library of an installed plugin package is that package's EP
     spec = catalogue.ep_spec(name) if library else as_installed(ort, catalogue, catalogue.ep_spec(name))
+    if module:
+        spec = next((ep for ep in catalogue.eps if ep.plugin_module == module and spec is not None and ep.provider == spec.provider), spec)
     provider = spec.provider if spec else name
     target = EpTarget(name, provider, spec, [], dict(options or {}))
     listed_before = {d.ep_name for d in ort.get_ep_devices()} if library else set()
     if library:
-        _register_library(ort, target, library, registration=f"conformance-{os.path.basename(library)}")
+        registration = f"conformance-{os.path.basename(library)}"
+        _register_library(ort, target, library, registration=registration)
+        added = {d.ep_name for d in ort.get_ep_devices()} - listed_before
+        if provider not in added and added == {registration}:
+            # An EP that takes its registration name as its own (onnxruntime-ggml): registered
+            # again under the name asked for, as its package registers it.
+            ort.unregister_execution_provider_library(registration)
+            _register_library(ort, target, library, registration=provider)
+        target.plugin_module = module
     elif spec and spec.plugin_module:
         try:
             path, ep_name = _plugin(spec.plugin_module)

@@ -97,7 +97,7 @@ def draft(seen: Observed, catalogue: Catalogue) -> Draft:
 
     ep: dict[str, Any] = {"draft": f"written by ort-conformance init on {seen.date} from what the EP showed; read each claim and the "
                                    "comments beside it, confirm it in `verification`, then delete this line"}
-    ep.update(_names(facts, device))
+    ep.update(_names(facts, device, catalogue))
     ep.update(_packages(facts))
     out.note("packages", _packages_note(facts))
     attached = device.get("hardware") or {}
@@ -130,12 +130,14 @@ def draft(seen: Observed, catalogue: Catalogue) -> Draft:
     return out
 
 
-def _names(facts: dict[str, Any], device: dict[str, Any]) -> dict[str, Any]:
+def _names(facts: dict[str, Any], device: dict[str, Any], catalogue: Catalogue | None = None) -> dict[str, Any]:
     provider = facts["provider"]
     stripped = re.sub(r"(ExecutionProvider|_EP)$", "", provider) or provider
     name = re.sub(r"[^a-z0-9-]+", "-", str(facts.get("label") or stripped).lower()).strip("-")
     name = re.sub(r"^[^a-z]+", "", name) or "ep"
-    aliases = [stripped] if stripped.lower() not in (name, provider.lower()) else []
+    other = catalogue.ep_spec(stripped) if catalogue is not None else None
+    # an alias another EP's spec answers to would replace that spec too (openvino's, for the OpenVINO plugin)
+    aliases = [stripped] if stripped.lower() not in (name, provider.lower()) and (other is None or other.name == name) else []
     vendor = device.get("ep_vendor") or "its vendor"
     version = (device.get("ep_metadata") or {}).get("version")
     summary = f"{provider} from {vendor}" + (f", version {version}" if version else "") + ", as ort-conformance init saw it"
@@ -235,7 +237,11 @@ def _copy_directions(matrix: dict[str, Any], device: dict[str, Any], breach) -> 
         pair = status.get(direction)
         if pair is not None and pair["status"] == "supported":
             directions.append(direction)
-        elif held[needs] and (pair is None or pair["status"] not in WORKS):
+            continue
+        if pair is None and not device_default:
+            # DEFAULT is plain CPU memory: the run copies such a direction as its cpu pair
+            pair = status.get(">".join("cpu" if end == "default" else end for end in direction.split(">")))
+        if held[needs] and (pair is None or pair["status"] not in WORKS):
             what = pair["status"].replace("_", " ") if pair else "not tried"
             detail = f" ({pair['detail']})" if pair and pair.get("detail") else ""
             breach("copy_directions", contract, f"copy_tensors {direction}: {what}{detail}")

@@ -79,7 +79,7 @@ def _writable(output: Path, force: bool) -> None:
         raise InitError(f"{output} exists: it is kept (--force replaces it)")
 
 
-def observe(request: Request) -> Observed:
+def observe(request: Request, catalogue: Catalogue | None = None) -> Observed:
     """What the EP shows, asked of a worker; InitError in one line when it refuses, crashes or hangs."""
     facts = None
     worker = Worker({"ep": request.ep, "library": request.library, "options": request.options or {}}, timeout=request.timeout,
@@ -92,7 +92,9 @@ def observe(request: Request) -> Observed:
         step = "while the copy probe tried its copies"
         matrix = worker.request({"op": "probe", "device": 0, "sizes": []}, what="the copy probe")["capabilities"]
         step = "while sessions of the kit's models ran on it"
-        sessions = worker.request({"op": "observe", "device": 0}, what="the sessions of the kit's models")["sessions"]
+        runs = _runs(catalogue)
+        sessions = worker.request({"op": "observe", "device": 0, **({"runs": runs} if runs is not None else {})},
+                                  what="the sessions of the kit's models")["sessions"]
     except WorkerRefused as exc:
         raise InitError(_refusal_line(str(exc), request)) from None
     except WorkerLost as lost:
@@ -100,6 +102,15 @@ def observe(request: Request) -> Observed:
     finally:
         worker.close()
     return Observed(facts, matrix, sessions, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), request.command())
+
+
+def _runs(catalogue: Catalogue | None) -> list[list[str]] | None:
+    """The (recipe, dtype) cases of session.nodes-on-ep: the sessions init runs (a run breaks no
+    other contract; a run of another, which no contract runs, may crash the EP and cost the draft)."""
+    contract = next((c for c in catalogue.contracts if c.id == "session.nodes-on-ep"), None) if catalogue else None
+    if contract is None:
+        return None
+    return [[case["recipe"], case["dtype"]] for case in contract.cases()]
 
 
 def lost_line(lost: WorkerLost, step: str, timeout: float) -> str:
@@ -123,7 +134,7 @@ def _refusal_line(text: str, request: Request) -> str:
 def make(request: Request, catalogue: Catalogue) -> tuple[Draft, Path, str]:
     """The draft of the EP `request` names, where it goes and its text; InitError when it cannot be made."""
     check(request)
-    seen = observe(request)
+    seen = observe(request, catalogue)
     try:
         made = draft(seen, catalogue)
     except Unobservable as exc:
