@@ -264,7 +264,7 @@ def allocations(ctx: CheckContext) -> Iterator[Violation]:
         gauges.append(Gauge(f"allocator_{stat}", f"the DEFAULT allocator's {stat}", lambda: allocator.stat(stat)))
     loop = _Loop(ctx, ALLOCATIONS, "allocation", gauges, f"allocations and frees in {allocator.label}")
     loop.snippet = scripts.allocations(ctx.snippets, C.API_VERSION, ALLOCATIONS, loop.sampler, ELEMENTS, stat or None)
-    ctx.prove("memory", allocator.label)
+    ctx.prove("memory", {"default": allocator.label})
     ctx.prove("tensor_bytes", ELEMENTS * 4)
     checker = _Bytes(ctx, allocator)
     try:

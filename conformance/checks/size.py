@@ -45,7 +45,7 @@ def _device_path(ctx: CheckContext) -> CPath:
     if advertised is None or advertised["device_type"] == "cpu":
         where = "none" if advertised is None else f"{advertised['name']}, a CPU device's"
         raise NotApplicable(f"the EP device's DEFAULT memory is plain CPU memory ({where}): CopyTensors has no device end to reach")
-    ctx.prove("memory", f"{advertised['name']} ({advertised['device_type']}, {advertised['memory_type']})")
+    ctx.prove("memory", {"default": f"{advertised['name']} ({advertised['device_type']}, {advertised['memory_type']})"})
     return CPath(ctx, api, env, device)
 
 

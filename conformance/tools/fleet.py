@@ -237,7 +237,9 @@ def _places(result: dict[str, Any]) -> set[tuple[str, str]]:
     and a violation's actual memory (a failing case's value)."""
     details = result.get("details") or {}
     places = set()
-    for item, label in ((details.get("evidence") or {}).get("memory") or {}).items():
+    memory = (details.get("evidence") or {}).get("memory")
+    # evidence written elsewhere may hold one label instead of a label per role: no place to read
+    for item, label in (memory.items() if isinstance(memory, dict) else ()):
         if isinstance(label, str) and str(item).startswith(("input ", "output ")):
             places.add(("inputs" if str(item).startswith("input ") else "outputs", label))
     for violation in details.get("violations") or []:
