@@ -125,7 +125,7 @@ def _working_directions(ctx: CheckContext, path: CPath, views: bool) -> list[str
         return path.device_tensor(ELEMENT_TYPES["uint8"], PROBE_BYTES, PROBE_BYTES, "4 KiB probe")
     try:
         first = probe_block()
-        with path.staging("filling 4 KiB of device memory and reading it back"):
+        with path.staging("filling 4 KiB of device memory and reading it back", "cpu>default"):
             first.write(0, np.zeros(PROBE_BYTES, np.uint8))
             first.read(0, PROBE_BYTES)
     except C.OrtError as exc:
@@ -133,7 +133,7 @@ def _working_directions(ctx: CheckContext, path: CPath, views: bool) -> list[str
                             "memory to judge a large copy (the functional tier judges refusals)") from None
     try:
         second = probe_block()
-        with ctx.calling(Call("CopyTensors", "default>default", "4 KiB probe")):
+        with ctx.calling(Call("CopyTensors", "default>default")):
             path.stage(first.tensor(ELEMENT_TYPES["uint8"], PROBE_BYTES, PROBE_BYTES), second.tensor(ELEMENT_TYPES["uint8"], PROBE_BYTES, PROBE_BYTES))
         path.free(second)
     except C.OrtError as exc:
@@ -205,7 +205,7 @@ def _large_step(ctx: CheckContext, path: CPath, source: Block, destination: Bloc
     script = size_scripts.large(ctx, direction, item, plan, seed)
     ctx.attempt(f"filling the regions of {item.describe()} compared around CopyTensors {direction}", script)
     with ctx.precondition(f"filling the regions compared around CopyTensors {direction}"), \
-            path.staging(f"filling the regions of {item.describe()} compared around CopyTensors {direction}"):
+            path.staging(f"filling the regions of {item.describe()} compared around CopyTensors {direction}", "cpu>default"):
         for region in plan:
             if region.inside:
                 source.write(region.start, pattern(region.start, region.length, seed), "the source")
@@ -217,7 +217,7 @@ def _large_step(ctx: CheckContext, path: CPath, source: Block, destination: Bloc
     ctx.attempt(f"CopyTensors {direction} of {item.describe()}", script)
     started = time.monotonic()
     try:
-        with ctx.calling(Call("CopyTensors", direction, f"{item.dtype} past {size_text(max(boundaries_within(item.nbytes) or [0]))}")):
+        with ctx.calling(Call("CopyTensors", direction)):
             size_blocks.copy_pair(path.api, path.env, source_tensor, destination_tensor)
     except C.OrtError as exc:
         yield Violation(f"CopyTensors {direction} of {item.describe()} failed, though the EP had allocated both ends: {exc.message}",
@@ -228,7 +228,7 @@ def _large_step(ctx: CheckContext, path: CPath, source: Block, destination: Bloc
         path.release(destination_tensor)
     seconds = time.monotonic() - started
     with ctx.precondition(f"reading the regions compared after CopyTensors {direction}"), \
-            path.staging(f"reading the regions of {item.describe()} compared after CopyTensors {direction}"):
+            path.staging(f"reading the regions of {item.describe()} compared after CopyTensors {direction}", "default>cpu"):
         wrong, past = _compare_regions(ctx, path, destination, item, plan, seed, direction)
         outside = [f"the destination ({where})" for where in destination.outside()] + [f"the source ({where})" for where in source.outside()]
     if past:
@@ -316,7 +316,7 @@ def _whole_chain(ctx: CheckContext, path: CPath, item: LargeTensor, working: lis
             ctx.attempt(f"CopyTensors {direction} of {item.describe()}, whole", script)
             started = time.monotonic()
             try:
-                with ctx.calling(Call("CopyTensors", direction, f"{item.dtype} past {size_text(max(boundaries_within(item.nbytes) or [0]))}, whole")):
+                with ctx.calling(Call("CopyTensors", direction)):
                     size_blocks.copy_pair(path.api, path.env, source.tensor(element_type, item.count, item.nbytes),
                                           destination.tensor(element_type, item.count, item.nbytes))
             except C.OrtError as exc:
@@ -410,7 +410,7 @@ def _neighbours_round(ctx: CheckContext, path: CPath, direction: str, item: Larg
     script = size_scripts.neighbours(ctx, direction, item, seed) if views else size_scripts.neighbours_whole(ctx, item, seed)
     ctx.attempt(f"placing {item.describe()} between guard bytes for CopyTensors {direction}", script)
     with ctx.precondition(f"placing the source in {source_kind} memory and the destination in {destination_kind} memory between guard bytes"), \
-            path.staging("filling the source and destination"):
+            path.staging("filling the source and destination", "cpu>default"):
         source: Block = _block(path, source_kind, item.nbytes) if views or source_kind == "cpu" else \
             path.device_tensor(ELEMENT_TYPES[item.dtype], item.count, item.nbytes, f"{item.describe()}, whole")
         source.write(0, pattern(0, item.nbytes, seed), "the source")
@@ -420,7 +420,7 @@ def _neighbours_round(ctx: CheckContext, path: CPath, direction: str, item: Larg
         destination_tensor = destination.tensor(ELEMENT_TYPES[item.dtype], item.count, item.nbytes)
     ctx.attempt(f"CopyTensors {direction} of {item.describe()} between guard bytes", script)
     try:
-        with ctx.calling(Call("CopyTensors", direction, f"{item.dtype} [{item.count}] between guard bytes")):
+        with ctx.calling(Call("CopyTensors", direction)):
             size_blocks.copy_pair(path.api, path.env, source_tensor, destination_tensor)
     except C.OrtError as exc:
         raise NotApplicable(f"CopyTensors {direction} is refused here ({message_line(exc)}): no copy to judge "
@@ -428,7 +428,7 @@ def _neighbours_round(ctx: CheckContext, path: CPath, direction: str, item: Larg
     finally:
         path.release(source_tensor)
         path.release(destination_tensor)
-    with ctx.precondition("reading the destination, the source and their guard bytes back"), path.staging("reading them back"):
+    with ctx.precondition("reading the destination, the source and their guard bytes back"), path.staging("reading them back", "default>cpu"):
         got = destination.read(0, item.nbytes, "the destination")
         after_source = source.read(0, item.nbytes, "the source")
         outside = {"destination": destination.outside(), "source": source.outside()}

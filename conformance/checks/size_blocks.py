@@ -152,10 +152,13 @@ class CPath:
         """A copy that fills or reads a block: the means, not the copy judged."""
         C.copy_tensors(self.api, self.env, [source], [destination])
 
-    def staging(self, what: str) -> Any:
-        """Around a loop of chunk copies (`what` they do): announced once, as one call in flight,
-        not once a chunk."""
-        return self.ctx.calling(Call("CopyTensors", "", f"{what}, a chunk at a time"))
+    def staging(self, what: str, direction: str) -> Any:
+        """Around a loop of chunk copies (`what` they do, the first of them in `direction`):
+        announced once, as one call in flight, not once a chunk. The call is CopyTensors in that
+        direction, as the functional tier's C-path copies are: one that crashed there is not made
+        again here (the quarantine knows calls by kind and direction)."""
+        self.ctx.attempt(f"{what}, a chunk at a time")
+        return self.ctx.calling(Call("CopyTensors", direction))
 
     def check_staging(self, staging: GuardedArray, role: str) -> None:
         for overrun in staging.check():
@@ -234,7 +237,7 @@ class DeviceBlock:
             path.api.call("CreateTensorAsOrtValue", path.allocator, dims, 1, ELEMENT_TYPES["uint8"], ctypes.byref(value))
         self.value: ctypes.c_void_p | None = value
         self.start = C.data_address(path.api, value) + GUARD
-        with path.staging("filling the guard bytes of a block of device memory"):
+        with path.staging("filling the guard bytes of a block of device memory", "cpu>default"):
             self.write(-GUARD, canaries(-GUARD, GUARD), "the guard before the block")
             self.write(size, canaries(size, GUARD), "the guard after the block")
 
