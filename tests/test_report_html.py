@@ -137,7 +137,7 @@ def test_faulty_ep_report_shows_failures_and_broken_copies_in_chromium(browser, 
     data = json.loads((faulty_report / "report.json").read_text(encoding="utf-8"))
     assert data["verdict"] == "non_conformant"
     # tall enough for the verdict's reasons, one a broken contract, above the copy matrix
-    dom, pixels = load(browser, faulty_report, "report-refdev-corrupt", tmp_path, size=(1280, 2000))
+    dom, pixels = load(browser, faulty_report, "report-refdev-corrupt", tmp_path, size=(1280, 3200))
     matrix = dom.by_id("capabilities-refdev")
     assert "cap-broken" in {c for td in matrix.find_all("td") for c in td.classes}
     failing = {div.find_all("code")[0].text() for div in dom.find_all("div", "failure")}

@@ -52,6 +52,8 @@ h5 { margin: 1em 0 .3em; font-size: 1em; }
 .finding { border-left: 5px solid var(--purple); padding: .2em 1em; margin: 1em 0; background: var(--finding-bg); }
 /* onnxruntime's messages hold long unbroken words (source paths, C++ names): they wrap rather than widen the page */
 .failure p, .finding p, .failure li, .finding li { overflow-wrap: anywhere; }
+/* and so do a contract's provenance and sources (header paths with their C++ names) */
+.provenance, details > p, details li { overflow-wrap: anywhere; }
 .muted { color: var(--muted); }
 .claim-unverified td { background: var(--unverified-bg); } .claim-unverified .verified { font-weight: bold; color: var(--amber); }
 .throughput td.figure { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
