@@ -54,7 +54,7 @@ def measured_run(ep_args: list[str], extra: list[str]) -> TierRun:
         if not report.exists():
             raise RuntimeError(f"the conformance run ({' '.join(ep_args + extra)}) wrote no report (exit {figures['exit']})")
         data = json.loads(report.read_text())
-    stress = {c["id"] for c in data.get("contracts", []) if c.get("tier") == "stress"}
+    stress = {cid for cid, c in (data.get("contracts") or {}).items() if c.get("tier") == "stress"}
     results = [r for r in data["results"] if r["contract"] in stress]
     largest = max((int(r.get("details", {}).get("evidence", {}).get("largest_bytes", 0) or 0) for r in results), default=0)
     return TierRun(figures["wall"], figures["exit"], figures["peak_kib"] * 1024, len(results),
