@@ -44,3 +44,19 @@ def test_each_bad_request_is_refused_or_a_finding_whose_script_fails(refdev_libr
     # the unknown output name is refused at the run, and the binding takes the model's own after clear_binding_outputs()
     assert results[("iobinding.rebind-after-failure", ("unknown-name", "output", "default"))]["outcome"] == "pass"
     assert results[("iobinding.rejects-bad-output", ("unknown-name", "default"))]["outcome"] == "pass"
+
+
+def test_a_bad_request_whose_valid_twin_is_refused_is_not_applicable_on_cpu_memory_and_names_its_contract_elsewhere(refdev_library, tmp_path):
+    # The CPU EP's DEFAULT memory is CPU memory: its copy_tensors between the two may be refused
+    # (copy.cpu-default-optional), so there is no refusal of a bad request to judge.
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "refdev").mkdir()
+    cpu = conformance_run(tmp_path / "cpu", "--ep=cpu", "-k", "copy.bad-requests and fewer-elements").report
+    (case, *_) = [r for r in cpu["results"] if r["contract"] == "copy.bad-requests"]
+    assert case["outcome"] == "not_applicable" and "copy.cpu-default-optional allows" in case["message"], case["message"]
+    # On device memory the valid copy's failure is the EP's, held by the contract that requires
+    # the direction: the case is not_run and says which.
+    refused = conformance_run(tmp_path / "refdev", "--ep-library", str(refdev_library), "--ep", "refdev", "-k",
+                              "copy.bad-requests and fewer-elements", env={"ORT_REFDEV_FAULT": "no-h2d"}).report
+    (case,) = [r for r in refused["results"] if r["contract"] == "copy.bad-requests" and r["params"]["direction"] == "cpu>default"]
+    assert case["outcome"] == "not_run" and "(that failure is copy.required-directions's)" in case["message"], case["message"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 import tarfile
@@ -449,3 +450,21 @@ def test_the_page_escapes_what_a_report_says(tmp_path, cpu_reports, capsys):
     (folder / "report.json").write_text(json.dumps(report))
     assert cli.main(["fleet", str(folder), "-o", str(tmp_path / "out")]) == 0
     assert "<script>alert(1)" not in (tmp_path / "out" / "fleet.html").read_text()
+
+
+def test_answers_write_what_a_fleet_table_says_as_text_never_as_raw_html(table, tmp_path, capsys):
+    # a table written elsewhere is hostile until checked: its EP names, versions, labels and
+    # messages reach the page as text (entities), and what stands in a code span as typed
+    data = json.loads((table / "fleet.json").read_text())
+    for row in data["rows"]:
+        row["ep"] = row["ep"] + "<script>alert(1)</script>"
+        row["device"] = "<img src=x onerror=alert(1)>"
+        row["run"]["name"] = "run`<b>"
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps(data))
+    page = tmp_path / "answers.md"
+    assert cli.main(["answers", str(hostile), "-o", str(page)]) == 0
+    text = page.read_text()
+    outside_code = re.sub(r"(`+)(?:(?!\1).)*?\1", "", text)  # the page without its code spans
+    assert "<script" not in outside_code and "<img" not in outside_code and "<b>" not in outside_code
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "Run ``run`<b>``" in text and "[run run&#96;&lt;b&gt;," in text

@@ -153,6 +153,13 @@ def test_a_report_grows_by_a_row_per_failing_case(corrupt, render):
     assert grown / added < 1500, f"{grown / added:.0f} bytes per failing case"
 
 
+def test_report_html_keeps_its_budget_of_5_kb_per_failing_case_plus_120_kb(corrupt):
+    # issue 38 item 6: what a vendor opens must stay readable on a run that breaks hundreds of cases
+    failing = sum(1 for r in corrupt.report["results"] if r["outcome"] in ("fail", "crash", "error", "flaky"))
+    size = (corrupt.reports / "report.html").stat().st_size
+    assert failing > 100 and size <= 5_000 * failing + 120_000, f"{size} bytes for {failing} failing cases"
+
+
 def test_tb_line_prints_each_failing_case_once(refdev_library, tmp_path):
     run = conformance_run(tmp_path, "--ep-library", str(refdev_library), "--ep", "refdev", "-k", "required-directions and float32-1", "--tb=line",
                           env={"ORT_REFDEV_FAULT": "corrupt"})

@@ -96,3 +96,15 @@ def test_a_run_appends_its_summary_to_github_step_summary(tmp_path):
     target = tmp_path / "step_summary"
     run = conformance_run(tmp_path, "--ep=cpu", "-k", "memory-info", env={"GITHUB_STEP_SUMMARY": str(target)})
     assert target.read_text(encoding="utf-8") == (run.reports / "summary.md").read_text(encoding="utf-8")
+
+
+def test_a_report_says_on_which_cpu_the_ep_ran_natively_or_under_an_emulator():
+    # An EP decides which nodes it takes by the hardware it sees (the OpenVINO plugin runs empty
+    # tensors natively on one CPU and declines them under an emulated one): every report says which.
+    from conformance.report.common import run_conditions
+
+    native = run_conditions({"run": {"cpu": "AuthenticAMD", "emulated": None, "wrapper": None}})
+    assert native == ["Ran natively on this machine's AuthenticAMD CPU: which nodes the EP took was decided on this hardware."]
+    emulated = run_conditions({"run": {"cpu": "AuthenticAMD", "emulated": "the EP's processes ran under qemu-x86_64", "wrapper": "qemu-x86_64"}})
+    assert emulated == ["CPU emulated: the EP's processes ran under qemu-x86_64; which nodes the EP took was decided on that CPU."]
+    assert run_conditions({"run": {}}) == []

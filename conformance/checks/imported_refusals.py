@@ -175,7 +175,16 @@ def unregister_while_imported(ctx: CheckContext, handle: str = "opaque-fd") -> I
         raise NotApplicable("the EP is not a plugin library: nothing to unregister")
     if not os.path.exists("/proc/self/maps") or not hasattr(os, "memfd_create"):
         raise NotRun("seeing whether the library was unloaded needs Linux's /proc/self/maps and memfd_create")
-    api, env, _ = c_device(ctx)
+    api, env, registered = c_device(ctx)
+    # An EP device that imports nothing has nothing to keep alive: said before a copy of the
+    # library is registered, which some libraries cannot be (ggml finds its backends beside its
+    # own file, so a copy in a memfd lists no device).
+    try:
+        probe = create_importer(api, registered, ctx.calling)
+    except NoImporter as exc:
+        raise NotApplicable(str(exc)) from None
+    with ctx.calling(Call("ReleaseExternalResourceImporter")):
+        api.interop("ReleaseExternalResourceImporter", probe)
     before = set(env.devices(target.provider))
     name = f"{target.registration}-unregistered"
     fd = os.memfd_create(name)  # held until the process ends: the mapping reads it

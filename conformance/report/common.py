@@ -62,13 +62,16 @@ def advertised_memory(device: dict[str, Any], kind: str) -> str:
 
 def run_conditions(data: dict[str, Any]) -> list[str]:
     """What a reader must know of where the EP ran, one line each: an emulated CPU (said
-    plainly, with what it means for the figures), else the wrapper its processes ran under;
-    then what the report could not compute (report.json's not_computed)."""
+    plainly, with what it means for the figures), else the machine's CPU it ran on natively
+    (an EP decides which nodes it takes by the hardware it sees: the OpenVINO plugin takes
+    empty tensors natively on one CPU and not under an emulated one), and the wrapper its
+    processes ran under; then what the report could not compute (report.json's not_computed)."""
     run = data.get("run") or {}
     missing = [f"Not computed: {what}" for what in data.get("not_computed") or []]
     if run.get("emulated"):
-        return [f"CPU emulated: {run['emulated']}.", *missing]
-    return ([f"The EP's processes ran under {code_span(run['wrapper'])}."] if run.get("wrapper") else []) + missing
+        return [f"CPU emulated: {run['emulated']}; which nodes the EP took was decided on that CPU.", *missing]
+    native = [f"Ran natively on this machine's {run['cpu']} CPU: which nodes the EP took was decided on this hardware."] if run.get("cpu") else []
+    return native + ([f"The EP's processes ran under {code_span(run['wrapper'])}."] if run.get("wrapper") else []) + missing
 
 
 # The tries lost to the machine that a summary (report.md's head, summary.md, the terminal) names

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from conformance.report.common import code_span
 from conformance.tools.fleet_page import LABELS
 from conformance.tools.fleet_reader import MEMORIES, UNLISTED
 
@@ -105,12 +106,26 @@ def _heading(row: dict[str, Any]) -> str:
     return f"{row['ep']} {row['ep_version'] or ''} — onnxruntime {row['onnxruntime'] or '?'}, device {row['device']}".replace("  ", " ")
 
 
-def _row_section(row: dict[str, Any], fleet_dir: Path, out_dir: Path) -> list[str]:
+def _inert(value: Any) -> Any:
+    """`value` with `&`, `<`, `>` and backticks of every string written as entities: Markdown passes
+    raw HTML through, a stray backtick opens a code span, and a renderer decodes the entities back
+    to the characters (link targets included)."""
+    if isinstance(value, str):
+        return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("`", "&#96;")
+    if isinstance(value, dict):
+        return {key: _inert(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_inert(item) for item in value]
+    return value
+
+
+def _row_section(row: dict[str, Any], raw_run: dict[str, Any], fleet_dir: Path, out_dir: Path) -> list[str]:
+    """The row's answers; `raw_run` is its run as the table gives it, for the code spans."""
     link = lambda anchor: _link(row, anchor, fleet_dir, out_dir)  # noqa: E731
     head, lines = copies_answer(row)
     run = row["run"]
     out = [f"### {_heading(row)}", "",
-           f"Run `{run['name']}` ({run['kind']} `{run['source']}`), verdict **{run['verdict']}**"
+           f"Run {code_span(raw_run['name'])} ({run['kind']} {code_span(raw_run['source'])}), verdict **{run['verdict']}**"
            + ("" if run["complete"] else " (a partial run)") + f", {run['date']}, on {run['platform']}: {link('verdict')}.", "",
            f"- **Is its DEFAULT memory something other than CPU?** {default_answer(row)}. {link('version-chain-heading')}",
            f"- **Which copy_tensors directions work?** {head}. {link('capabilities')}",
@@ -195,9 +210,12 @@ def render(data: dict[str, Any], fleet_path: Path, output: Path | None) -> str:
     """The page, its links relative to `output`'s folder (the current folder when printed)."""
     fleet_dir = fleet_path.parent
     out_dir = (output.parent if output else Path("."))
-    rows = sorted(data["rows"], key=lambda r: (r["ep"], r["ep_version"] or "", r["onnxruntime"] or "", r["run"]["name"], r["device"]))
+    raw_rows = sorted(data["rows"], key=lambda r: (r["ep"], r["ep_version"] or "", r["onnxruntime"] or "", r["run"]["name"], r["device"]))
+    # Every string of the table was written elsewhere (issue 38 item 7): made inert as HTML before
+    # it reaches the page, except where it stands in a code span (which shows entities as typed).
+    rows = [_inert(row) for row in raw_rows]
     out = ["# Which copies each EP supports: seed 000, answered from runs", "",
-           f"Generated from the fleet table `{fleet_path.as_posix()}` by `ort-conformance answers` (after `lanes/run`: "
+           f"Generated from the fleet table {code_span(fleet_path.as_posix())} by `ort-conformance answers` (after `lanes/run`: "
            "`ort-conformance fleet reports/*/report.json -o reports/fleet --answers docs/answers.md`); do not edit by hand.",
            f"The question is that of the {SEED}: an application cannot ask onnxruntime which copy directions an EP supports, so it",
            "probes at start-up. These answers were measured by conformance runs: `copy_tensors` tried with real bytes in each",
@@ -217,8 +235,8 @@ def render(data: dict[str, Any], fleet_path: Path, output: Path | None) -> str:
                    f"{_cell(head)} | {_cell(short)} | {_cell(_short_places(row, 'inputs'))} | {_cell(_short_places(row, 'outputs'))} | "
                    f"{_link(row, 'verdict', fleet_dir, out_dir).replace('[run ', '[' + row['run']['verdict'] + ', run ')} |")
     out += ["", *openvino_claims(rows, fleet_dir, out_dir), "## Each EP device, question by question", ""]
-    for row in rows:
-        out += _row_section(row, fleet_dir, out_dir)
+    for row, raw in zip(rows, raw_rows, strict=True):
+        out += _row_section(row, raw["run"], fleet_dir, out_dir)
     return "\n".join(out).rstrip("\n") + "\n"
 
 

@@ -8,6 +8,7 @@ refusal's message).
 from __future__ import annotations
 
 from conformance.checks.context import CheckContext
+from conformance.findings import ImpossibleResult, NotApplicable, NotRun, message_line
 from conformance.testbed import tensors
 
 DESTINATION_SENTINEL = 0x5A  # what a destination holds before the copy writes it
@@ -45,9 +46,30 @@ def ends(spec: list[tuple[str, str, tuple[int, ...]]], source_kind: str, destina
 
 
 def valid_copy(ctx: CheckContext, source_kind: str, destination_kind: str) -> None:
-    """The same direction, asked right: if this fails, a refused bad request proves nothing."""
+    """The same direction, asked right: if this fails, a refused bad request proves nothing.
+    Between two CPU memories (an EP whose DEFAULT memory is CPU memory) the valid copy may
+    lawfully be refused (copy.cpu-default-optional), so there is nothing to judge: the case is
+    not_applicable. Elsewhere the failure is the EP's, held by the contract that requires the
+    direction; the case is not_run and its reason names that contract."""
     float32 = tensors.DTYPES["float32"]
-    with ctx.precondition(f"a valid copy_tensors {source_kind}>{destination_kind} of the same values"):
+    direction = f"{source_kind}>{destination_kind}"
+    try:  # placing values in device memory is itself a copy from the CPU
         source = ctx.place(tensors.sample(float32, (2, 3), seed=8), source_kind, float32)
         destination = ctx.place(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), destination_kind, float32)
-        ctx.copy([source], [destination], f"{source_kind}>{destination_kind}")
+        ctx.copy([source], [destination], direction)
+    except (NotApplicable, NotRun, ImpossibleResult):
+        raise
+    except Exception as exc:
+        if ctx.is_cpu_memory(source_kind) and ctx.is_cpu_memory(destination_kind):
+            raise NotApplicable(f"a valid copy_tensors {direction} is refused, which copy.cpu-default-optional allows between CPU memories "
+                                f"({message_line(exc)[:160]}): no refusal of a bad request to judge") from None
+        raise NotRun(f"a valid copy_tensors {direction} of the same values (or placing them) failed, so the contract could not be tried "
+                     f"(that failure is {_direction_contract(source_kind, destination_kind)}'s): {type(exc).__name__}: {message_line(exc)[:200]}") from None
+
+
+def _direction_contract(source_kind: str, destination_kind: str) -> str:
+    """The contract that requires copies between these two memories, where a failed valid copy counts."""
+    kinds = {source_kind, destination_kind}
+    if "host_accessible" in kinds:
+        return "copy.host-accessible-directions"
+    return "copy.device-to-device" if kinds == {"default"} else "copy.required-directions"
