@@ -284,8 +284,12 @@ OrtStatus* refdev_stream_create(refdev_factory* f, const OrtMemoryDevice* memory
 
 #ifdef REFDEV_IMPORTS
 OrtStatus* refdev_import_settings_check(void);
+/* import fault clear-first: CopyTensors clears each destination before copying into it */
+bool refdev_copy_clears_first(void);
 OrtStatus* ORT_API_CALL refdev_factory_create_importer(OrtEpFactory* this_ptr, const OrtEpDevice* ep_device,
                                                        OrtExternalResourceImporterImpl** out_importer);
+#else
+static inline bool refdev_copy_clears_first(void) { return false; }
 #endif
 
 #endif /* REFDEV_H */
