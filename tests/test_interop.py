@@ -105,7 +105,8 @@ def test_import_family_is_not_applicable_without_an_importer(tmp_path):
     outcomes = {(r["contract"], r["outcome"]) for r in results}
     assert {contract for contract, _ in outcomes} == {"import.capability", "import.host-accessible", "import.default-copy", "import.offsets",
                                                      "import.session-io", "import.rejects-bad", "import.lifetime",
-                                                     "import.unregister-while-imported", "import.unsupported-is-success"}
+                                                     "import.unregister-while-imported", "import.unsupported-is-success", "import.handle-release",
+                                                     "import.self-copy", "import.run-no-copies", "import.host-accessible-no-copies"}
     # the CPU EP says "no importer" as the guide asks: OK, and NULL
     assert {outcome for contract, outcome in outcomes if contract == "import.unsupported-is-success"} == {"pass"}
     assert {outcome for contract, outcome in outcomes if contract != "import.unsupported-is-success"} == {"not_applicable"}
