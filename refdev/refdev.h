@@ -213,6 +213,7 @@ typedef struct refdev_ep {
   refdev_factory* factory;
   const OrtLogger* logger;
   bool async_option; /* the session's provider option async=1 (ep.refdevexecutionprovider.async) */
+  bool context_model; /* the session writes an EPContext model (ep.context_enable=1): Compile returns EPContext nodes */
   int device;        /* the virtual device it was made for */
 } refdev_ep;
 
