@@ -131,6 +131,7 @@ typedef struct copy_job {
  * on the stream (streams.c), and freed by whoever runs them. */
 typedef struct copy_batch {
   refdev_fault fault;
+  bool clear_first; /* import fault clear-first: each destination cleared before it is copied into */
   bool strikes; /* intermittent: this call's copy that goes wrong */
   size_t n;
   copy_job jobs[];
@@ -437,6 +438,7 @@ static OrtStatus* ORT_API_CALL dt_copy_tensors(OrtDataTransferImpl* this_ptr, co
       break;
     }
     b->fault = fault;
+    b->clear_first = refdev_copy_clears_first();
     b->strikes = strikes && i == 0;
     b->n = k - i;
     memcpy(b->jobs, &jobs[i], (k - i) * sizeof(copy_job));
@@ -476,6 +478,8 @@ static void perform_copies(void* arg, bool abandoned) {
     bool dst_scrambled = j->dst_scrambled;
     const unsigned char* sp = (const unsigned char*)j->src;
     unsigned char* dp = (unsigned char*)j->dst;
+    /* wrong on purpose where the destination is the source: the bytes are gone before they are read */
+    if (batch->clear_first) memset(dp, 0, n);
 
     if (fault == FAULT_RACE) {
       race_copy(dp, sp, n, src_scrambled != dst_scrambled);

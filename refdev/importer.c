@@ -44,13 +44,16 @@ typedef enum {
   IMPORT_FAULT_IMPORTER_ERROR, /* CreateExternalResourceImporterForDevice: an error status, not "OK, no importer" */
   IMPORT_FAULT_DENIES_HOST,    /* HOST_ALLOCATION denied and refused (a lawful importer of opaque fds only) */
   IMPORT_FAULT_ABORT_TENSOR,   /* CreateTensorFromMemory aborts the process */
+  IMPORT_FAULT_UNCHECKED,      /* descriptors of any version, and handle types CanImportMemory denies, taken */
+  IMPORT_FAULT_CLEAR_FIRST,    /* CopyTensors clears each destination before copying: a self-copy loses its bytes */
   IMPORT_FAULT_COUNT_
 } refdev_import_fault;
 
 static const char* const k_import_fault_names[IMPORT_FAULT_COUNT_] = {
-    "none", "null-handle", "null-tensor", "no-release", "importer-error", "denies-host", "abort-tensor",
+    "none", "null-handle", "null-tensor", "no-release", "importer-error", "denies-host", "abort-tensor", "unchecked", "clear-first",
 };
-#define REFDEV_IMPORT_FAULT_LIST "none, null-handle, null-tensor, no-release, importer-error, denies-host, abort-tensor"
+#define REFDEV_IMPORT_FAULT_LIST \
+  "none, null-handle, null-tensor, no-release, importer-error, denies-host, abort-tensor, unchecked, clear-first"
 
 static bool parse_import_fault(const char* s, refdev_import_fault* out) {
   *out = IMPORT_FAULT_NONE;
@@ -68,6 +71,8 @@ static refdev_import_fault current_import_fault(void) {
   refdev_import_fault f;
   return parse_import_fault(getenv("ORT_REFDEV_IMPORT_FAULT"), &f) ? f : IMPORT_FAULT_NONE;
 }
+
+bool refdev_copy_clears_first(void) { return current_import_fault() == IMPORT_FAULT_CLEAR_FIRST; }
 
 /* ORT_REFDEV_IMPORT_FD=take: the importer closes the caller's fd after a successful import. */
 __attribute__((unused)) static bool import_takes_fd(void) {
@@ -337,17 +342,21 @@ static OrtStatus* ORT_API_CALL importer_import_memory(OrtExternalResourceImporte
   refdev_import_fault import_fault = current_import_fault();
   *out_handle = NULL;
   if (desc == NULL) return refdev_make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: NULL descriptor");
-  if (desc->version < 24 || desc->version > ORT_API_VERSION) {
+  /* unchecked: onnxruntime hands descriptors over as the application made them, so an EP that
+   * does not look at the version or the type reads fields it does not know as ones it does */
+  bool unchecked = import_fault == IMPORT_FAULT_UNCHECKED;
+  if (!unchecked && (desc->version < 24 || desc->version > ORT_API_VERSION)) {
     return refdev_make_status(ORT_INVALID_ARGUMENT, "RefDev ImportMemory: descriptor version %u is not one of 24..%d",
                               desc->version, ORT_API_VERSION);
   }
   int type = (int)desc->handle_type;
-  bool host = type == REFDEV_HANDLE_HOST_ALLOCATION && import_fault != IMPORT_FAULT_DENIES_HOST;
 #ifdef REFDEV_VULKAN
   bool opaque_fd = type == REFDEV_HANDLE_OPAQUE_FD;
 #else
   bool opaque_fd = false;
 #endif
+  /* unchecked: any type but an opaque fd is taken for a host address */
+  bool host = (type == REFDEV_HANDLE_HOST_ALLOCATION && import_fault != IMPORT_FAULT_DENIES_HOST) || (unchecked && !opaque_fd);
   if (!host && !opaque_fd) {
     return refdev_make_status(ORT_NOT_IMPLEMENTED, "RefDev ImportMemory: handle type %d is not supported", type);
   }
@@ -429,7 +438,7 @@ static OrtStatus* ORT_API_CALL importer_create_tensor(OrtExternalResourceImporte
   *out_tensor = NULL;
   if (mem_handle == NULL || tensor_desc == NULL) return refdev_make_status(ORT_INVALID_ARGUMENT, "RefDev CreateTensorFromMemory: NULL argument");
   const refdev_import_handle* h = (const refdev_import_handle*)mem_handle;
-  if (tensor_desc->version < 24 || tensor_desc->version > ORT_API_VERSION) {
+  if (current_import_fault() != IMPORT_FAULT_UNCHECKED && (tensor_desc->version < 24 || tensor_desc->version > ORT_API_VERSION)) {
     return refdev_make_status(ORT_INVALID_ARGUMENT, "RefDev CreateTensorFromMemory: descriptor version %u is not one of 24..%d",
                               tensor_desc->version, ORT_API_VERSION);
   }

@@ -397,11 +397,55 @@ fail:
   return st;
 }
 
+/* The EPContext node that stands for one compiled partition, where the session writes an EPContext
+ * model (ep.context_enable=1; onnxruntime's EP-Context-Design): the fused node's name, inputs and
+ * outputs; ep_cache_context holds what refdev would need to rebuild the partition (its operator),
+ * embedded; `source` names the EP that made it, as the design asks, or what
+ * ORT_REFDEV_EP_CONTEXT_SOURCE says (another name: a node some other EP would take for its own). */
+#define REFDEV_CONTEXT_IO 8
+static OrtStatus* ep_context_node(const OrtNode* fused, const char* op, OrtNode** out) {
+  const OrtModelEditorApi* editor = g_ort->GetModelEditorApi();
+  if (editor == NULL) return refdev_make_status(ORT_NOT_IMPLEMENTED, "RefDev Compile: no model editor API here to make an EPContext node");
+  size_t ni = 0, no = 0;
+  RETURN_IF_STATUS(g_ort->Node_GetNumInputs(fused, &ni));
+  RETURN_IF_STATUS(g_ort->Node_GetNumOutputs(fused, &no));
+  if (ni > REFDEV_CONTEXT_IO || no > REFDEV_CONTEXT_IO) {
+    return refdev_make_status(ORT_EP_FAIL, "RefDev Compile: %zu inputs and %zu outputs are more than an EPContext node of refdev holds", ni, no);
+  }
+  const OrtValueInfo* values[REFDEV_CONTEXT_IO];
+  const char* inputs[REFDEV_CONTEXT_IO];
+  const char* outputs[REFDEV_CONTEXT_IO];
+  RETURN_IF_STATUS(g_ort->Node_GetInputs(fused, values, ni));
+  for (size_t k = 0; k < ni; ++k) {
+    inputs[k] = "";
+    if (values[k] != NULL) RETURN_IF_STATUS(g_ort->GetValueInfoName(values[k], &inputs[k]));
+  }
+  RETURN_IF_STATUS(g_ort->Node_GetOutputs(fused, values, no));
+  for (size_t k = 0; k < no; ++k) {
+    outputs[k] = "";
+    if (values[k] != NULL) RETURN_IF_STATUS(g_ort->GetValueInfoName(values[k], &outputs[k]));
+  }
+  const char* name = NULL;
+  RETURN_IF_STATUS(g_ort->Node_GetName(fused, &name));
+  const char* source = getenv("ORT_REFDEV_EP_CONTEXT_SOURCE");
+  if (source == NULL || source[0] == '\0') source = REFDEV_EP_NAME;
+  int64_t one = 1; /* main_context, embed_mode */
+  OrtOpAttr* attributes[4] = {NULL, NULL, NULL, NULL};
+  OrtStatus* st = g_ort->CreateOpAttr("main_context", &one, 1, ORT_OP_ATTR_INT, &attributes[0]);
+  if (st == NULL) st = g_ort->CreateOpAttr("embed_mode", &one, 1, ORT_OP_ATTR_INT, &attributes[1]);
+  if (st == NULL) st = g_ort->CreateOpAttr("ep_cache_context", op, (int)strlen(op), ORT_OP_ATTR_STRING, &attributes[2]);
+  if (st == NULL) st = g_ort->CreateOpAttr("source", source, (int)strlen(source), ORT_OP_ATTR_STRING, &attributes[3]);
+  if (st == NULL) st = editor->CreateNode("EPContext", "com.microsoft", name != NULL ? name : op, inputs, ni, outputs, no, attributes, 4, out);
+  for (size_t k = 0; k < 4; ++k) { /* CreateNode copies them */
+    if (attributes[k] != NULL) g_ort->ReleaseOpAttr(attributes[k]);
+  }
+  return st;
+}
+
 static OrtStatus* ORT_API_CALL ep_compile(OrtEp* this_ptr, const OrtGraph** graphs, const OrtNode** fused_nodes,
                                           size_t count, OrtNodeComputeInfo** node_compute_infos,
                                           OrtNode** ep_context_nodes) {
   refdev_ep* ep = (refdev_ep*)this_ptr;
-  (void)ep_context_nodes;
   for (size_t i = 0; i < count; ++i) node_compute_infos[i] = NULL;
   for (size_t i = 0; i < count; ++i) {
     size_t nn = 0;
@@ -434,6 +478,7 @@ static OrtStatus* ORT_API_CALL ep_compile(OrtEp* this_ptr, const OrtGraph** grap
       snprintf(ci->name, sizeof ci->name, "%s", op);
     }
     node_compute_infos[i] = &ci->base;
+    if (ep->context_model && ep_context_nodes != NULL) RETURN_IF_STATUS(ep_context_node(fused_nodes[i], op, &ep_context_nodes[i]));
   }
   return NULL;
 }
@@ -501,6 +546,7 @@ OrtStatus* ORT_API_CALL refdev_factory_create_ep(OrtEpFactory* this_ptr, const O
   const char* device_id = ep_metadata != NULL && ep_metadata[0] != NULL ? g_ort->GetKeyValue(ep_metadata[0], "refdev.device_id") : NULL;
   ep->device = device_id != NULL ? atoi(device_id) : REFDEV_DEVICE_ID;
   ep->async_option = session_option_is(session_options, "ep.refdevexecutionprovider.async", "1");
+  ep->context_model = session_option_is(session_options, "ep.context_enable", "1");
   *out = &ep->base;
   return NULL;
 }

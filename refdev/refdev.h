@@ -213,6 +213,7 @@ typedef struct refdev_ep {
   refdev_factory* factory;
   const OrtLogger* logger;
   bool async_option; /* the session's provider option async=1 (ep.refdevexecutionprovider.async) */
+  bool context_model; /* the session writes an EPContext model (ep.context_enable=1): Compile returns EPContext nodes */
   int device;        /* the virtual device it was made for */
 } refdev_ep;
 
@@ -284,8 +285,12 @@ OrtStatus* refdev_stream_create(refdev_factory* f, const OrtMemoryDevice* memory
 
 #ifdef REFDEV_IMPORTS
 OrtStatus* refdev_import_settings_check(void);
+/* import fault clear-first: CopyTensors clears each destination before copying into it */
+bool refdev_copy_clears_first(void);
 OrtStatus* ORT_API_CALL refdev_factory_create_importer(OrtEpFactory* this_ptr, const OrtEpDevice* ep_device,
                                                        OrtExternalResourceImporterImpl** out_importer);
+#else
+static inline bool refdev_copy_clears_first(void) { return false; }
 #endif
 
 #endif /* REFDEV_H */

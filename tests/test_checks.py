@@ -671,8 +671,8 @@ def test_copy_matrix_pairs_every_other_ep_device_once(ctx, monkeypatch):
 
 
 def test_every_shipped_contract_has_a_test_that_makes_it_fail():
-    """Named in a test that breaks it: a refdev fault mode (test_refdev.py, and test_interop.py
-    for the import family), a stand-in here, or a finding against onnxruntime that the CPU run
+    """Named in a test that breaks it: a refdev fault mode (test_refdev.py, and test_interop.py and
+    test_imports_host.py for the import family), a stand-in here, or a finding against onnxruntime that the CPU run
     shows (test_plugin.py)."""
     from pathlib import Path
 
@@ -680,9 +680,9 @@ def test_every_shipped_contract_has_a_test_that_makes_it_fail():
     from conformance.catalogue.spec import load_catalogue
 
     tests = Path(__file__).parent
-    text = "".join((tests / name).read_text(encoding="utf-8") for name in ("test_refdev.py", "test_checks.py", "test_plugin.py", "test_interop.py",
-                                                                        "test_upstream_invariants.py", "test_bad_requests.py", "test_endurance.py",
-                                                                        "test_concurrency.py", "test_size.py", "test_ordering.py"))
+    named = ("test_refdev.py", "test_checks.py", "test_plugin.py", "test_interop.py", "test_imports_host.py", "test_upstream_invariants.py",
+             "test_bad_requests.py", "test_endurance.py", "test_concurrency.py", "test_size.py", "test_ordering.py")
+    text = "".join((tests / name).read_text(encoding="utf-8") for name in named)
     untested = [c.id for c in load_catalogue(known_checks=known_checks()).contracts if f'"{c.id}"' not in text]
     assert not untested
 

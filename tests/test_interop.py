@@ -105,7 +105,8 @@ def test_import_family_is_not_applicable_without_an_importer(tmp_path):
     outcomes = {(r["contract"], r["outcome"]) for r in results}
     assert {contract for contract, _ in outcomes} == {"import.capability", "import.host-accessible", "import.default-copy", "import.offsets",
                                                      "import.session-io", "import.rejects-bad", "import.lifetime",
-                                                     "import.unregister-while-imported", "import.unsupported-is-success"}
+                                                     "import.unregister-while-imported", "import.unsupported-is-success", "import.handle-release",
+                                                     "import.self-copy", "import.run-no-copies", "import.host-accessible-no-copies"}
     # the CPU EP says "no importer" as the guide asks: OK, and NULL
     assert {outcome for contract, outcome in outcomes if contract == "import.unsupported-is-success"} == {"pass"}
     assert {outcome for contract, outcome in outcomes if contract != "import.unsupported-is-success"} == {"not_applicable"}
@@ -163,6 +164,12 @@ IMPORT_FAULTS = {
     # OK with no tensor: a failure naming the call, not a crash
     "null-tensor": ({"ORT_REFDEV_IMPORT_FAULT": "null-tensor"}, {"import.default-copy", "import.offsets", "import.session-io", "import.lifetime"},
                     {"import.host-accessible", "import.offsets", "import.session-io", "import.lifetime"}, "fail"),
+    # descriptor versions and denied handle types, which onnxruntime passes through, taken
+    "unchecked": ({"ORT_REFDEV_IMPORT_FAULT": "unchecked"}, {"import.rejects-bad", "import.capability"}, {"import.rejects-bad", "import.capability"}, "fail"),
+    # handles without Release: leaked without a word
+    "no-release": ({"ORT_REFDEV_IMPORT_FAULT": "no-release"}, {"import.handle-release"}, {"import.handle-release"}, "fail"),
+    # a copy onto itself loses its bytes; with HOST_ACCESSIBLE imports onnxruntime asks one of the input every Run
+    "clear-first": ({"ORT_REFDEV_IMPORT_FAULT": "clear-first"}, {"import.self-copy"}, {"import.self-copy", "import.session-io"}, "fail"),
 }
 BOUNDS = ("size-past-allocation", "offset-past-end", "tensor-past-end")
 
@@ -197,7 +204,14 @@ def test_import_fault_modes_are_caught_on_the_software_gpu(importing_library, tm
         assert status == 0 and report["verdict"] == "conformant", report["verdict_reasons"]
         passed = {r["contract"] for r in results if r["outcome"] == "pass"}
         checked = "import.default-copy" if memory == "default" else "import.host-accessible"
-        assert {checked, "import.capability", "import.offsets", "import.session-io", "import.rejects-bad", "import.lifetime"} <= passed
+        assert {checked, "import.capability", "import.offsets", "import.session-io", "import.rejects-bad", "import.lifetime", "import.handle-release",
+                "import.self-copy"} <= passed
+        # the copies asked around a Run: none with DEFAULT imports; with HOST_ACCESSIBLE ones onnxruntime 1.32 asks
+        # a copy of the input onto itself, a finding against it on both handle kinds
+        asked = {(r["contract"], r["outcome"], r["subject"]) for r in results if r["contract"].endswith("no-copies")}
+        assert asked == ({("import.run-no-copies", "pass", "runtime"), ("import.host-accessible-no-copies", "not_applicable", "runtime")}
+                         if memory == "default" else
+                         {("import.run-no-copies", "not_applicable", "runtime"), ("import.host-accessible-no-copies", "fail", "runtime")}), asked
         # both handle kinds ran
         assert {r["params"].get("handle") for r in results if r["contract"] == checked and r["outcome"] == "pass"} == {"opaque-fd", "host-allocation"}
         # the tensors report the memory the switch asks for; the other memory's contract does not apply

@@ -113,3 +113,58 @@ def test_every_invariant_is_mapped_onto_contracts_that_exist_or_says_why_it_cann
         assert f"`{item.name}`" in markdown
         if item.not_reached:
             assert item.not_reached.split(".")[0] in markdown
+
+
+def test_the_ep_context_model_of_a_session_on_the_cpu_ep_holds_no_ep_context_node(runner):
+    """The CPU EP compiles nothing: onnxruntime writes no EPContext model, and the case passes on
+    the nodes it took with none standing for them."""
+    result = runner.run("session.ep-context-model", 0, {"recipe": "add_relu"})
+    assert (result["outcome"], result["details"]["evidence"]["ep_context_nodes"]) == ("pass", 0), result["message"]
+
+
+def test_an_ep_context_node_where_the_ep_compiled_nothing_breaks_the_invariant(runner, monkeypatch):
+    """No plugin EP can do this (onnxruntime takes one EPContext node per compiled partition from
+    OrtEp::Compile, and refuses a NULL one), so a stand-in writes it: the session's model holds an
+    EPContext node though the EP took no node."""
+    import onnx
+    from onnx import helper
+
+    from conformance.checks import ep_context
+
+    ctx = runner.context(0)
+    stray = helper.make_node("EPContext", ["x"], ["y"], domain="com.microsoft", source="CPUExecutionProvider")
+    graph = helper.make_graph([stray], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    monkeypatch.setattr(ep_context, "read_context_model", lambda path: helper.make_model(graph))
+    monkeypatch.setattr(ctx, "assignment_of", lambda session: {"OtherExecutionProvider": ["Relu"]})
+    result, message = outcome(runner, "session.ep-context-model", recipe="relu")
+    assert result is Outcome.FAIL
+    assert message.startswith("the EPContext model has 1 EPContext nodes, but CPUExecutionProvider took no node"), message
+
+
+def test_ep_context_nodes_that_name_another_ep_break_the_contract(refdev_library, tmp_path):
+    """refdev compiles each node it takes and writes an EPContext node for it; naming another EP
+    as their source (ORT_REFDEV_EP_CONTEXT_SOURCE) is caught, and the reproducer fails alone."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import conformance_run
+
+    (tmp_path / "good").mkdir()
+    (tmp_path / "bad").mkdir()
+    good = conformance_run(tmp_path / "good", "--ep-library", str(refdev_library), "--ep", "refdev", "-k", "ep-context").report
+    assert {(r["outcome"], r["details"]["evidence"]["ep_context_nodes"]) for r in good["results"]} == {("pass", 1), ("pass", 2)}
+    broken = conformance_run(tmp_path / "bad", "--ep-library", str(refdev_library), "--ep", "refdev", "-k", "ep-context",
+                             env={"ORT_REFDEV_EP_CONTEXT_SOURCE": "QNNExecutionProvider"})
+    results = json.loads((broken.reports / "report.json").read_text())["results"]
+    assert {r["outcome"] for r in results} == {"fail"}
+    assert all(r["message"] == "EPContext nodes written by a session on RefDevExecutionProvider name another EP as their source: QNNExecutionProvider"
+               for r in results)
+    (script, _) = sorted((broken.reports / "repro").glob("session.ep-context-model_*.py"))
+    run = {name: subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                                env={**os.environ, **extra})
+           for name, extra in (("broken", {"ORT_REFDEV_EP_CONTEXT_SOURCE": "QNNExecutionProvider"}), ("good", {}))}
+    assert run["broken"].returncode == 1 and "name another EP as their source" in run["broken"].stderr, run["broken"].stderr[-1500:]
+    assert run["good"].returncode == 0, run["good"].stderr[-1500:]

@@ -257,6 +257,51 @@ relu = struct.pack(f"{{COUNT}}f", *[max(v, 0.0) for v in struct.unpack(f"{{COUNT
 same("the session's output in the producer's memory", relu, producer.read(allocation, len(relu), 8192))'''
 
 
+HANDLE_RELEASE = '''class Head(ctypes.Structure):  # OrtExternalMemoryHandle, onnxruntime_ep_c_api.h: what every EP's handle starts with
+    _fields_ = [("version", ctypes.c_uint32), ("ep_device", P), ("descriptor", MemoryDescriptor), ("Release", P)]
+
+
+handle = imported(fresh())
+head = Head.from_address(handle.value)
+assert head.Release, "the handle ImportMemory returned has no Release function: ReleaseExternalMemoryHandle cannot free it"
+assert head.ep_device == device, f"the handle names EP device {head.ep_device or 0:#x}, not {device:#x} whose importer made it"
+print("the imported handle has its Release function and names its EP device")'''
+
+SELF_COPY = '''values = pattern(13)
+allocation = fresh(values)
+handle = imported(allocation)
+source, destination = tensor(handle, COUNT), tensor(handle, COUNT)
+assert address_of(source) == address_of(destination), "two tensors of one handle at one offset have different addresses"
+try:
+    call("CopyTensors", env, (P * 1)(source), (P * 1)(destination), None, ctypes.c_size_t(1))
+except OrtError as error:
+    print("CopyTensors onto the same memory is refused, which the EP may do:", error)
+    raise SystemExit(0)
+same("the producer's memory after CopyTensors of an imported tensor onto itself", values, producer.read(allocation, len(values)))'''
+
+
+def run_copies(model: bytes) -> str:
+    return f'''MODEL = {model!r}  # y = Relu(x), float32 [{24}]
+import tempfile
+values = pattern(14)
+allocation = fresh(values)
+handle = imported(allocation)
+source, output = tensor(handle, COUNT), tensor(handle, COUNT, 8192)
+options, session = P(), P()
+call("CreateSessionOptions", ctypes.byref(options))
+call("SetSessionGraphOptimizationLevel", options, ctypes.c_int(0))
+call("SessionOptionsAppendExecutionProvider_V2", options, env, (P * 1)(device), ctypes.c_size_t(1), None, None, ctypes.c_size_t(0))
+call("CreateSessionFromArray", env, ctypes.c_char_p(MODEL), ctypes.c_size_t(len(MODEL)), options, ctypes.byref(session))
+log = os.path.join(tempfile.mkdtemp(), "copies.log")
+os.environ["ORT_REFDEV_COPY_LOG"] = log  # refdev writes down every copy it is asked for (no public API shows them)
+call("Run", session, None, (ctypes.c_char_p * 1)(b"x"), (P * 1)(source.value), ctypes.c_size_t(1), (ctypes.c_char_p * 1)(b"y"), ctypes.c_size_t(1),
+     (P * 1)(output.value))
+del os.environ["ORT_REFDEV_COPY_LOG"]
+asked = open(log).read().splitlines() if os.path.exists(log) else []
+assert not asked, f"a Run on imported {{memory_of(source)[1].upper()}} tensors asked the EP for {{len(asked)}} copies: {{asked}}"
+print("the Run asked for no copy")'''
+
+
 def rejects_bad(request: str, denied: int, what: str) -> str:
     steps = {
         "size-past-allocation": "imported(fresh(), size=ALLOCATION + (1 << 20) if bad else ALLOCATION)",

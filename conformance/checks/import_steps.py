@@ -11,12 +11,14 @@ it, and onnxruntime passed it on to the application.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from conformance.calls import Call
 from conformance.findings import Violation
 from conformance.testbed.interop.handed import Handed
 from conformance.testbed.interop.rig import HANDLE_KINDS, ImportRig, NullOutput
@@ -73,6 +75,36 @@ def imported_tensor(ctx: CheckContext, rig: ImportRig, kind: str, values: np.nda
             yield item, tensor, rig.memory(tensor)
         finally:
             rig.release_tensor(tensor)
+
+
+@contextlib.contextmanager
+def imported_session(ctx: CheckContext, rig: ImportRig, model: bytes) -> Iterator[Any]:
+    """A session of `model` on the EP device in the rig's C environment (graph optimizations off,
+    so the graph runs as written), released afterwards."""
+    api = rig.api
+    options, session = ctypes.c_void_p(), ctypes.c_void_p()
+    try:
+        api.call("CreateSessionOptions", ctypes.byref(options))
+        api.call("SetSessionGraphOptimizationLevel", options, 0)
+        devices = (ctypes.c_void_p * 1)(rig.device)
+        api.call("SessionOptionsAppendExecutionProvider_V2", options, rig.env.env, devices, 1, None, None, 0)
+        with ctx.calling(Call("CreateSessionFromArray")):
+            api.call("CreateSessionFromArray", rig.env.env, model, len(model), options, ctypes.byref(session))
+        yield session
+    finally:
+        if session.value:
+            api.call("ReleaseSession", session)
+        if options.value:
+            api.call("ReleaseSessionOptions", options)
+
+
+def run_into(ctx: CheckContext, rig: ImportRig, session: Any, source: Any, output: Any) -> int:
+    """Run(x = source, y = output preallocated): the address of the value Run left as y."""
+    outputs = (ctypes.c_void_p * 1)(output.value)
+    with ctx.calling(Call("Run", note="imported input and output")):
+        rig.api.call("Run", session, None, (ctypes.c_char_p * 1)(b"x"), (ctypes.c_void_p * 1)(source.value), 1, (ctypes.c_char_p * 1)(b"y"), 1,
+                     outputs)
+    return outputs[0] or 0
 
 
 def interop_outputs(function: Callable[..., Iterator[Violation]]) -> Callable[..., Iterator[Violation]]:

@@ -9,14 +9,12 @@ producer's side, not on onnxruntime's.
 
 from __future__ import annotations
 
-import ctypes
 from typing import Iterator
 
 import numpy as np
 
-from conformance.calls import Call
 from conformance.checks import import_scripts as scripts
-from conformance.checks.import_steps import COUNT, TENSOR, imported, imported_tensor, interop_outputs
+from conformance.checks.import_steps import COUNT, TENSOR, imported, imported_session, imported_tensor, interop_outputs, run_into
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.testbed.interop.capi import OrtError
@@ -174,8 +172,6 @@ def session_io(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violati
     from conformance.testbed import tensors
     rig = ImportRig.for_context(ctx)
     values = pattern(COUNT, 0)
-    api = rig.api
-    session = options = None
     made: list = []
     model, _ = ctx.models.get("relu", tensors.DTYPES["float32"], (COUNT,))
     ctx.attempt("a Relu session run with an imported input and an imported preallocated output",
@@ -185,32 +181,18 @@ def session_io(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violati
             made.append(rig.tensor(item.handle, (COUNT,)))
             made.append(rig.tensor(item.handle, (COUNT,), 8192))
             source, output = made
-            options = ctypes.c_void_p()
-            api.call("CreateSessionOptions", ctypes.byref(options))
-            api.call("SetSessionGraphOptimizationLevel", options, 0)
-            devices = (ctypes.c_void_p * 1)(rig.device)
-            api.call("SessionOptionsAppendExecutionProvider_V2", options, rig.env.env, devices, 1, None, None, 0)
-            session = ctypes.c_void_p()
-            with ctx.calling(Call("CreateSessionFromArray")):
-                api.call("CreateSessionFromArray", rig.env.env, model, len(model), options, ctypes.byref(session))
-            inputs = (ctypes.c_void_p * 1)(source.value)
-            outputs = (ctypes.c_void_p * 1)(output.value)
-            with ctx.calling(Call("Run", note="imported input and output")):
-                api.call("Run", session, None, (ctypes.c_char_p * 1)(b"x"), inputs, 1, (ctypes.c_char_p * 1)(b"y"), 1, outputs)
-            ctx.prove("address_kept", outputs[0] == output.value)
+            with imported_session(ctx, rig, model) as session:
+                left = run_into(ctx, rig, session, source, output)
+            ctx.prove("address_kept", left == output.value)
             ctx.tally("bytes_compared", TENSOR)
-            if outputs[0] != output.value:
+            if left != output.value:
                 yield Violation("Run replaced the preallocated imported output with a value of its own", expected=hex(output.value),
-                                actual=hex(outputs[0] or 0))
+                                actual=hex(left))
             expected = np.maximum(values, 0).astype(np.float32).tobytes()
             seen = item.producer.read(item.allocation, TENSOR, 8192)
             if seen != expected:
                 yield Violation("the session's output did not land in the producer's memory with Relu's values",
                                 expected=f"{np.frombuffer(expected, np.float32)[:4]}...", actual=f"{np.frombuffer(seen, np.float32)[:4]}...")
         finally:
-            if session is not None and session.value:
-                api.call("ReleaseSession", session)
-            if options is not None and options.value:
-                api.call("ReleaseSessionOptions", options)
             for value in made:
                 rig.release_tensor(value)

@@ -104,10 +104,11 @@ class Sessions:
             self._sessions[key] = SessionInfo(session, path, recipe, {"CPUExecutionProvider": list(self.models.recipes[recipe].ops)})
         return self._sessions[key]
 
-    def create_session(self, model: bytes, device=None, *, intra_op_threads: int = 1):
+    def create_session(self, model: bytes, device=None, *, intra_op_threads: int = 1, config: dict[str, str] | None = None):
         """A session of `model` on the EP under test, made as every check's session is; on
         `device` (an OrtEpDevice) instead of this context's, where a check has fetched it anew;
-        with `intra_op_threads` for a check about sessions under load (the stress tier)."""
+        with `intra_op_threads` for a check about sessions under load (the stress tier); with
+        the session config entries `config` besides the run's (a check of what one of them does)."""
         ort, target = self.under_test.ort, self.under_test.target
         device = device if device is not None else self.under_test.device
         options = ort.SessionOptions()
@@ -120,7 +121,7 @@ class Sessions:
         options.inter_op_num_threads = 1
         options.add_session_config_entry(ASSIGNMENT_CONFIG, "1")
         provider_options = target.provider_options
-        for key, value in target.session_config.items():
+        for key, value in {**target.session_config, **(config or {})}.items():
             options.add_session_config_entry(key, value)
         # No silent retry: Python's InferenceSession reruns a failed EP kernel (and recreates a
         # failed session) on the CPU EP and returns that result; the kit must see the EP's error.

@@ -216,7 +216,7 @@ class Snippets:
             lines.append(f"environment_as_in_the_run({setup!r}, {faults!r})")
         return lines
 
-    def session_snippet(self, model_path: Path | str | None, intra_op_threads: int = 1) -> str:
+    def session_snippet(self, model_path: Path | str | None, intra_op_threads: int = 1, config: dict[str, str] | None = None) -> str:
         """Lines that create `s`, a session of the model on the EP under test (after `preamble`),
         made as `Sessions.create_session` makes it (its node assignment recorded, the EP's
         options given, one thread unless `intra_op_threads` says more), with fallback to the CPU
@@ -228,7 +228,7 @@ class Snippets:
             f"so.intra_op_num_threads, so.inter_op_num_threads = {intra_op_threads}, 1"
         lines = ["so = ort.SessionOptions()", "so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL",
                  threads, f"so.add_session_config_entry({ASSIGNMENT_CONFIG!r}, '1')"]
-        lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in target.session_config.items()]
+        lines += [f"so.add_session_config_entry({k!r}, {v!r})" for k, v in {**target.session_config, **(config or {})}.items()]
         if self.under_test.device is not None:
             lines += [f"so.add_provider_for_devices([dev], {options!r})",
                       f"s = works('creating the session', ort.InferenceSession, {path!r}, so, enable_fallback=0)"]

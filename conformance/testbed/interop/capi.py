@@ -63,6 +63,13 @@ class TensorDescriptor(ctypes.Structure):
                 ("rank", _size), ("offset_bytes", _size)]
 
 
+class ExternalMemoryHandle(ctypes.Structure):
+    """The head every EP's imported handle starts with (onnxruntime_ep_c_api.h, OrtExternalMemoryHandle,
+    1.24+): a public struct the EP fills, which OrtInteropApi::ImportMemory hands to the application
+    as it is (onnxruntime 1.32's ReleaseExternalMemoryHandle calls its `Release` and nothing else)."""
+    _fields_ = [("version", ctypes.c_uint32), ("ep_device", _ptr), ("descriptor", MemoryDescriptor), ("Release", _ptr)]
+
+
 class _ApiBase(ctypes.Structure):
     _fields_ = [("GetApi", ctypes.CFUNCTYPE(_ptr, ctypes.c_uint32)), ("GetVersionString", ctypes.CFUNCTYPE(ctypes.c_char_p))]
 
