@@ -121,7 +121,8 @@ OrtStatus* ORT_API_CALL refdev_factory_create_allocator(OrtEpFactory* this_ptr, 
   a->base.Free = free_impl;
   a->base.Info = info_impl;
   a->base.Reserve = reserve_impl;
-  a->base.GetStats = get_stats_impl;
+  /* no-stats: GetStats is optional (onnxruntime_c_api.h); NULL, as the WebGPU plugin EP leaves it */
+  a->base.GetStats = refdev_current_fault() == FAULT_NO_STATS ? NULL : get_stats_impl;
   a->base.AllocOnStream = alloc_on_stream_impl;
   a->info = own_info;
   a->kind = kind;

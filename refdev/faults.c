@@ -25,6 +25,7 @@ const char* const k_fault_names[FAULT_COUNT_] = {
     "intermittent", "intermittent-abort",
     "empty-fails",
     "leak", "race", "race-kernel", "affinity", "size32", "nth",
+    "no-stats",
 };
 
 /* Parse a fault name. Unset or empty means none. Returns false for an unknown name. */

@@ -13,6 +13,7 @@ fail on refdev's alloc-fail mode.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import random
@@ -491,3 +492,63 @@ def test_a_soaks_curve_stays_small_however_long_it_runs():
     assert 48 <= len(growth.calls) <= 96 and growth.calls[-1] > 45 * endurance.COPIES
     steps = {b - a for a, b in zip(growth.calls, growth.calls[1:], strict=False)}
     assert len(steps) == 1  # still regular: every other sample dropped, the interval doubled
+
+
+# --- an allocator without GetStats (lawful; onnxruntime 1.32's AllocatorGetStats jumps to 0) -----
+
+NO_STATS_CASE = """
+import json, sys
+from conformance import data
+from conformance.engine.runner import Runner
+result = Runner("RefDevExecutionProvider", specs=[str(data.contracts_dir())], library=sys.argv[1]).run("endurance.allocations", 0, {})
+print(json.dumps({"outcome": result["outcome"], "message": result["message"], "evidence": result["details"].get("evidence", {})}))
+"""
+ASK_FOR_STATS = """
+import ctypes, sys
+import onnxruntime as ort
+from conformance.testbed.interop import capi as C
+api = C.CApi.load(ort)
+env = C.Environment(api, "refdev", sys.argv[1])
+info = api.call("EpDevice_MemoryInfo", ctypes.c_void_p(env.devices("RefDevExecutionProvider")[0]), 0)
+allocator = ctypes.c_void_p()
+api.call("GetSharedAllocator", env.env, ctypes.c_void_p(info), ctypes.byref(allocator))
+pairs = ctypes.c_void_p()
+api.call("AllocatorGetStats", allocator, ctypes.byref(pairs))
+print("returned")
+"""
+
+
+def test_an_allocator_without_get_stats_is_no_reason_to_crash_endurance_allocations(refdev_library, tmp_path):
+    """refdev's no-stats mode leaves OrtAllocator::GetStats NULL, as the header allows and the
+    WebGPU plugin EP does: asking onnxruntime 1.32's AllocatorGetStats then kills the process
+    (what made endurance.allocations and size.large-copy crash on the webgpu lane), so the kit
+    reads the member and does not ask; the allocations are judged on the process's memory alone."""
+    env = {**os.environ, "ORT_REFDEV_FAULT": "no-stats"}
+    asked = subprocess.run([sys.executable, "-c", ASK_FOR_STATS, str(refdev_library)], capture_output=True, text=True, timeout=120, env=env,
+                           cwd=tmp_path)
+    assert asked.returncode == -11 and "returned" not in asked.stdout, (asked.returncode, asked.stderr[-2000:])  # SIGSEGV: the mode bites
+    done = subprocess.run([sys.executable, "-c", NO_STATS_CASE, str(refdev_library)], capture_output=True, text=True, timeout=300, env=env,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    case = json.loads(done.stdout.strip().splitlines()[-1])
+    assert case["outcome"] == "pass", case["message"]
+    assert case["evidence"]["allocator_stats"] == f"the allocator reports none ({C.NO_GET_STATS})"
+    assert list(case["evidence"]["growth"]) == ["rss"]
+
+
+class _Allocator(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("Alloc", ctypes.c_void_p), ("Free", ctypes.c_void_p), ("Info", ctypes.c_void_p),
+                ("Reserve", ctypes.c_void_p), ("GetStats", ctypes.c_void_p)]
+
+
+class _NoCalls:
+    def call(self, name, *args):
+        raise AssertionError(f"{name} was called")
+
+
+@pytest.mark.parametrize("version, get_stats, implements", [(27, None, False), (22, 0x1234, False), (23, 0x1234, True)])
+def test_whether_an_allocator_implements_get_stats_is_read_from_its_struct(version, get_stats, implements):
+    allocator = _Allocator(version=version, GetStats=get_stats)
+    assert C.implements_stats(ctypes.c_void_p(ctypes.addressof(allocator))) is implements
+    if not implements:  # AllocatorGetStats is never asked of it
+        assert C.allocator_stats(_NoCalls(), ctypes.c_void_p(ctypes.addressof(allocator))) is None

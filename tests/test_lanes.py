@@ -252,6 +252,28 @@ def test_a_device_lane_fails_when_a_copy_it_must_exercise_did_not_pass():
     assert LANES.device_copies(lane_report(*results), 1) == []
 
 
+def test_the_webgpu_lane_fails_on_a_stress_failure_that_is_not_one_of_the_eps_known_findings():
+    """Issue 36: a broken stress result must be one of the EP's findings (WEBGPU_STRESS_BROKEN, against
+    the EP); the kit's own crash (endurance.allocations, before AllocatorGetStats was guarded) fails the lane."""
+    copies = [case("copy.required-directions", direction="cpu>default"), case("copy.required-directions", direction="default>cpu"),
+              case("copy.device-to-device", direction="default>default"), case("update-inplace.from-numpy"),
+              case("update-inplace.from-ortvalue"), case("import.capability", "not_applicable")]
+    known = [{**case(contract, "crash" if contract == "size.large-copy" else "fail", "Command encoding already finished"), "subject": "ep"}
+             for contract in LANES.WEBGPU_STRESS_BROKEN]
+    assert LANES.webgpu_gate(lane_report(*copies, *known, case("endurance.allocations")), 1) == []
+    kits = {**case("endurance.allocations", "crash", "killed by SIGSEGV"), "subject": "ep"}
+    assert LANES.webgpu_gate(lane_report(*copies, *known, kits), 1) == [
+        "endurance.allocations is crash, not one of the EP's known findings: killed by SIGSEGV"]
+    runtime = {**known[0], "subject": "runtime"}  # a known contract broken for another reason is news as well
+    assert LANES.webgpu_gate(lane_report(*copies, runtime, *known[1:]), 1)[0].startswith("concurrency.copies is fail, not one of")
+    fixed = [case("concurrency.sessions"), *[k for k in known if k["contract"] != "concurrency.sessions"]]
+    assert LANES.webgpu_gate(lane_report(*copies, *fixed), 1) == [
+        "concurrency.sessions no longer breaks (a release that fixed it?): update WEBGPU_STRESS_BROKEN"]
+    quarantined = [case("concurrency.copies", "not_run", "stopped before CopyTensors default>cpu"), *known[1:]]
+    assert LANES.webgpu_gate(lane_report(*copies, *quarantined), 1) == []  # not shown either way
+    assert LANES.webgpu_gate(lane_report(*copies), 1) == []  # a selection without the stress tier asks nothing of it
+
+
 def test_the_legacy_openvino_lane_needs_a_verdict_naming_its_api_level_and_nothing_not_run():
     above = "needs onnxruntime 1.30's API (memory_info_alloc); onnxruntime 1.24.1 is at API level 1.24, the level this run certifies"
     good = dict(lane_report(case("session.nodes-on-ep"), case("create.from-shape-and-type", "not_applicable", above)),

@@ -26,7 +26,8 @@ import numpy as np
 import pytest
 import yaml  # noqa: F401  imported at collection: a pytester test run before this module's would otherwise import it first and drop it again, and the Runner here would load its C loader twice
 
-from conformance.checks import size_plan, size_probe, size_room
+from conformance.calls import Call
+from conformance.checks import size, size_plan, size_probe, size_room
 from conformance.findings import NotApplicable
 from conformance.engine.runner import Runner
 
@@ -396,3 +397,15 @@ def test_where_default_data_pointers_are_no_addresses_the_checks_copy_whole_tens
     with_fault = reproduce(short["reproducer"], tmp_path, fault="short-copy")
     assert with_fault.returncode == 1 and "bytes differ" in with_fault.stderr, with_fault.stderr[-2000:]
     assert reproduce(short["reproducer"], tmp_path).returncode == 0
+
+
+def test_a_crashed_large_copy_quarantines_copies_of_that_tensor_only():
+    """The quarantine keys calls by value: a crash of the 4 GiB copy (the WebGPU plugin EP's, past
+    its maxBufferSize) must not stop the ordinary CopyTensors default>cpu that concurrency.copies
+    and endurance.allocations make after it, while a crash of an ordinary copy still stops this
+    check at its probe, which is the bare key."""
+    items = size.large_tensors()
+    keys = {size._large_copy_call("default>cpu", item) for item in items}
+    assert len(keys) == len(items) and Call("CopyTensors", "default>cpu") not in keys
+    assert all(key.kind == "CopyTensors" and key.direction == "default>cpu" for key in keys)
+    assert {key.note for key in keys} == {item.describe() for item in items}

@@ -83,19 +83,10 @@ class CPath:
     def allocator_caps(self) -> dict[str, int]:
         """What the shared allocator's statistics say caps an allocation ('Limit', 'MaxAllocSize'),
         where it reports them (above 0); {} where it reports none or has no statistics."""
-        pairs = ctypes.c_void_p()
         try:
-            self.api.call("AllocatorGetStats", self.allocator, ctypes.byref(pairs))
+            stats = C.allocator_stats(self.api, self.allocator) or {}
         except C.OrtError:
             return {}
-        if not pairs.value:
-            return {}
-        keys, values, count = ctypes.POINTER(ctypes.c_char_p)(), ctypes.POINTER(ctypes.c_char_p)(), ctypes.c_size_t()
-        try:
-            self.api.call("GetKeyValuePairs", pairs, ctypes.byref(keys), ctypes.byref(values), ctypes.byref(count))
-            stats = {(keys[i] or b"").decode(): (values[i] or b"").decode() for i in range(count.value)}
-        finally:
-            self.api.call("ReleaseKeyValuePairs", pairs)
         return {name: int(stats[name]) for name in ("Limit", "MaxAllocSize") if stats.get(name, "").isdigit() and int(stats[name]) > 0}
 
     def tensor_at(self, address: int, nbytes: int, element_type: int, shape: tuple[int, ...], *, device: bool) -> ctypes.c_void_p:

@@ -322,6 +322,47 @@ def device_tensor(capi: CApi, env: Environment, device: int, kind: str, shape: t
     return value
 
 
+class _AllocatorHead(ctypes.Structure):
+    """The first members of OrtAllocator, laid out as onnxruntime_c_api.h declares the struct (public:
+    an EP's allocator is one): `version`, then the function pointers up to `GetStats`."""
+    _fields_ = [("version", ctypes.c_uint32), ("Alloc", _ptr), ("Free", _ptr), ("Info", _ptr), ("Reserve", _ptr), ("GetStats", _ptr)]
+
+
+GET_STATS_SINCE = 23  # OrtAllocator::GetStats is a member of allocators of this version and newer
+NO_GET_STATS = ("its OrtAllocator::GetStats is NULL, which onnxruntime_c_api.h allows ('Implementation of this function is optional'); "
+                "not called, since onnxruntime 1.32's AllocatorGetStats calls through it unchecked (a jump to address 0)")
+
+
+def implements_stats(allocator: Any) -> bool:
+    """Whether the OrtAllocator at `allocator` has a GetStats of its own. Read from the struct
+    itself, member by member (`version` first: an allocator older than GET_STATS_SINCE may end
+    before the member), because AllocatorGetStats is not safe to ask: in onnxruntime 1.32 it is a
+    bare jump through the member, so a NULL one, which the header allows, kills the process."""
+    address = allocator.value if isinstance(allocator, ctypes.c_void_p) else allocator
+    if not address:
+        return False
+    head = _AllocatorHead.from_address(address)
+    return head.version >= GET_STATS_SINCE and bool(head.GetStats)
+
+
+def allocator_stats(capi: CApi, allocator: Any) -> dict[str, str] | None:
+    """What AllocatorGetStats says of the allocator, as text pairs ({} where it says nothing);
+    None where the allocator implements no GetStats (then AllocatorGetStats is not called: see
+    `implements_stats`). OrtError where it refuses."""
+    if not implements_stats(allocator):
+        return None
+    pairs = _ptr()
+    capi.call("AllocatorGetStats", allocator, ctypes.byref(pairs))
+    if not pairs.value:
+        return {}
+    keys, values, count = ctypes.POINTER(ctypes.c_char_p)(), ctypes.POINTER(ctypes.c_char_p)(), _size()
+    try:
+        capi.call("GetKeyValuePairs", pairs, ctypes.byref(keys), ctypes.byref(values), ctypes.byref(count))
+        return {(keys[i] or b"").decode(errors="replace"): (values[i] or b"").decode(errors="replace") for i in range(count.value)}
+    finally:
+        capi.call("ReleaseKeyValuePairs", pairs)
+
+
 def copy_tensors(capi: CApi, env: Environment, sources: list, destinations: list) -> None:
     count = len(sources)
     capi.call("CopyTensors", env.env, (_ptr * count)(*sources), (_ptr * count)(*destinations), None, count)

@@ -32,7 +32,7 @@ class DefaultAllocator:
             api.call("GetAllocatorWithDefaultOptions", ctypes.byref(self.allocator))
         if not self.allocator.value:
             raise C.Unavailable("the C environment gives no allocator for the EP device's DEFAULT memory")
-        self.stats_refusal = ""  # AllocatorGetStats' error, where it gave one
+        self.stats_refusal = ""  # why it reports nothing: AllocatorGetStats' error, or no GetStats to call
 
     @property
     def cpu_readable(self) -> bool:
@@ -55,22 +55,17 @@ class DefaultAllocator:
         self.api.call("ReleaseValue", value)
 
     def stats(self) -> dict[str, str]:
-        """What the allocator reports of itself ({} where it reports nothing or refuses: the
-        refusal is kept in `stats_refusal`)."""
-        pairs = _ptr()
+        """What the allocator reports of itself ({} where it reports nothing, refuses, or
+        implements no GetStats: why is kept in `stats_refusal`)."""
         try:
-            self.api.call("AllocatorGetStats", self.allocator, ctypes.byref(pairs))
+            found = C.allocator_stats(self.api, self.allocator)
         except C.OrtError as exc:
             self.stats_refusal = exc.message
             return {}
-        if not pairs.value:
+        if found is None:
+            self.stats_refusal = C.NO_GET_STATS
             return {}
-        keys, values, count = ctypes.POINTER(ctypes.c_char_p)(), ctypes.POINTER(ctypes.c_char_p)(), ctypes.c_size_t()
-        try:
-            self.api.call("GetKeyValuePairs", pairs, ctypes.byref(keys), ctypes.byref(values), ctypes.byref(count))
-            return {(keys[i] or b"").decode(errors="replace"): (values[i] or b"").decode(errors="replace") for i in range(count.value)}
-        finally:
-            self.api.call("ReleaseKeyValuePairs", pairs)
+        return found
 
     def stat(self, key: str) -> int | None:
         """One figure of the statistics as a number (None where it is absent or not a number)."""
