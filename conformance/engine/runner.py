@@ -55,7 +55,8 @@ Handed = Callable[[], tuple[Catalogue, dict[str, Any]]]  # gives the catalogue a
 
 class Runner:
     def __init__(self, ep: str, *, specs: list[str] | None = None, library: str | None = None,
-                 options: dict[str, str] | None = None, models_dir: str | None = None, handed: Handed | None = None, soak: float = 0.0):
+                 options: dict[str, str] | None = None, models_dir: str | None = None, handed: Handed | None = None, soak: float = 0.0,
+                 models_record: str | None = None):
         """`handed`: the catalogue of `specs` and the recipes, as the pytest process read and
         validated them, instead of reading them again here. It is called once onnxruntime is
         imported, so that a worker imports it while the pytest process is still reading them."""
@@ -74,7 +75,8 @@ class Runner:
                 raise SpecErrors(errors)
         self.target = eps.resolve(ep, self.catalogue, library=library, options=options)
         self.target.facts = eps.describe(self.target)
-        self.models = ModelCache(Path(models_dir) if models_dir else None, recipes)
+        # models_record: the file that lists the models this run used (its report folder's models-used.txt)
+        self.models = ModelCache(Path(models_dir) if models_dir else None, recipes, Path(models_record) if models_record else None)
         self._contexts: dict[int, CheckContext] = {}
 
     @property
