@@ -65,9 +65,9 @@ class AcceptingContext(SimpleNamespace):
 @pytest.fixture(autouse=True)
 def no_script(monkeypatch):
     """The check's reproducer is built from a real context's snippets; the stand-in has none."""
-    from conformance.checks.context import steps
+    from conformance.checks import copy as copy_family
 
-    monkeypatch.setattr(steps, "bad_copy", lambda *args, **kwargs: "")
+    monkeypatch.setattr(copy_family, "_bad_copy_script", lambda *args, **kwargs: "")
 
 
 @pytest.mark.parametrize("request_, cpu_default, subject", [
