@@ -10,8 +10,8 @@ kills the script the same way, and a call that never returns ends it by SIGALRM:
 makes it exit non-zero, a good one exit 0.
 
 Each script is `Snippets.script(title, body)`: the same header (imports, helpers, the EP's
-set-up) around the body of one kind of step, which the check's family builds beside it (or
-`conformance.checks.context.steps`, for the steps not moved there yet and those families share).
+set-up) around the body of one kind of step, which the check's family builds beside it (what
+families share is in `conformance.checks.context.steps`).
 """
 
 from __future__ import annotations
