@@ -6,9 +6,13 @@ boundary and land in report.json); `verdict()` is the one place that decides wha
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable
+
+from conformance.calls import Call
+from conformance.findings import Violation
 
 
 class Outcome(str, enum.Enum):
@@ -24,7 +28,7 @@ class Outcome(str, enum.Enum):
     TIMEOUT = "timeout"
     ERROR = "error"
     # Tried again (--conformance-rerun, or once after a crash or hang) and the tries' outcomes
-    # differ: counted as a failure, never certified, never waived; details["tries"] holds each.
+    # differ: counted as a failure, never certified, never waived; Details.tries holds each.
     # A try lost to the machine (MachineEvent) that the next did not repeat is not counted.
     FLAKY = "flaky"
 
@@ -86,18 +90,156 @@ class MachineEvent:
 
 
 @dataclass(frozen=True)
+class Tried:
+    """One try of a case tried again (conformance.run.reruns); `counted` False for a try lost to
+    the machine that the next did not repeat."""
+
+    outcome: Outcome
+    message: str
+    counted: bool = True
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"outcome": self.outcome.value, "message": self.message, **({} if self.counted else {"counted": False})}
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> "Tried | None":
+        """The try `wire` says (None for what is not one: a file read back may be anything)."""
+        if wire.get("outcome") not in _OUTCOME_VALUES:
+            return None
+        return cls(Outcome(wire["outcome"]), str(wire.get("message", "")), wire.get("counted") is not False)
+
+
+@dataclass(frozen=True)
+class ExcusedTry:
+    """A try lost to the machine and not counted: its number among the tries, the event, and
+    the sentence the reports show."""
+
+    number: int
+    event: MachineEvent
+    text: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"try": self.number, **self.event.to_wire(), "text": self.text}
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> "ExcusedTry | None":
+        event, number = MachineEvent.from_wire(wire), wire.get("try")
+        return None if event is None or not isinstance(number, int) else cls(number, event, str(wire.get("text", "")))
+
+
+@dataclass(frozen=True)
+class WaiverStatus:
+    """What became of the EP spec's waiver that matched a case (conformance.rules.waivers): a row
+    of the report's waiver table."""
+
+    contract: str
+    status: str  # applied, expired, waiver no longer needed, not applied: flaky
+    reason: str
+    url: str
+    until: str | None = None
+    device: str | None = None
+    spec: str | None = None  # where the waiver is written, path:line
+
+    def to_wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> "WaiverStatus":
+        def text(name: str) -> str | None:
+            return None if wire.get(name) is None else str(wire[name])
+
+        return cls(str(wire.get("contract", "")), str(wire.get("status", "")), str(wire.get("reason", "")), str(wire.get("url", "")),
+                   text("until"), text("device"), text("spec"))
+
+
+_FIELDS_OF_VIOLATION = tuple(f.name for f in dataclasses.fields(Violation))
+
+
+@dataclass(frozen=True)
+class Details:
+    """What a result holds besides its outcome and message: its violations, the evidence of what
+    the check proved, whose promise it was where not the contract's, how its worker was lost,
+    its tries, and what the verdict rules made of it. `to_wire` is its JSON (report.json's
+    `details`, a worker's reply, the journal), an empty field left out; `from_wire` reads it back,
+    from this kit's files and older ones (a key it does not know is ignored)."""
+
+    violations: tuple[Violation, ...] = ()
+    # What the check proved, by name (CheckContext.prove): small plain values, every pass has
+    # some; report.schema.json says the names a reader relies on (growth).
+    evidence: dict[str, Any] = field(default_factory=dict)
+    subject: str = ""  # whose promise the case was, where the check or the runner decided it
+    subject_reason: str = ""
+    step: str = ""  # the step a lost worker had announced
+    call: Call | None = None  # the call a lost worker had in flight
+    machine: MachineEvent | None = None  # what may have ended that worker from outside, before the next try weighs it
+    tries: tuple[Tried, ...] = ()
+    machine_events: tuple[ExcusedTry, ...] = ()
+    quarantined_call: str = ""  # the call the check stopped before, quarantined after it crashed or hung earlier
+    traceback: str = ""  # where the kit itself failed (an `error`)
+    strict: str = ""  # why the case fails a strict run (conformance.rules.strict)
+    waiver: str = ""  # a waiver that matched and was not applied, and why
+    waiver_status: WaiverStatus | None = None
+    waived_outcome: str = ""  # the outcome and message a waiver covered
+    waived_message: str = ""
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {}
+        for name in _FIELDS_OF_DETAILS:
+            value = getattr(self, name)
+            if not value:
+                continue
+            if name == "violations":
+                value = [dataclasses.asdict(v) for v in value]
+            elif name in ("tries", "machine_events"):
+                value = [item.to_wire() for item in value]
+            elif name in ("call", "machine", "waiver_status"):
+                value = value.to_wire()
+            wire[name] = value
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: Any) -> "Details":
+        if isinstance(wire, Details):
+            return wire
+        if not isinstance(wire, dict):
+            return cls()
+        texts = {name: str(wire[name]) for name in _TEXT_FIELDS if wire.get(name)}
+        call, status, evidence = wire.get("call"), wire.get("waiver_status"), wire.get("evidence")
+        return cls(
+            violations=tuple(Violation(**{"message": "", **{k: v for k, v in item.items() if k in _FIELDS_OF_VIOLATION}})
+                             for item in _list(wire.get("violations")) if isinstance(item, dict)),
+            evidence=dict(evidence) if isinstance(evidence, dict) else {},
+            call=Call.from_wire(call) if isinstance(call, dict) and isinstance(call.get("kind"), str) else None,
+            machine=MachineEvent.from_wire(wire.get("machine")),
+            tries=tuple(tried for item in _list(wire.get("tries")) if isinstance(item, dict) if (tried := Tried.from_wire(item)) is not None),
+            machine_events=tuple(event for item in _list(wire.get("machine_events")) if isinstance(item, dict)
+                                 if (event := ExcusedTry.from_wire(item)) is not None),
+            waiver_status=WaiverStatus.from_wire(status) if isinstance(status, dict) else None,
+            **texts)
+
+
+_FIELDS_OF_DETAILS = tuple(f.name for f in dataclasses.fields(Details))
+_OUTCOME_VALUES = {outcome.value for outcome in Outcome}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+_TEXT_FIELDS = ("subject", "subject_reason", "step", "quarantined_call", "traceback", "strict", "waiver", "waived_outcome", "waived_message")
+
+
+@dataclass(frozen=True)
 class CaseReply:
     """What one case came to where it ran, before the parent makes it a `Result`: a worker's
     answer (its wire dict, `from_wire`) or what the loss of its worker made of it."""
 
     outcome: Outcome
     message: str
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Details = field(default_factory=Details)
     duration: float = 0.0  # the check's own seconds, as its worker timed it
 
     @classmethod
     def from_wire(cls, reply: dict[str, Any]) -> "CaseReply":
-        return cls(Outcome(reply["outcome"]), reply["message"], reply["details"], reply["duration"])
+        return cls(Outcome(reply["outcome"]), reply["message"], Details.from_wire(reply["details"]), reply["duration"])
 
 
 @dataclass
@@ -113,7 +255,7 @@ class Result:
     subject: str
     nodeid: str = ""
     duration: float = 0.0
-    details: dict[str, Any] = field(default_factory=dict)
+    details: Details = field(default_factory=Details)
     # For a contract whose sources disagree: which rule judged this case, in words ('' otherwise).
     contested: str = ""
 
@@ -136,23 +278,22 @@ class Result:
         return properties + ([("contested", self.contested)] if self.contested else []) + growth_properties(self.details)
 
     def to_dict(self) -> dict[str, Any]:
-        # A shallow copy: params and details are JSON data that nothing changes in place
-        # (waivers and strict runs replace them). asdict's deep copy took 6 ms per 500 results,
-        # and every result is turned into a dict twice in a run.
-        return {**self.__dict__, "outcome": self.outcome.value}
+        # A shallow copy: params are JSON data that nothing changes in place. asdict's deep copy
+        # took 6 ms per 500 results, and every result is turned into a dict twice in a run.
+        return {**self.__dict__, "outcome": self.outcome.value, "details": self.details.to_wire()}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Result":
         data = dict(data)
         data["outcome"] = Outcome(data["outcome"])
+        data["details"] = Details.from_wire(data.get("details"))
         return cls(**data)
 
 
-def growth_properties(details: dict[str, Any]) -> list[tuple[str, str]]:
+def growth_properties(details: Details) -> list[tuple[str, str]]:
     """`growth.<gauge>.slope_per_call` and `growth.<gauge>.per_1000_calls` (bytes) of each memory
     curve in the result's evidence (`evidence.growth`, the stress tier's endurance checks)."""
-    evidence = details.get("evidence") if isinstance(details, dict) else None
-    growth = evidence.get("growth") if isinstance(evidence, dict) else None
+    growth = details.evidence.get("growth")
     if not isinstance(growth, dict):
         return []
     return [(f"growth.{key}.{figure}", str(curve[figure])) for key, curve in growth.items() if isinstance(curve, dict)
@@ -192,7 +333,7 @@ def _decided(results: list[Result], *, interrupted: bool, strict: bool, subset: 
 
     In a strict (certification) run nothing required may be left unshown: whatever would make
     the run `incomplete`, a required contract that could not run on one of the EP devices, and
-    every case marked `details["strict"]` by the plugin (a required contract the vendor declared
+    every case marked `Details.strict` by the plugin (a required contract the vendor declared
     not applicable), make it `non_conformant`.
 
     `subset` names the part of the catalogue that ran when it was not all of it (see
@@ -232,7 +373,7 @@ def _decided(results: list[Result], *, interrupted: bool, strict: bool, subset: 
             reasons.insert(0, f"no check could run: {causes.pop()}")
     if strict:
         reasons += _unshown_on_a_device(deciding, set(missing))
-        exempted = sorted({f"{r.contract}: {r.details['strict']}" for r in results if r.details.get("strict")})
+        exempted = sorted({f"{r.contract}: {r.details.strict}" for r in results if r.details.strict})
         reasons = [f"strict run: {reason}" for reason in dict.fromkeys(reasons + exempted)]
         if subset and not exempted:
             return Verdict.INCOMPLETE, [f"strict run: a subset of the catalogue cannot certify: {subset}", *reasons]
@@ -254,4 +395,4 @@ def _unshown_on_a_device(deciding: list[Result], already: set[str]) -> list[str]
 
 
 def _waived_failure(result: Result) -> bool:
-    return result.outcome is Outcome.WAIVED and result.details.get("waived_outcome") in {o.value for o in BROKEN}
+    return result.outcome is Outcome.WAIVED and result.details.waived_outcome in {o.value for o in BROKEN}

@@ -322,7 +322,7 @@ def test_violations_found_before_a_check_stops_are_kept(runner, ctx):
 
     outcome, message, details = runner._run(check, ctx, {})
     assert outcome is Outcome.FAIL
-    assert [v["message"] for v in details["violations"]] == ["first problem", "the check stopped after that: could not go on"]
+    assert [v.message for v in details.violations] == ["first problem", "the check stopped after that: could not go on"]
 
 
 LANDED_LATE = 0x5A5A5A5A5A5A5A5A  # a shape record overwritten by a late copy of RefDev's scrambled zeros (issue 38)
@@ -353,10 +353,10 @@ def test_a_value_reading_back_otherwise_than_made_is_the_eps_failure_not_the_kit
         yield from ()
 
     outcome, message, details = runner._run(check, ctx, {})
-    assert outcome is Outcome.FAIL and details["subject"] == "ep", message
-    (violation,) = details["violations"]
-    assert violation["actual"] == f"its shape reads [{LANDED_LATE}], made [2, 3]"
-    assert violation["expected"] == "the value as made (float32 [2, 3], 24 bytes)"
+    assert outcome is Outcome.FAIL and details.subject == "ep", message
+    (violation,) = details.violations
+    assert violation.actual == f"its shape reads [{LANDED_LATE}], made [2, 3]"
+    assert violation.expected == "the value as made (float32 [2, 3], 24 bytes)"
     assert message.startswith("a value in cpu memory, made float32 [2, 3], reads back otherwise after the EP's calls")
 
 

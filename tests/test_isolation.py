@@ -20,7 +20,7 @@ from conformance.run.attribution import details_of, message_of, outcome_of
 from conformance.calls import Call
 from conformance.isolation.controller import Worker, WorkerLost, WorkerRefused, handover
 from conformance.isolation.launcher import Launcher, process_state, signal_name
-from conformance.outcomes import MachineEvent
+from conformance.outcomes import Details, MachineEvent
 from conformance.catalogue.spec import load_catalogue
 
 
@@ -161,7 +161,7 @@ def test_a_worker_killed_by_sigkill_from_outside_is_a_crash_naming_the_machines_
         w._exchange({"op": "run"}, 10, "copy.x on cpu")
     assert lost.value.outcome == "crash"
     assert lost.value.machine == MachineEvent("killed", f"process {pid}'s wait status: killed by SIGKILL, a signal the kit had not sent it")
-    assert details_of(lost.value)["machine"] == {"kind": "killed", "evidence": lost.value.machine.evidence}
+    assert details_of(lost.value).machine == lost.value.machine
 
 
 @pytest.mark.parametrize("code", ["import os; os.abort()", "import sys; sys.stdin.readline(); sys.exit(3)"])
@@ -169,7 +169,7 @@ def test_a_worker_that_aborts_or_exits_is_no_event_of_the_machine(code):
     w = fake_worker(code)
     with pytest.raises(WorkerLost) as lost:
         w._exchange({"op": "run"}, 10, "copy.x on cpu")
-    assert lost.value.outcome == "crash" and lost.value.machine is None and "machine" not in details_of(lost.value)
+    assert lost.value.outcome == "crash" and lost.value.machine is None and details_of(lost.value).machine is None
 
 
 def test_a_worker_stopped_when_its_time_runs_out_is_a_timeout_naming_the_stop():
@@ -485,10 +485,10 @@ def test_a_crash_in_a_batch_carries_the_step_and_reproducer_its_check_sent_ahead
     # The caller, not the worker, says what the loss costs (conformance.run.attribution).
     assert message_of(lost.value) == "the process running check b was killed by SIGABRT while running again"
     details = details_of(lost.value)
-    assert details["step"] == "running again"
-    (violation,) = details["violations"]
-    assert violation["reproducer"] == "b.bind_input(...); s.run_with_iobinding(b)"
-    assert violation["actual"] == "killed by SIGABRT" and violation["expected"]
+    assert details.step == "running again"
+    (violation,) = details.violations
+    assert violation.reproducer == "b.bind_input(...); s.run_with_iobinding(b)"
+    assert violation.actual == "killed by SIGABRT" and violation.expected
 
 
 def test_a_lost_case_that_announced_nothing_is_reproduced_through_the_kit(cpu_init, session_inputs):
@@ -497,9 +497,9 @@ def test_a_lost_case_that_announced_nothing_is_reproduced_through_the_kit(cpu_in
     with pytest.raises(WorkerLost) as lost:
         w._exchange(session_inputs, 0.5, "the check")
     details = details_of(lost.value)
-    (violation,) = details["violations"]
-    assert "step" not in details and violation["actual"] == "no answer after 0.5 s"
-    assert violation["reproducer"].splitlines()[-1] == (
+    (violation,) = details.violations
+    assert details.step == "" and violation.actual == "no answer after 0.5 s"
+    assert violation.reproducer.splitlines()[-1] == (
         "print(Runner('cpu').run('memory-info.session-inputs', 0, {'recipe': 'identity', 'dtype': 'float32'}))")
 
 
@@ -580,8 +580,8 @@ def test_a_lost_checks_result_carries_the_call_in_flight_as_its_wire_dict():
     reply = outcome_of(lambda: w._exchange({"op": "run"}, 10, "the check"))
     outcome, message, details = reply.outcome, reply.message, reply.details
     assert outcome.value == "crash" and message == "the process running the check was killed by SIGABRT during copy_tensors cpu>default"
-    assert details["call"] == {"kind": "copy_tensors", "direction": "cpu>default", "note": ""}
-    assert str(Call.from_wire(details["call"])) == "copy_tensors cpu>default"
+    assert details.to_wire()["call"] == {"kind": "copy_tensors", "direction": "cpu>default", "note": ""}
+    assert str(Call.from_wire(details.to_wire()["call"])) == "copy_tensors cpu>default"
 
 
 def test_a_lost_checks_message_names_its_step_before_the_last_output_of_its_process(tmp_path):
@@ -595,16 +595,16 @@ def test_a_lost_checks_message_names_its_step_before_the_last_output_of_its_proc
     reply = outcome_of(lambda: w._exchange({"op": "run"}, 10, "the check"))
     message, details = reply.message, reply.details
     assert message == "the process running the check was killed by SIGABRT while copying; its last output: EP: device lost"
-    (violation,) = details["violations"]
-    assert violation["message"] == "the process running the check was killed by SIGABRT while copying"
-    assert violation["reproducer"] == "ort.copy(...)" and "call" not in details
+    (violation,) = details.violations
+    assert violation.message == "the process running the check was killed by SIGABRT while copying"
+    assert violation.reproducer == "ort.copy(...)" and details.call is None
 
 
 def test_a_worker_lost_while_starting_is_blamed_on_no_request():
     w = fake_worker("import os; os.abort()")
     with pytest.raises(WorkerLost) as lost:
         w.ready()
-    assert lost.value.request is None and details_of(lost.value) == {}
+    assert lost.value.request is None and details_of(lost.value) == Details()
     assert message_of(lost.value) == str(lost.value) == "the process running starting the worker was killed by SIGABRT"
 
 

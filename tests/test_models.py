@@ -12,6 +12,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from conformance.run import runfolder
 from conformance.testbed import models, tensors
 from conformance.testbed.models import ModelCache, UnbuildableModel
 
@@ -126,14 +127,38 @@ def test_cache_does_not_rebuild_within_one_cache(monkeypatch):
     assert cache.get("add", FLOAT32, SHAPE) == first
 
 
-def test_a_new_cache_reuses_the_file_on_disk(tmp_path, monkeypatch):
+def test_a_new_cache_reuses_the_file_on_disk_and_leaves_its_time_alone(tmp_path, monkeypatch):
     data, path = ModelCache(tmp_path).get("add", FLOAT32, SHAPE)
     os.utime(path, ns=(1_000_000_000, 1_000_000_000))
     monkeypatch.setattr(models, "build", lambda *a: pytest.fail("rebuilt a model that is on disk"))
     again, same = ModelCache(tmp_path).get("add", FLOAT32, SHAPE)
     assert (again, same) == (data, path)
-    # read, not rewritten: the same file (a hit re-dates it, so that a run's bundle knows the models it used)
-    assert path.stat().st_mtime_ns != 1_000_000_000 and path.read_bytes() == data
+    assert path.stat().st_mtime_ns == 1_000_000_000 and path.read_bytes() == data  # read, neither rewritten nor touched
+
+
+def test_the_caches_of_a_run_record_each_model_they_hand_out_once_built_or_read(tmp_path):
+    record = tmp_path / runfolder.MODELS_USED
+    first = ModelCache(tmp_path / "models", record=record)
+    _, built = first.get("add", FLOAT32, SHAPE)
+    first.get("add", FLOAT32, SHAPE)
+    _, read = ModelCache(tmp_path / "models", record=record).get("add", FLOAT32, SHAPE)  # another worker of the run, reading it
+    _, other = ModelCache(tmp_path / "models", record=record).get("identity", FLOAT32, SHAPE)
+    assert read == built and record.read_text().splitlines() == [built.name, built.name, other.name]
+    ModelCache(tmp_path / "in-memory", record=None).get("relu", FLOAT32, SHAPE)  # no record: nothing written anywhere
+    assert record.read_text().splitlines() == [built.name, built.name, other.name]
+
+
+def test_a_runs_models_are_those_its_record_lists_not_every_model_in_the_shared_folder(tmp_path):
+    folder = tmp_path / "reports"
+    _, earlier = ModelCache(folder / "models").get("add", FLOAT32, SHAPE)  # an earlier run's, left in the shared folder
+    _, used = ModelCache(folder / "models", record=folder / runfolder.MODELS_USED).get("identity", FLOAT32, SHAPE)
+    assert runfolder.run_files(folder) == [f"models/{used.name}"]
+    (folder / runfolder.MODELS_USED).write_text(f"{used.name}\n../secret.onnx\nplanted.onnx\n")  # names of no model file of the folder
+    assert runfolder.run_files(folder) == [f"models/{used.name}"]
+    (folder / runfolder.MODELS_USED).unlink()  # a folder of a kit that kept no record: every model there
+    assert runfolder.run_files(folder) == sorted([f"models/{used.name}", f"models/{earlier.name}"])
+    (folder / runfolder.MODELS_USED).symlink_to(folder / "models" / used.name)  # a planted link: no model is known to be the run's
+    assert runfolder.run_files(folder) == []
 
 
 def test_different_dtypes_and_shapes_are_different_files(tmp_path):

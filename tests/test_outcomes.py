@@ -11,7 +11,7 @@ from conformance import apis
 
 from conformance.rules import applicability, waivers
 from conformance.catalogue.contracts import Contract, EpSpec, Location, MemoryDeclaration, Waiver
-from conformance.outcomes import Outcome, Result, Verdict, counts, verdict
+from conformance.outcomes import Details, Outcome, Result, Verdict, counts, verdict
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -158,11 +158,41 @@ def test_counts_has_every_outcome():
 
 def test_result_round_trips_through_json():
     original = dataclasses.replace(result(Outcome.TIMEOUT, message="hung"), nodeid="copy.yaml::x[dev]", duration=1.5,
-                                   details={"violations": [{"message": "m"}]})
+                                   details=Details.from_wire({"violations": [{"message": "m"}]}))
     data = json.loads(json.dumps(original.to_dict()))
     assert data["outcome"] == "timeout"
     assert Result.from_dict(data) == original
     assert Result.from_dict(data).outcome is Outcome.TIMEOUT
+
+
+def test_details_of_every_kind_round_trip_through_json_as_the_records_they_are():
+    from conformance.calls import Call
+    from conformance.findings import Violation
+    from conformance.outcomes import ExcusedTry, MachineEvent, Tried, WaiverStatus
+
+    killed = MachineEvent(MachineEvent.KILLED, "wait status: SIGKILL")
+    details = Details(violations=(Violation("bytes differ", "0x01", "0x02", {"destination": {"name": "Dev"}}, "print(1)", "both"),),
+                      evidence={"bytes_compared": 364}, subject="both", subject_reason="why", step="copying",
+                      call=Call("copy_tensors", "cpu>default"), machine=killed,
+                      tries=(Tried(Outcome.CRASH, "killed", counted=False), Tried(Outcome.PASS, "")),
+                      machine_events=(ExcusedTry(1, killed, "not counted"),), quarantined_call="copy_tensors cpu>default",
+                      traceback="Traceback", strict="declared not applicable", waiver="expired",
+                      waiver_status=WaiverStatus("copy.x", "applied", "driver bug", "https://example.com/9", None, "dev", "ep.yaml:3"),
+                      waived_outcome="fail", waived_message="bytes differ")
+    assert all(getattr(details, f.name) for f in dataclasses.fields(Details))  # every field given, so every field is round-tripped
+    wire = json.loads(json.dumps(details.to_wire()))
+    assert Details.from_wire(wire) == details
+    assert wire["tries"][0] == {"outcome": "crash", "message": "killed", "counted": False} and wire["call"]["kind"] == "copy_tensors"
+    assert Details().to_wire() == {}  # an empty field is left out, as report.json always had it
+
+
+def test_details_read_back_from_a_file_keep_what_they_can_and_drop_what_is_not_one_of_theirs():
+    wire = {"violations": [{"message": "m", "unknown": 1}, "junk"], "tries": [{"outcome": "exploded"}, {"outcome": "pass"}],
+            "call": {"no": "kind"}, "machine": {"kind": "eaten"}, "machine_events": [{"kind": "killed"}], "evidence": [1], "other": 2}
+    details = Details.from_wire(wire)
+    assert [v.message for v in details.violations] == ["m"] and [t.outcome for t in details.tries] == [Outcome.PASS]
+    assert (details.call, details.machine, details.machine_events, details.evidence) == (None, None, (), {})
+    assert Details.from_wire(None) == Details.from_wire("x") == Details()
 
 
 def test_result_from_dict_rejects_an_unknown_outcome():
@@ -179,15 +209,15 @@ def test_waiver_turns_a_broken_or_unrun_check_into_waived(broken):
     waived = waivers.apply(result(broken, message="bytes differ"), ep_spec(waiver_list=[waiver()]), FACTS)
     assert waived.outcome is Outcome.WAIVED
     assert waived.message == f"waived (https://example.com/issue/9): driver bug; was {broken.value}: bytes differ"
-    assert waived.details["waived_outcome"] == broken.value
-    assert waived.details["waived_message"] == "bytes differ"
+    assert waived.details.waived_outcome == broken.value
+    assert waived.details.waived_message == "bytes differ"
 
 
 def test_waiver_on_a_passing_check_reports_it_is_no_longer_needed():
     passed = waivers.apply(result(Outcome.PASS), ep_spec(waiver_list=[waiver()]), FACTS)
     assert passed.outcome is Outcome.PASS
-    assert "waiver no longer needed" in passed.details["waiver"]
-    assert "myep.yaml:12" in passed.details["waiver"]
+    assert "waiver no longer needed" in passed.details.waiver
+    assert "myep.yaml:12" in passed.details.waiver
     assert "no longer needed" in passed.message
 
 
@@ -195,7 +225,7 @@ def test_waiver_on_a_passing_check_reports_it_is_no_longer_needed():
 def test_expired_waiver_does_not_apply(until):
     failed = waivers.apply(result(Outcome.FAIL), ep_spec(waiver_list=[waiver(until=until)]), FACTS)
     assert failed.outcome is Outcome.FAIL
-    assert failed.details["waiver"].startswith(f"expired: held until onnxruntime {until}, this is 1.32.0")
+    assert failed.details.waiver.startswith(f"expired: held until onnxruntime {until}, this is 1.32.0")
 
 
 def test_waiver_until_a_later_version_applies():

@@ -272,7 +272,7 @@ def test_a_failing_ep_contract_shows_statement_spec_line_and_reproducer(pytester
 # --- (c), (i) the outcome -> JUnit mapping ---------------------------------------------------
 
 FAKE_OUTCOMES = """\
-from conformance.outcomes import CaseReply, Outcome
+from conformance.outcomes import CaseReply, Details, Outcome
 from conformance.run.scheduler import Scheduler
 
 OUTCOMES = {
@@ -287,7 +287,7 @@ OUTCOMES = {
 
 def run_case(self, planned):
     outcome, message, details = OUTCOMES.get(planned.request["contract"], (Outcome.PASS, "", {}))
-    return CaseReply(outcome, message, details)
+    return CaseReply(outcome, message, Details.from_wire(details))
 
 
 Scheduler.run_case = run_case

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from conformance.calls import Call
-from conformance.outcomes import Outcome, Result
+from conformance.outcomes import Details, Outcome, Result
 from conformance.run.pool import EpUnderTest
 from conformance.run.quarantine import LOST_CHECKS_PER_DEVICE, LostPattern, Quarantine
 from conformance.run.scheduler import Planned, Scheduler
@@ -19,7 +19,7 @@ COPY = Call("copy_tensors", "cpu>default")
 def lost(outcome: Outcome = Outcome.CRASH, call: dict | str | None = None, subject: str = "ep") -> Result:
     return Result(contract="copy.roundtrip-exact", ep="RefDevExecutionProvider", device="refdev", params={}, outcome=outcome,
                   message="the process running it was killed by SIGABRT", spec="copy.yaml:1", severity="required",
-                  subject=subject, details={"call": call} if call is not None else {})
+                  subject=subject, details=Details.from_wire({"call": call} if call is not None else {}))
 
 
 def test_a_lost_call_is_kept_as_the_call_its_wire_dict_names():

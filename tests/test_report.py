@@ -12,6 +12,7 @@ import json
 import pytest
 
 from conformance.matrix import CapabilityMatrix
+from conformance.outcomes import Details
 from conformance import cli
 from conformance.tools import diff
 from conformance.checks import known_checks
@@ -268,7 +269,7 @@ def test_a_try_lost_to_the_machine_is_shown_with_its_evidence_and_leaves_the_ver
                "tries": [{"outcome": "crash", "message": "the process running it was killed by SIGKILL", "counted": False}, {"outcome": "pass", "message": ""}],
                "machine_events": [{"try": 1, "kind": "killed", "evidence": evidence, "text": killed}]}
     record = run_record()
-    record = dataclasses.replace(record, results=(dataclasses.replace(record.results[0], details=details),))
+    record = dataclasses.replace(record, results=(dataclasses.replace(record.results[0], details=Details.from_wire(details)),))
     data = report.build(record)
     assert report_problems(data) == [] and data["verdict"] == "conformant" and data["summary"]["pass"] == 1
     assert data["run"]["machine_events"] == [{"nodeid": "copy.yaml::x", "outcome": "pass", "try": 1, "kind": "killed", "evidence": evidence, "text": killed}]

@@ -141,19 +141,19 @@ ort.OrtValue.update_inplace = update_inplace
 @pytest.mark.parametrize("step", ["update_from_ortvalue", "update_from_numpy", "session_run"])
 def test_a_cpu_script_asks_for_no_memory_info_and_fails_when_the_update_is_wrong(tmp_path, step):
     from conformance.testbed import tensors
-    from conformance.checks.context import steps
+    from conformance.checks import session, update_inplace
     from conformance.engine.runner import Runner
 
     runner = Runner("cpu", models_dir=str(tmp_path / "models"))
     ctx = runner.context(0)
     int32 = tensors.DTYPES["int32"]
     if step == "update_from_ortvalue":
-        script = steps.update_from_ortvalue(ctx.snippets, "cpu", "default", int32, (2, 3))
+        script = update_inplace._from_ortvalue_script(ctx.snippets, "cpu", "default", int32, (2, 3))
     elif step == "update_from_numpy":
-        script = steps.update_from_numpy(ctx.snippets, int32, (2, 3), "default", "strided")
+        script = update_inplace._from_numpy_script(ctx.snippets, int32, (2, 3), "default", "strided")
     else:
         _, model = runner.models.get("relu", tensors.DTYPES["float32"], (3, 5))
-        script = steps.session_run(ctx.snippets, model, "relu", ("x",), tensors.DTYPES["float32"], (3, 5))
+        script = session._session_run_script(ctx.snippets, model, "relu", ("x",), tensors.DTYPES["float32"], (3, 5))
     assert "import conformance" not in script and "from conformance" not in script
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(OLD_AND_BROKEN)

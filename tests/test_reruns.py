@@ -10,12 +10,12 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import conformance_run
-from conformance.outcomes import CaseReply, Outcome, Result, Verdict, verdict
+from conformance.outcomes import CaseReply, Details, Outcome, Result, Tried, Verdict, verdict
 from conformance.report.schema import report_problems
 from conformance.run.reruns import reruns_option, settle, tries_wanted
 
-PASS, FAIL = CaseReply(Outcome.PASS, ""), CaseReply(Outcome.FAIL, "bytes differ", {"violations": [{"message": "bytes differ"}]})
-CRASH = CaseReply(Outcome.CRASH, "the process was killed by SIGKILL\nits last output", {"call": {"kind": "copy_tensors"}})
+PASS, FAIL = CaseReply(Outcome.PASS, ""), CaseReply(Outcome.FAIL, "bytes differ", Details.from_wire({"violations": [{"message": "bytes differ"}]}))
+CRASH = CaseReply(Outcome.CRASH, "the process was killed by SIGKILL\nits last output", Details.from_wire({"call": {"kind": "copy_tensors"}}))
 
 
 def tries(*replies: CaseReply):
@@ -41,15 +41,15 @@ def test_a_failure_is_tried_again_only_when_asked_and_one_that_comes_back_stays_
     again, asked = tries(FAIL, FAIL)
     settled = settle(FAIL, again, 2)
     assert (settled.outcome, settled.message, len(asked)) == (Outcome.FAIL, "bytes differ", 2)
-    assert [t["outcome"] for t in settled.details["tries"]] == ["fail", "fail", "fail"]
+    assert [t["outcome"] for t in settled.details.to_wire()["tries"]] == ["fail", "fail", "fail"]
 
 
 def test_a_failure_that_passes_when_tried_again_is_flaky_with_every_try():
     again, asked = tries(PASS, FAIL)
     settled = settle(FAIL, again, 3)
     assert settled.outcome is Outcome.FLAKY and len(asked) == 1  # the tries stop at the first that differs
-    assert settled.details["tries"] == [{"outcome": "fail", "message": "bytes differ"}, {"outcome": "pass", "message": ""}]
-    assert settled.details["violations"] == FAIL.details["violations"]
+    assert settled.details.to_wire()["tries"] == [{"outcome": "fail", "message": "bytes differ"}, {"outcome": "pass", "message": ""}]
+    assert settled.details.to_wire()["violations"] == FAIL.details.to_wire()["violations"]
     assert settled.message == "its 2 tries gave different outcomes: try 1 fail: bytes differ; try 2 pass"
 
 
@@ -57,22 +57,22 @@ def test_a_crash_is_tried_once_more_without_being_asked_and_quarantined_only_whe
     assert tries_wanted(CRASH, 0) == 1 and tries_wanted(CaseReply(Outcome.TIMEOUT, ""), 0) == 1 and tries_wanted(FAIL, 0) == 0
     again, _ = tries(CRASH)
     twice = settle(CRASH, again, 0)
-    assert twice.outcome is Outcome.CRASH and twice.details["call"] == CRASH.details["call"] and len(twice.details["tries"]) == 2
+    assert twice.outcome is Outcome.CRASH and twice.details.to_wire()["call"] == CRASH.details.to_wire()["call"] and len(twice.details.to_wire()["tries"]) == 2
     again, _ = tries(PASS)
     once = settle(CRASH, again, 0)
-    assert once.outcome is Outcome.FLAKY and once.details["call"] == CRASH.details["call"]
+    assert once.outcome is Outcome.FLAKY and once.details.to_wire()["call"] == CRASH.details.to_wire()["call"]
     assert once.message.startswith("its 2 tries gave different outcomes: try 1 crash: the process was killed by SIGKILL; try 2 pass")
 
 
 # --- a worker lost to the machine ----------------------------------------------------------------
 
 KILLED = CaseReply(Outcome.CRASH, "the process running it was killed by SIGKILL during copy_tensors cpu>default",
-                   {"call": {"kind": "copy_tensors"}, "violations": [{"message": "killed"}],
-                    "machine": {"kind": "killed", "evidence": "process 7's wait status: killed by SIGKILL, a signal the kit had not sent it"}})
+                   Details.from_wire({"call": {"kind": "copy_tensors"}, "violations": [{"message": "killed"}], "machine": {
+                       "kind": "killed", "evidence": "process 7's wait status: killed by SIGKILL, a signal the kit had not sent it"}}))
 STOPPED = CaseReply(Outcome.TIMEOUT, "it did not finish within 5 s: the worker was stopped (/proc/7/stat: state T (stopped by a signal))",
-                    {"machine": {"kind": "stopped", "evidence": "/proc/7/stat: state T (stopped by a signal) when its 5 s ran out"}})
-ABORTED = CaseReply(Outcome.CRASH, "the process running it was killed by SIGABRT", {"call": {"kind": "copy_tensors"}})
-PASSED = CaseReply(Outcome.PASS, "", {"evidence": {"bytes_compared": 364}}, 0.25)
+                    Details.from_wire({"machine": {"kind": "stopped", "evidence": "/proc/7/stat: state T (stopped by a signal) when its 5 s ran out"}}))
+ABORTED = CaseReply(Outcome.CRASH, "the process running it was killed by SIGABRT", Details.from_wire({"call": {"kind": "copy_tensors"}}))
+PASSED = CaseReply(Outcome.PASS, "", Details.from_wire({"evidence": {"bytes_compared": 364}}), 0.25)
 
 
 @pytest.mark.parametrize("lost, said", [(KILLED, "killed from outside (SIGKILL)"), (STOPPED, "stopped from outside until its time ran out")])
@@ -80,11 +80,11 @@ def test_a_try_lost_to_the_machine_that_the_next_does_not_repeat_is_not_counted(
     again, asked = tries(PASSED)
     settled = settle(lost, again, 0)
     assert len(asked) == 1 and settled.outcome is Outcome.PASS and settled.message == "" and settled.duration == 0.25
-    assert settled.details["evidence"] == PASSED.details["evidence"]  # the pass's own, what it proved
-    assert settled.details["tries"] == [{"outcome": lost.outcome.value, "message": lost.message, "counted": False}, {"outcome": "pass", "message": ""}]
-    assert settled.details["machine_events"] == [{"try": 1, **lost.details["machine"],
+    assert settled.details.to_wire()["evidence"] == PASSED.details.to_wire()["evidence"]  # the pass's own, what it proved
+    assert settled.details.tries == (Tried(lost.outcome, lost.message, counted=False), Tried(Outcome.PASS, ""))
+    assert settled.details.to_wire()["machine_events"] == [{"try": 1, **lost.details.to_wire()["machine"],
                                                   "text": f"the worker was {said} on try 1; try 2 passed: not counted against the EP"}]
-    assert "machine" not in settled.details and "violations" not in settled.details and "call" not in settled.details
+    assert "machine" not in settled.details.to_wire() and "violations" not in settled.details.to_wire() and "call" not in settled.details.to_wire()
 
 
 @pytest.mark.parametrize("lost, again_lost", [(KILLED, KILLED), (STOPPED, STOPPED)])
@@ -92,40 +92,40 @@ def test_a_try_lost_to_the_machine_that_the_next_repeats_is_the_eps_with_both_tr
     again, asked = tries(again_lost)
     settled = settle(lost, again, 0)
     assert len(asked) == 1 and settled.outcome is lost.outcome and settled.message == lost.message
-    assert [t.get("counted", True) for t in settled.details["tries"]] == [True, True]
-    assert "machine_events" not in settled.details and "machine" not in settled.details
-    assert settled.details.get("call") == lost.details.get("call")  # the call is quarantined, as a crash twice always was
+    assert [t.get("counted", True) for t in settled.details.to_wire()["tries"]] == [True, True]
+    assert "machine_events" not in settled.details.to_wire() and "machine" not in settled.details.to_wire()
+    assert settled.details.to_wire().get("call") == lost.details.to_wire().get("call")  # the call is quarantined, as a crash twice always was
 
 
 def test_a_kill_then_a_stop_count_as_a_repeat_and_differ():
     """Either event repeated is the EP's: two losses in a row, whatever ended them, are not excused."""
     again, _ = tries(STOPPED)
     settled = settle(KILLED, again, 0)
-    assert settled.outcome is Outcome.FLAKY and "machine_events" not in settled.details
+    assert settled.outcome is Outcome.FLAKY and "machine_events" not in settled.details.to_wire()
 
 
 def test_after_an_excused_try_the_case_is_settled_on_the_tries_that_follow():
     again, asked = tries(FAIL)  # a real failure behind the kill: the case fails, with no further try unless asked
     settled = settle(KILLED, again, 0)
-    assert (settled.outcome, len(asked), settled.details["violations"]) == (Outcome.FAIL, 1, FAIL.details["violations"])
-    assert settled.details["machine_events"][0]["text"] == "the worker was killed from outside (SIGKILL) on try 1; try 2 failed: not counted against the EP"
+    assert (settled.outcome, len(asked), settled.details.to_wire()["violations"]) == (Outcome.FAIL, 1, FAIL.details.to_wire()["violations"])
+    assert settled.details.machine_events[0].text == "the worker was killed from outside (SIGKILL) on try 1; try 2 failed: not counted against the EP"
     again, asked = tries(ABORTED, PASS)  # the EP's own crash behind the kill, which does not come back: flaky, named by the tries that count
     settled = settle(KILLED, again, 0)
     assert settled.outcome is Outcome.FLAKY and len(asked) == 2
     assert settled.message.startswith("its 2 tries gave different outcomes: try 2 crash: the process running it was killed by SIGABRT; try 3 pass")
-    assert [t.get("counted", True) for t in settled.details["tries"]] == [False, True, True]
+    assert [t.get("counted", True) for t in settled.details.to_wire()["tries"]] == [False, True, True]
 
 
 def test_a_rerun_lost_to_the_machine_is_made_again_and_not_counted():
     again, asked = tries(KILLED, FAIL)
     settled = settle(FAIL, again, 1)
     assert settled.outcome is Outcome.FAIL and len(asked) == 2  # not flaky: the failure came back on the try that counted
-    assert [t.get("counted", True) for t in settled.details["tries"]] == [True, False, True]
-    assert settled.details["machine_events"][0]["try"] == 2
+    assert [t.get("counted", True) for t in settled.details.to_wire()["tries"]] == [True, False, True]
+    assert settled.details.to_wire()["machine_events"][0]["try"] == 2
 
 
 def test_an_event_named_on_an_outcome_that_is_no_loss_is_not_weighed():
-    odd = CaseReply(Outcome.FAIL, "bytes differ", {"machine": KILLED.details["machine"]})
+    odd = CaseReply(Outcome.FAIL, "bytes differ", Details(machine=KILLED.details.machine))
     again, asked = tries()
     assert settle(odd, again, 0) is odd and asked == []
 
@@ -157,7 +157,7 @@ def test_a_waiver_never_covers_a_flaky_case(tmp_path):
     flaky = result(Outcome.FLAKY)
     assert waivers.matching(flaky, spec, facts) is waiver
     kept = waivers.apply(flaky, spec, facts)
-    assert kept.outcome is Outcome.FLAKY and kept.details["waiver"].startswith("not applied: a flaky case is never waived")
+    assert kept.outcome is Outcome.FLAKY and kept.details.to_wire()["waiver"].startswith("not applied: a flaky case is never waived")
     assert waivers.apply(result(Outcome.FAIL), spec, facts).outcome is Outcome.WAIVED
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, conformance_run
-from conformance.outcomes import Outcome, Result, Verdict, verdict
+from conformance.outcomes import Details, Outcome, Result, Verdict, verdict
 from conformance.report.schema import report_problems
 from conformance.plugin.selection import Selection, case_key, compare, stress_left_out
 from conformance.catalogue.spec import load_catalogue
@@ -51,7 +51,7 @@ def test_the_case_key_of_a_result_that_went_through_json_is_the_same():
 
 def result(outcome: Outcome, contract: str = "copy.x", **details) -> Result:
     return Result(contract=contract, ep="E", device="d", params={}, outcome=outcome, message="", spec="x:1", severity="required",
-                  subject="ep", details=details)
+                  subject="ep", details=Details(**details))
 
 
 def test_a_strict_subset_is_incomplete_never_conformant():

@@ -65,9 +65,9 @@ class AcceptingContext(SimpleNamespace):
 @pytest.fixture(autouse=True)
 def no_script(monkeypatch):
     """The check's reproducer is built from a real context's snippets; the stand-in has none."""
-    from conformance.checks.context import steps
+    from conformance.checks import copy as copy_family
 
-    monkeypatch.setattr(steps, "bad_copy", lambda *args, **kwargs: "")
+    monkeypatch.setattr(copy_family, "_bad_copy_script", lambda *args, **kwargs: "")
 
 
 @pytest.mark.parametrize("request_, cpu_default, subject", [
@@ -93,18 +93,18 @@ def test_the_runner_gives_a_result_the_subject_its_violations_share():
                                memories=SimpleNamespace(guarded=[], overruns=list))  # no host buffer guarded
 
     outcome, _, details = runner._run(check, context(), {})
-    assert outcome.value == "fail" and details["subject"] == "both"
-    assert "subject" not in runner._run(lambda ctx: iter([Violation("x")]), context(), {})[2]
+    assert outcome.value == "fail" and details.subject == "both"
+    assert runner._run(lambda ctx: iter([Violation("x")]), context(), {})[2].subject == ""
 
 
 CONFTEST = """\
 from conformance.run.scheduler import Scheduler
-from conformance.outcomes import CaseReply, Outcome
+from conformance.outcomes import CaseReply, Details, Outcome
 
 
 def run_case(self, planned):
     if planned.request["contract"] == "copy.bad-requests" and planned.request["params"]["request"] == "size-mismatch":
-        return CaseReply(Outcome.FAIL, "copy_tensors accepted a bad request (size-mismatch)", {"subject": "both"})
+        return CaseReply(Outcome.FAIL, "copy_tensors accepted a bad request (size-mismatch)", Details(subject="both"))
     return CaseReply(Outcome.PASS, "")
 
 

@@ -21,7 +21,7 @@ from pytest_runs import BASE, TIMEOUT, by_name, kind, properties, pytest_in
 FAKE = """\
 import time
 
-from conformance.outcomes import CaseReply, Outcome
+from conformance.outcomes import CaseReply, Details, Outcome
 from conformance.run.scheduler import Scheduler
 
 OUTCOMES = {
@@ -34,7 +34,8 @@ OUTCOMES = {
 
 
 def run_case(self, planned):
-    outcome, message, details = OUTCOMES.get(planned.request["contract"], (Outcome.PASS, "", {}))
+    outcome, message, wire = OUTCOMES.get(planned.request["contract"], (Outcome.PASS, "", {}))
+    details = Details.from_wire(wire)
     if planned.request["contract"] == "memory-info.tensor-size":
         time.sleep(2)  # waited for: behind other requests, say; the check itself took 0.123 s
         return CaseReply(outcome, message, details, 0.123)

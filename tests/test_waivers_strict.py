@@ -196,12 +196,12 @@ def test_version_selectors(selector, version, expected):
 
 
 def test_a_waived_not_run_alone_shows_nothing_and_leaves_the_run_incomplete():
-    from conformance.outcomes import Outcome, Result, Verdict, verdict
+    from conformance.outcomes import Details, Outcome, Result, Verdict, verdict
 
     waived = Result(contract="copy.x", ep="E", device="d", params={}, outcome=Outcome.WAIVED, message="waived", spec="x:1",
-                    severity="required", subject="ep", details={"waived_outcome": "not_run"})
+                    severity="required", subject="ep", details=Details(waived_outcome="not_run"))
     assert verdict([waived])[0] is Verdict.INCOMPLETE
-    shown = Result(**{**waived.__dict__, "details": {"waived_outcome": "fail"}})
+    shown = Result(**{**waived.__dict__, "details": Details(waived_outcome="fail")})
     assert verdict([shown]) == (Verdict.CONFORMANT, ["conformant under a waiver: copy.x"])
 
 

@@ -10,7 +10,6 @@ one named, the others are the means of seeing it, as in copy.direction.
 from __future__ import annotations
 
 import ctypes
-import os
 from typing import Iterator
 
 import numpy as np
@@ -21,7 +20,7 @@ from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
 from conformance.testbed.guard import GuardedArray
 from conformance.testbed.interop import capi as C
-from conformance.testbed.interop import rig, slots
+from conformance.testbed.interop import rig
 from conformance.checks.context import CheckContext
 
 SENTINEL = 0x5A  # what a CPU destination holds before the copy
@@ -124,47 +123,16 @@ def c_api_copy(ctx: CheckContext, direction: str, dtype: str = "float32", shape:
 
 
 def c_script_header(ctx: CheckContext, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
-    """The lines a C-path script begins with: ctypes over the wheel's libonnxruntime.so (the
-    slot indices the kit read from onnxruntime's header), the EP library registered in a C
-    environment, `device` the EP device under test, and helpers: `device_tensor` and
-    `cpu_tensor` (SHAPE and TYPE, from `dtype` and `shape`, unless given others), `guarded`
-    host bytes between canaries, `copy` (CopyTensors of one pair)."""
-    target = ctx.target
-    wanted = ["GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "GetEpDevices", "EpDevice_EpName", "EpDevice_MemoryInfo",
-              "GetSharedAllocator", "CreateTensorAsOrtValue", "CreateCpuMemoryInfo", "CreateTensorWithDataAsOrtValue", "CopyTensors",
-              "ReleaseValue"]
-    index = {name: slots.ORT_API[name][0] for name in wanted}
-    register = (f"call('RegisterExecutionProviderLibrary', env, ctypes.c_char_p({target.registration!r}.encode()), "
-                f"ctypes.c_char_p({os.path.abspath(target.library)!r}.encode()))"
-                if target.registration and target.library else "# a built-in EP: nothing to register")
-    return f"""import ctypes, os
-P = ctypes.c_void_p
-SLOT = {index!r}  # OrtApi slot indices, from onnxruntime_c_api.h
-CAPI = os.path.join(os.path.dirname(ort.__file__), 'capi')  # the wheel's C library, beside its Python extension
-lib = ctypes.CDLL(os.path.join(CAPI, sorted(f for f in os.listdir(CAPI) if f.startswith('libonnxruntime.so'))[0]))
-lib.OrtGetApiBase.restype = ctypes.POINTER(P * 2)
-api = ctypes.cast(ctypes.CFUNCTYPE(P, ctypes.c_uint32)(lib.OrtGetApiBase().contents[0])({C.API_VERSION}), ctypes.POINTER(P))
-def call(name, *args):
-    status = ctypes.CFUNCTYPE(P, *[type(a) if isinstance(a, ctypes._SimpleCData) else P for a in args])(api[SLOT[name]])(*args)
-    if status:
-        raise AssertionError(name + ': ' + ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['GetErrorMessage']])(status).decode())
-env = P()
-call('CreateEnv', ctypes.c_int(3), ctypes.c_char_p(b'repro'), ctypes.byref(env))
-{register}
-devices, count = ctypes.POINTER(P)(), ctypes.c_size_t()
-call('GetEpDevices', env, ctypes.byref(devices), ctypes.byref(count))
-name_of = ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['EpDevice_EpName']])
-device = [devices[i] for i in range(count.value) if name_of(devices[i]) == {target.provider!r}.encode()][{ctx.device_index}]
-info = ctypes.CFUNCTYPE(P, P, ctypes.c_int)(api[SLOT['EpDevice_MemoryInfo']])(device, 0)  # DEFAULT
-allocator = P()
-call('GetSharedAllocator', env, P(info), ctypes.byref(allocator))
+    """The lines a C-path script of the family begins with: the C API set up
+    (`Snippets.c_api_setup`), then helpers: `device_tensor` and `cpu_tensor` (SHAPE and TYPE,
+    from `dtype` and `shape`, unless given others), `guarded` host bytes between canaries, `copy`
+    (CopyTensors of one pair)."""
+    return ctx.snippets.c_api_setup() + f"""\
 SHAPE, TYPE, NBYTES = {list(shape)!r}, {C.ELEMENT_TYPES[dtype.name]}, {tensors.element_count(shape) * np.dtype(dtype.storage).itemsize}
 def device_tensor(shape=SHAPE, type_=TYPE):
     v = P()
     call('CreateTensorAsOrtValue', allocator, (ctypes.c_int64 * len(shape))(*shape), ctypes.c_size_t(len(shape)), ctypes.c_int(type_), ctypes.byref(v))
     return v
-cpu_info = P()
-call('CreateCpuMemoryInfo', ctypes.c_int(0), ctypes.c_int(0), ctypes.byref(cpu_info))
 def cpu_tensor(buffer, shape=SHAPE, type_=TYPE):  # over the bytes between the canaries of a `guarded` buffer
     v = P()
     call('CreateTensorWithDataAsOrtValue', cpu_info, P(ctypes.addressof(buffer) + 64), ctypes.c_size_t(len(buffer) - 128),

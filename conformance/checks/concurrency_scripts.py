@@ -9,12 +9,10 @@ did; sessions through Python (InferenceSession.run releases the GIL).
 
 from __future__ import annotations
 
-import os
 
 from conformance.checks.context import CheckContext
 from conformance.checks.context.steps import REFERENCES
 from conformance.testbed.interop import capi as C
-from conformance.testbed.interop import slots
 
 THREAD_NOTE = "from a thread other than the one that registered the library"  # the note of such calls (conformance.calls.Call)
 
@@ -65,39 +63,11 @@ def overlapping(spans):  # how many calls overlapped in time a call of another t
 
 
 def c_header(ctx: CheckContext) -> str:
-    """ctypes over the wheel's libonnxruntime.so: the EP library registered in a C environment,
-    `device` the EP device under test, `device_tensor(n)` and `host_tensor(n)` (n bytes as
+    """The C API set up (`Snippets.c_api_setup`: `device` the EP device under test, `call`,
+    `error(status)`), then `device_tensor(n)` and `host_tensor(n)` (n bytes as
     float32, the host's between 64 canary bytes), `copy_tensors` (CopyTensors, the GIL released
-    while it runs) and `error(status)`."""
-    target = ctx.target
-    wanted = ["GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "GetEpDevices", "EpDevice_EpName", "EpDevice_MemoryInfo",
-              "GetSharedAllocator", "CreateTensorAsOrtValue", "CreateCpuMemoryInfo", "CreateTensorWithDataAsOrtValue", "CopyTensors"]
-    index = {name: slots.ORT_API[name][0] for name in wanted}
-    register = (f"call('RegisterExecutionProviderLibrary', env, ctypes.c_char_p({target.registration!r}.encode()), "
-                f"ctypes.c_char_p({os.path.abspath(target.library)!r}.encode()))"
-                if target.registration and target.library else "# a built-in EP: nothing to register")
-    return f"""P = ctypes.c_void_p
-SLOT = {index!r}  # OrtApi slot indices, from onnxruntime_c_api.h
-CAPI = os.path.join(os.path.dirname(ort.__file__), 'capi')  # the wheel's C library, beside its Python extension
-lib = ctypes.CDLL(os.path.join(CAPI, sorted(f for f in os.listdir(CAPI) if f.startswith('libonnxruntime.so'))[0]))
-lib.OrtGetApiBase.restype = ctypes.POINTER(P * 2)
-api = ctypes.cast(ctypes.CFUNCTYPE(P, ctypes.c_uint32)(lib.OrtGetApiBase().contents[0])({C.API_VERSION}), ctypes.POINTER(P))
-error = lambda status: ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['GetErrorMessage']])(status).decode()
-def call(name, *args):
-    status = ctypes.CFUNCTYPE(P, *[type(a) if isinstance(a, ctypes._SimpleCData) else P for a in args])(api[SLOT[name]])(*args)
-    assert not status, name + ': ' + error(status)
-env = P()
-call('CreateEnv', ctypes.c_int(3), ctypes.c_char_p(b'repro'), ctypes.byref(env))
-{register}
-devices, count = ctypes.POINTER(P)(), ctypes.c_size_t()
-call('GetEpDevices', env, ctypes.byref(devices), ctypes.byref(count))
-name_of = ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['EpDevice_EpName']])
-device = [devices[i] for i in range(count.value) if name_of(devices[i]) == {target.provider!r}.encode()][{ctx.device_index}]
-info = ctypes.CFUNCTYPE(P, P, ctypes.c_int)(api[SLOT['EpDevice_MemoryInfo']])(device, 0)  # DEFAULT
-assert info, 'the EP device advertises no DEFAULT memory (the run saw one)'
-allocator, cpu_info = P(), P()
-call('GetSharedAllocator', env, P(info), ctypes.byref(allocator))
-call('CreateCpuMemoryInfo', ctypes.c_int(0), ctypes.c_int(0), ctypes.byref(cpu_info))
+    while it runs)."""
+    return ctx.snippets.c_api_setup() + f"""\
 copy_tensors = ctypes.CFUNCTYPE(P, P, ctypes.POINTER(P), ctypes.POINTER(P), P, ctypes.c_size_t)(api[SLOT['CopyTensors']])
 hosts = []  # every host buffer: its canaries are checked at the end
 def device_tensor(n):

@@ -23,7 +23,7 @@ def _copy(ctx: CheckContext, direction: str, dtype: str, shape: str, *, may_refu
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=4)
     memory = {"source": ctx.memory_facts(source_kind), "destination": ctx.memory_facts(destination_kind)}
-    snippet = steps.copy(ctx.snippets, source_kind, destination_kind, dt, shp, may_refuse=may_refuse)
+    snippet = _copy_script(ctx.snippets, source_kind, destination_kind, dt, shp, may_refuse=may_refuse)
     ctx.attempt(f"placing the values for copy_tensors {direction}", snippet)  # a crash while placing has the script too
     source = ctx.place(values, source_kind, dt)
     destination = ctx.place(tensors.sentinel(dt, shp, bad_copies.DESTINATION_SENTINEL), destination_kind, dt)
@@ -110,7 +110,7 @@ def roundtrip(ctx: CheckContext, dtype: str, shape: str) -> Iterator[Violation]:
         raise NotApplicable("onnxruntime's Python API creates no OrtValue from a string array")
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=5)
-    snippet = steps.copy(ctx.snippets, "cpu", "default", dt, shp)  # read back through copy_tensors: the round trip
+    snippet = _copy_script(ctx.snippets, "cpu", "default", dt, shp)  # read back through copy_tensors: the round trip
     ctx.attempt("copy_tensors CPU → DEFAULT → CPU", snippet)
     device_value = ctx.place(values, "default", dt)
     ctx.prove("memory", {"default": memory_label(ctx.memory_facts("default"))})
@@ -165,7 +165,7 @@ def bad_requests(ctx: CheckContext, request: str, direction: str) -> Iterator[Vi
         dst_values = [ctx.place(tensors.sentinel(dt, shp, bad_copies.DESTINATION_SENTINEL), kind, dt) for kind, dt, shp in destinations]
     # Only the EP's own copies are its to refuse: a CPU-to-CPU copy is onnxruntime's.
     shared = "both" if request in bad_copies.PASSED_THROUGH and not (ctx.is_cpu_memory(source_kind) and ctx.is_cpu_memory(destination_kind)) else ""
-    snippet = steps.bad_copy(ctx.snippets, request, sources, destinations)
+    snippet = _bad_copy_script(ctx.snippets, request, sources, destinations)
     ctx.attempt(f"copy_tensors with a bad request ({request})", snippet)
     try:
         ctx.copy(src_values, dst_values, direction, note=f"bad request {request}")
@@ -216,3 +216,48 @@ def _after_refusal(ctx: CheckContext, request: str, sources, src_values, destina
                             f"did not deliver the source bytes: {diff.describe()}", expected="byte-identical destination",
                             actual=diff.describe(), reproducer=snippet)
     ctx.prove("usable_after_refusal", {"sources": len(sources), "destinations": len(destinations)})
+
+
+# --- the reproducers: standalone scripts of each check's step ------------------------------
+
+
+def _copy_script(sn: Snippets, source_kind: str, destination_kind: str, dt: tensors.DType, shape: tuple[int, ...], *, may_refuse: bool = False) -> str:
+    """copy_tensors from `source_kind` to `destination_kind` memory delivers the source bytes."""
+    what = f"copy_tensors {source_kind}>{destination_kind} of {dt.name} {list(shape)}"
+    call = "ort.copy_tensors([source], [destination], None)"
+    if may_refuse:
+        attempt = f"try:\n    {call}\nexcept Exception as error:\n    print('refused, which this contract allows:', error)\n    raise SystemExit(0)"
+    else:
+        attempt = f"works({what!r}, ort.copy_tensors, [source], [destination], None)"
+    body = [sn.values("values", dt, shape, 4), sn.place("source", "values", source_kind, dt),
+            sn.sentinel("landing", dt, shape, steps.SENTINEL), sn.place("destination", "landing", destination_kind, dt), attempt,
+            f"same_bytes({what!r}, values, {sn.read('destination', 'landing', destination_kind, dt)}{sn.nbytes(dt, shape)})"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def _bad_copy_script(sn: Snippets, request: str, sources, destinations) -> str:
+    """A bad copy_tensors request is refused with a message, and writes into no destination.
+    `sources`, `destinations`: (memory kind, element type, shape) of each."""
+    body = []
+    for index, (kind, dt, shape) in enumerate(sources):
+        body += [sn.values(f"values{index}", dt, shape, 8 + index), sn.place(f"source{index}", f"values{index}", kind, dt)]
+    for index, (kind, dt, shape) in enumerate(destinations):
+        body += [sn.sentinel(f"landing{index}", dt, shape, steps.SENTINEL), sn.place(f"destination{index}", f"landing{index}", kind, dt),
+                 sn.sentinel(f"unchanged{index}", dt, shape, steps.SENTINEL)]
+    sources_list = "[" + ", ".join(f"source{i}" for i in range(len(sources))) + "]"
+    destinations_list = "[" + ", ".join(f"destination{i}" for i in range(len(destinations))) + "]"
+    body.append(f"refused('copy_tensors with a bad request ({request})', ort.copy_tensors, {sources_list}, {destinations_list}, None)")
+    for index, (kind, dt, _shape) in enumerate(destinations):
+        body.append(f"same_bytes('destination {index} after the refused request', unchanged{index}, "
+                    f"{sn.read(f'destination{index}', f'landing{index}', kind, dt)})")
+    # the state after the refusal: the sources hold their values, the destinations take a valid copy
+    for index, (kind, dt, _shape) in enumerate(sources):
+        body.append(f"same_bytes('source {index} after the refused request', values{index}, "
+                    f"{sn.read(f'source{index}', f'values{index}', kind, dt)})")
+    for index, (kind, dt, shape) in enumerate(destinations):
+        from_kind = sources[index][0] if index < len(sources) else (sources[0][0] if sources else "cpu")
+        body += [sn.values(f"again{index}", dt, shape, 9 + index), sn.place(f"again_source{index}", f"again{index}", from_kind, dt),
+                 f"works('a valid copy into destination {index} after the refusal', ort.copy_tensors, [again_source{index}], [destination{index}], None)",
+                 f"same_bytes('destination {index} after a valid copy that followed the refusal', again{index}, "
+                 f"{sn.read(f'destination{index}', f'landing{index}', kind, dt)})"]
+    return sn.script(f"copy_tensors refuses a bad request ({request}) on {sn.under_test.target.provider}", "\n".join(body))

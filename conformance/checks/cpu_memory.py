@@ -10,6 +10,8 @@ is what the CPU sees there, never through the EP's CopyTensors.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 import ctypes
 from typing import Iterator
 
@@ -19,6 +21,7 @@ from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps
+from conformance.checks.context.snippets import Snippets
 from conformance.findings import NotApplicable, Violation
 from conformance.checks.context import CheckContext
 
@@ -80,7 +83,7 @@ def _cpu_path(ctx: CheckContext, path: str, dt: tensors.DType, values: np.ndarra
 def copy_paths(ctx: CheckContext, path: str, dtype: str) -> Iterator[Violation]:
     dt = _numpy_type(dtype)
     values = tensors.sample(dt, SHAPE, seed=12)
-    snippet = steps.cpu_path(ctx.snippets, path, dt, SHAPE, ctx.models.get("identity", dt, SHAPE)[1] if path.startswith("iobinding") else None)
+    snippet = _cpu_path_script(ctx.snippets, path, dt, SHAPE, ctx.models.get("identity", dt, SHAPE)[1] if path.startswith("iobinding") else None)
     ctx.attempt(f"{path} between CPU values", snippet)
     got = _cpu_path(ctx, path, dt, values)
     ctx.prove("memory", {"source": "plain CPU memory", "destination": "plain CPU memory"})
@@ -96,7 +99,7 @@ def host_accessible_writes(ctx: CheckContext, path: str, dtype: str) -> Iterator
     dt = _numpy_type(dtype)
     values = tensors.sample(dt, SHAPE, seed=13)
     model = ctx.models.get("identity", dt, SHAPE)[1] if path == "iobinding-output" else None
-    snippet = steps.host_accessible_write(ctx.snippets, path, dt, SHAPE, model)
+    snippet = _host_accessible_write_script(ctx.snippets, path, dt, SHAPE, model)
     ctx.attempt(f"{path} into HOST_ACCESSIBLE memory", snippet)
     with ctx.precondition("a HOST_ACCESSIBLE value to write into"):
         destination = ctx.allocate("host_accessible", dt, SHAPE)
@@ -127,3 +130,48 @@ def host_accessible_writes(ctx: CheckContext, path: str, dtype: str) -> Iterator
         yield Violation(f"{path} into HOST_ACCESSIBLE memory: the CPU does not see the source bytes there: {diff.describe()}",
                         expected="the source bytes at the value's address", actual=diff.describe(),
                         memory={"host_accessible": ctx.memory_facts("host_accessible")}, reproducer=snippet)
+
+
+# --- the reproducers: standalone scripts of each check's step ------------------------------
+
+
+def _cpu_only_session(model_path: Path | None) -> str:
+    path = os.path.abspath(model_path) if model_path is not None else "<the model: not saved in this run>"
+    return f"s = works('a session on the CPU EP alone', ort.InferenceSession, {path!r}, providers=['CPUExecutionProvider'])"
+
+
+def _cpu_path_script(sn: Snippets, path: str, dt: tensors.DType, shape: tuple[int, ...], model_path: Path | None) -> str:
+    """A public copy path between two CPU values, with no EP in it, delivers the source bytes."""
+    t, what = dt.onnx_type, f"{path} of {dt.name} {list(shape)} between CPU values"
+    body = [sn.values("values", dt, shape, 12), sn.sentinel("landing", dt, shape, steps.SENTINEL), "got = landing"]
+    body += {
+        "copy_tensors": [f"works({what!r}, ort.copy_tensors, [cpu_value(values, {t})], [cpu_value(landing, {t})], None)"],
+        "update_inplace-numpy": [f"works({what!r}, cpu_value(landing, {t}).update_inplace, values)"],
+        "update_inplace-ortvalue": [f"works({what!r}, cpu_value(landing, {t}).update_inplace, cpu_value(values, {t}))"],
+        "ortvalue_from_numpy": [f"v = works({what!r}, ort.OrtValue.ortvalue_from_numpy, values, 'cpu', 0)", f"got = read(v, values, {t})"],
+        "iobinding": [_cpu_only_session(model_path), "b = s.io_binding()", "b.bind_cpu_input('x', values)", "b.bind_output('y', 'cpu')",
+                      f"works({what!r}, s.run_with_iobinding, b)", "got = b.copy_outputs_to_cpu()[0]"],
+        "iobinding-ortvalue": [_cpu_only_session(model_path), "b = s.io_binding()", f"b.bind_ortvalue_input('x', cpu_value(values, {t}))",
+                               f"b.bind_ortvalue_output('y', cpu_value(landing, {t}))", f"works({what!r}, s.run_with_iobinding, b)"],
+    }[path]
+    body.append(f"same_bytes({what!r}, values, got)")
+    return sn.script(what, "\n".join(body))
+
+
+def _host_accessible_write_script(sn: Snippets, path: str, dt: tensors.DType, shape: tuple[int, ...], model_path: Path | None) -> str:
+    """A CPU-side write into a HOST_ACCESSIBLE value lands where the CPU sees it, at the value's address."""
+    t, what = dt.onnx_type, f"{path} of {dt.name} {list(shape)} into HOST_ACCESSIBLE memory"
+    body = [f"dst = works('allocating HOST_ACCESSIBLE memory', ort.OrtValue.ortvalue_from_shape_and_type, {list(shape)}, {t}, memory_info=HOST_ACCESSIBLE)",
+            sn.sentinel("landing", dt, shape, steps.SENTINEL), "ctypes.memmove(dst.data_ptr(), landing.tobytes(), dst.tensor_size_in_bytes())",
+            "address = dst.data_ptr()", sn.values("values", dt, shape, 13)]
+    body += {
+        "update_inplace-numpy": [f"works({what!r}, dst.update_inplace, values)"],
+        "update_inplace-ortvalue": [f"works({what!r}, dst.update_inplace, cpu_value(values, {t}))"],
+        "copy_tensors": [f"works({what!r}, ort.copy_tensors, [cpu_value(values, {t})], [dst], None)"],
+        "iobinding-output": [_cpu_only_session(model_path), "b = s.io_binding()", "b.bind_cpu_input('x', values)",
+                             "b.bind_ortvalue_output('y', dst)", f"works({what!r}, s.run_with_iobinding, b)"],
+    }[path]
+    body += ["assert dst.data_ptr() == address, f'the destination moved: expected 0x{address:x}, got 0x{dst.data_ptr():x}'",
+             "seen = np.frombuffer(ctypes.string_at(dst.data_ptr(), dst.tensor_size_in_bytes()), np.uint8)  # what the CPU sees there",
+             f"same_bytes({what + ', read through data_ptr()'!r}, values, seen)"]
+    return sn.script(what, "\n".join(body))

@@ -17,6 +17,7 @@ from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import steps
+from conformance.checks.context.snippets import Snippets
 from conformance.testbed.eps import memory_label
 from conformance.findings import NotApplicable, Violation, message_line
 from conformance.testbed.guard import GuardedArray
@@ -70,7 +71,7 @@ def from_numpy(ctx: CheckContext, dtype: str, shape: str, layout: str = "contigu
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=11)
     source, _ = _guarded_source(ctx, values, layout)
-    snippet = steps.from_numpy(ctx.snippets, dt, shp, layout, NUMPY_DEVICE_ARGS[form])
+    snippet = _from_numpy_script(ctx.snippets, dt, shp, layout, NUMPY_DEVICE_ARGS[form])
     what = f"ortvalue_from_numpy of a {layout} {dt.name} {list(shp)} array" + (f" with device {NUMPY_DEVICE_ARGS[form]}" if form != "default-args" else "")
     ctx.attempt(what, snippet)
     with ctx.calling(Call("ortvalue_from_numpy", layout, form)):
@@ -95,7 +96,7 @@ def read_only_source(ctx: CheckContext, dtype: str = "float32", shape: str = "2x
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=12)
     source, guarded = _guarded_source(ctx, values, "read-only")
-    snippet = steps.read_only_source(ctx.snippets, dt, shp)
+    snippet = _read_only_source_script(ctx.snippets, dt, shp)
     ctx.attempt("ortvalue_from_numpy of a read-only array, then update_inplace of the value", snippet)
     with ctx.calling(Call("ortvalue_from_numpy", "read-only")):
         value = ctx.ort.OrtValue.ortvalue_from_numpy(source)
@@ -136,7 +137,7 @@ def from_shape_and_type(ctx: CheckContext, dtype: str, shape: str, memory: str, 
             raise NotApplicable(f"the EP device advertises no memory info for its {memory} memory")
     args: dict = {"device-args": {"device_type": "cpu", "device_id": 0}, "memory-info": {"memory_info": ctx.memory_info(memory)},
                   "default-args": {}}[form]
-    snippet = steps.from_shape_and_type(ctx.snippets, dt, shp, memory, form)
+    snippet = _from_shape_and_type_script(ctx.snippets, dt, shp, memory, form)
     what = f"ortvalue_from_shape_and_type({list(shp)}, {dt.name}) in {memory} memory ({form})"
     ctx.attempt(what, snippet)
     with ctx.calling(Call("allocate", memory, form)):
@@ -155,3 +156,55 @@ def from_shape_and_type(ctx: CheckContext, dtype: str, shape: str, memory: str, 
     if diff:
         yield Violation(f"{what}: the value does not hold what was copied into it: {diff.describe()}", expected="the values copied in",
                         actual=diff.describe(), memory={memory: ctx.memory_facts(memory)}, reproducer=snippet)
+
+
+# --- the reproducers: standalone scripts of each check's step ------------------------------
+
+
+def _layout_lines(name: str) -> str:
+    """Lines that make `source`, the array `values` laid out as `name`."""
+    return {"contiguous": "source = values.copy()",
+            "read-only": "source = values.copy()\nsource.flags.writeable = False",
+            "strided": "wide = np.zeros(values.shape[:-1] + (values.shape[-1] * 2,), values.dtype)\nwide[..., ::2] = values\nsource = wide[..., ::2]",
+            "transposed": "source = np.ascontiguousarray(values.T).T"}[name]
+
+
+def _described_assertion(what: str, value: str, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """The assertion that `value` reports the shape, element type and byte size asked for."""
+    asked = (list(shape), dt.onnx_type, dt.nbytes(tensors.element_count(shape)))
+    return (f"said = (list({value}.shape()), {value}.element_type(), {value}.tensor_size_in_bytes())\n"
+            f"assert said == {asked!r}, f{what + ': expected (shape, element type, bytes) ' + repr(asked) + ', got '!r}" " + repr(said)")
+
+
+def _from_numpy_script(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], layout: str, device_args: tuple) -> str:
+    """ortvalue_from_numpy gives a CPU value of the array's shape, type, size and logical values."""
+    what = f"ortvalue_from_numpy of a {layout} {dt.name} {list(shape)} array"
+    args = "".join(f", {a!r}" for a in device_args)
+    body = [sn.values("values", dt, shape, 11), _layout_lines(layout), f"value = works({what!r}, ort.OrtValue.ortvalue_from_numpy, source{args})",
+            _described_assertion(what, "value", dt, shape),
+            f"assert value.device_name().lower() == 'cpu', f'{what}: expected a CPU value, got ' + value.device_name()",
+            f"same_bytes({what!r}, values, read(value, values, {dt.onnx_type}))"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def _read_only_source_script(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """A write through a value made from a read-only array leaves the array as it was."""
+    body = [sn.values("values", dt, shape, 12), _layout_lines("read-only"), "value = ort.OrtValue.ortvalue_from_numpy(source)",
+            "print('the value aliases the read-only array:', value.data_ptr() == source.ctypes.data)",
+            sn.sentinel("other", dt, shape, steps.SENTINEL),
+            "try:\n    value.update_inplace(other)\nexcept Exception as error:\n    print('update_inplace refused:', error)",
+            "same_bytes('the read-only array after a write through the value made from it', values, source)"]
+    return sn.script("ortvalue_from_numpy of a read-only array gives no way to write into it", "\n".join(body))
+
+
+def _from_shape_and_type_script(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], kind: str, form: str) -> str:
+    """ortvalue_from_shape_and_type gives a value of the shape, type and size asked for, in the
+    memory asked for, that holds what is copied into it."""
+    what = f"ortvalue_from_shape_and_type({list(shape)}, {dt.name}) in {kind} memory ({form})"
+    args = {"default-args": "", "device-args": ", 'cpu', 0", "memory-info": f", memory_info={sn.memory_expr(kind)}"}[form]
+    body = [f"value = works({what!r}, ort.OrtValue.ortvalue_from_shape_and_type, {list(shape)}, {dt.onnx_type}{args})",
+            _described_assertion(what, "value", dt, shape), sn.values("values", dt, shape, 13), "source = cpu_value(values, %d)" % dt.onnx_type,
+            "if value.device_name().lower() == 'cpu':\n    ctypes.memmove(value.data_ptr(), source.data_ptr(), value.tensor_size_in_bytes())\n"
+            f"else:\n    works('copy_tensors cpu>{kind}', ort.copy_tensors, [source], [value], None)",
+            f"same_bytes({what!r}, values, read(value, values, {dt.onnx_type}){sn.nbytes(dt, shape)})"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import time
-from typing import Any, Generator, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 import numpy as np
 
@@ -77,6 +77,33 @@ class _Loop:
         if self.beat.due():
             where = f"of {self.count:,}" if call <= self.count else f"(the soak's rounds of {self.count:,} after the bounded count)"
             self.ctx.attempt(f"{self.what}: {self.per} {call:,} {where}", self.snippet)
+
+    def repeat(self, step: Callable[[int], Violation | None], failed: Callable[[int, Exception], Violation],
+               stopped: Violation | None) -> tuple[Violation | None, int]:
+        """`step(call)` for each of `calls()` (none when the first call already `stopped` the
+        loop) until one gives a violation, or raises what `failed(call, error)` says (a kit
+        error goes on up); returns that violation, or None, and the last call that was right."""
+        made = 1
+        for call in ([] if stopped else self.calls()):
+            try:
+                stopped = step(call)
+            except KitError:
+                raise
+            except Exception as exc:
+                stopped = failed(call, exc)
+            if stopped:
+                break
+            made = call
+            self.sampler.after(call)
+            self.announce(call)
+        return stopped, made
+
+    def ended(self, stopped: Violation | None, made: int) -> Iterator[Violation]:
+        """The violation that stopped the loop, with the loop's reproducer, then `judged`."""
+        if stopped:
+            stopped.reproducer = self.snippet
+            yield stopped
+        yield from self.judged(made, made, stopped is not None)
 
     def judged(self, made: int, checks: int, stopped: bool) -> Iterator[Violation]:
         """The evidence of the loop, and a violation for each gauge that grew. Where nothing
@@ -337,27 +364,19 @@ def session_runs(ctx: CheckContext) -> Iterator[Violation]:
     ctx.attempt(f"running model '{recipe}': run 1 of {RUNS:,}", loop.snippet)
     with ctx.precondition(f"the first run of model '{recipe}' (session.nodes-on-ep judges it)"), ctx.calling(cpu_input_run()), ctx.running(info):
         (output,) = info.session.run(None, feeds[1])
-    stopped, made = _wrong_output(ctx, f"run 1 of {RUNS:,} of model '{recipe}'", 0, expected[1], output), 1
+    stopped = _wrong_output(ctx, f"run 1 of {RUNS:,} of model '{recipe}'", 0, expected[1], output)
+
+    def run(call: int) -> Violation | None:
+        (output,) = info.session.run(None, feeds[call % FEED_SETS])
+        return _wrong_output(ctx, f"run {call:,} of {RUNS:,} of model '{recipe}'", call - 1, expected[call % FEED_SETS], output)
+
+    def failed(call: int, exc: Exception) -> Violation:
+        return Violation(f"run {call:,} of {RUNS:,} of model '{recipe}' failed, after {call - 1:,} that worked: {first_line(exc)}",
+                         expected=f"all {RUNS:,} runs to work, the last as the first", actual=f"run {call:,}: {first_line(exc)}")
+
     with ctx.calling(Call("InferenceSession.run", note=f"inputs in cpu, {RUNS:,} in a row")), ctx.running(info):
-        for call in ([] if stopped else loop.calls()):
-            try:
-                (output,) = info.session.run(None, feeds[call % FEED_SETS])
-            except KitError:
-                raise
-            except Exception as exc:
-                stopped = Violation(f"run {call:,} of {RUNS:,} of model '{recipe}' failed, after {call - 1:,} that worked: {first_line(exc)}",
-                                    expected=f"all {RUNS:,} runs to work, the last as the first", actual=f"run {call:,}: {first_line(exc)}")
-                break
-            stopped = _wrong_output(ctx, f"run {call:,} of {RUNS:,} of model '{recipe}'", call - 1, expected[call % FEED_SETS], output)
-            if stopped:
-                break
-            made = call
-            loop.sampler.after(call)
-            loop.announce(call)
-    if stopped:
-        stopped.reproducer = loop.snippet
-        yield stopped
-    yield from loop.judged(made, made, stopped is not None)
+        stopped, made = loop.repeat(run, failed, stopped)
+    yield from loop.ended(stopped, made)
 
 
 def _wrong_output(ctx: CheckContext, what: str, right_before: int, expected: Any, output: Any) -> Violation | None:
@@ -385,26 +404,18 @@ def session_lifecycle(ctx: CheckContext) -> Iterator[Violation]:
     with ctx.precondition(f"creating and running a session of model '{recipe}' (session.nodes-on-ep judges it)"):
         with ctx.calling(Call("InferenceSession creation")):
             stopped = _one_session(ctx, model, recipe, 1, nodes, feeds[1], expected[1])
-    made = 1
+
+    def session(call: int) -> Violation | None:
+        return _one_session(ctx, model, recipe, call, nodes, feeds[call % FEED_SETS], expected[call % FEED_SETS])
+
+    def failed(call: int, exc: Exception) -> Violation:
+        return Violation(f"session {call:,} of {SESSIONS:,} of model '{recipe}' could not be created or run, after {call - 1:,} that were: "
+                         f"{first_line(exc)}", expected=f"all {SESSIONS:,} sessions created and run, the last as the first",
+                         actual=f"session {call:,}: {first_line(exc)}")
+
     with ctx.calling(Call("InferenceSession creation", note=f"{SESSIONS:,} in a row, each run once")):
-        for call in ([] if stopped else loop.calls()):
-            try:
-                stopped = _one_session(ctx, model, recipe, call, nodes, feeds[call % FEED_SETS], expected[call % FEED_SETS])
-            except KitError:
-                raise
-            except Exception as exc:
-                stopped = Violation(f"session {call:,} of {SESSIONS:,} of model '{recipe}' could not be created or run, after {call - 1:,} that were: "
-                                    f"{first_line(exc)}", expected=f"all {SESSIONS:,} sessions created and run, the last as the first",
-                                    actual=f"session {call:,}: {first_line(exc)}")
-            if stopped:
-                break
-            made = call
-            loop.sampler.after(call)
-            loop.announce(call)
-    if stopped:
-        stopped.reproducer = loop.snippet
-        yield stopped
-    yield from loop.judged(made, made, stopped is not None)
+        stopped, made = loop.repeat(session, failed, stopped)
+    yield from loop.ended(stopped, made)
 
 
 def _one_session(ctx: CheckContext, model: bytes, recipe: str, call: int, nodes: list[str], feeds: dict[str, np.ndarray],

@@ -20,6 +20,7 @@ from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import CheckContext, bad_bindings, bad_copies, bad_updates
+from conformance.checks.context.snippets import Snippets
 from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 
@@ -140,7 +141,7 @@ def copy_refusal(ctx: CheckContext, request: str, direction: str = "cpu>default"
     call = (f"ort.copy_tensors([{', '.join(f'source{i}' for i in range(len(sources)))}], "
             f"[{', '.join(f'destination{i}' for i in range(len(destinations)))}], None)")
     what = f"copy_tensors' bad request {request} ({direction})"
-    snippet = steps.refusal_message(sn, what, body, call, naming.what, naming.alternatives)
+    snippet = _refusal_message_script(sn, what, body, call, naming.what, naming.alternatives)
     for pair in sorted({(s[0], d[0]) for s, d in zip(sources, destinations, strict=False)} or {(source_kind, destination_kind)}):
         bad_copies.valid_copy(ctx, *pair)  # a refusal of every copy says nothing of the request
     with ctx.precondition(f"placing the values of the request in {direction}"):
@@ -176,7 +177,7 @@ def update_inplace_refusal(ctx: CheckContext, source: str, request: str, memory:
     body = [sn.values("values", src_dt, src_shape, 3), sn.place("payload", "values", memory, src_dt) if source == "ortvalue" else "payload = values",
             sn.sentinel("landing", float32, (2, 3), steps.SENTINEL), sn.place("destination", "landing", memory, float32)]
     what = f"update_inplace({source}) of a {src_dt.name} {list(src_shape)} source into a float32 [2, 3] value ({request})"
-    snippet = steps.refusal_message(sn, what, body, "destination.update_inplace(payload)", naming.what, naming.alternatives)
+    snippet = _refusal_message_script(sn, what, body, "destination.update_inplace(payload)", naming.what, naming.alternatives)
     ctx.attempt(f"placing valid values in {memory} memory", snippet)
     with ctx.precondition(f"placing valid values in {memory} memory"):
         values = tensors.sample(src_dt, src_shape, seed=3)
@@ -225,7 +226,7 @@ def iobinding_refusal(ctx: CheckContext, request: str, binding: str, memory: str
     else:
         io.bind_ortvalue_output(setup.output_name, bad_bindings.valid_output(ctx, setup))
     snippet = bad_bindings.binding_snippet(ctx, setup, binding, request, must_refuse=False)
-    snippet = steps.refusal_message_ending(snippet, f"run_with_iobinding with a bad {binding} ({request})", naming.what, naming.alternatives)
+    snippet = _refusal_message_ending(snippet, f"run_with_iobinding with a bad {binding} ({request})", naming.what, naming.alternatives)
     what = f"run_with_iobinding with a bad {binding} ({request})"
     try:
         ctx.attempt(f"binding the {binding} to {request} and running", snippet)
@@ -238,3 +239,27 @@ def iobinding_refusal(ctx: CheckContext, request: str, binding: str, memory: str
         yield from _judge(ctx, what, exc, naming, snippet)
     else:
         raise _accepted(what, "iobinding.rejects-bad-output" if binding == "output" else "iobinding.rebind-after-failure")
+
+
+# --- the reproducers ---------------------------------------------------------------------------
+
+
+def _refusal_message_script(sn: Snippets, what: str, body: list[str], call: str, named: str, alternatives) -> str:
+    """`call` (after the set-up lines `body`) is refused with a message that names `named`:
+    every pattern of one of `alternatives` occurs in it. An accepted call exits 0 (its refusal
+    contract's failure, not this one's)."""
+    attempt = ["refusal = None", "try:", f"    {call}", "except Exception as error:", "    refusal = error"]
+    return _refusal_message_ending(sn.script(f"the refusal of {what} names {named}", "\n".join(body + attempt)), what, named, alternatives)
+
+
+def _refusal_message_ending(script: str, what: str, named: str, alternatives) -> str:
+    """`script`, which leaves the exception it was refused with in `refusal` (None: accepted),
+    followed by the assertion that the refusal's message names `named`."""
+    return script.rstrip() + "\n" + "\n".join([
+        "import re",
+        f"if refusal is None:\n    print({f'accepted, so there is no refusal to read: {what}'!r})\n    raise SystemExit(0)",
+        f"WAYS = {[list(a) for a in alternatives]!r}  # the message names it when every pattern of one way occurs in it",
+        "message = str(refusal)",
+        f"assert any(all(re.search(p, message, re.IGNORECASE) for p in way) for way in WAYS), "
+        f"{f'the refusal of {what}: expected a message naming {named}, got: '!r} + repr(message)",
+        f"print({f'the refusal of {what} names {named}:'!r}, message.splitlines()[0] if message.strip() else '')"]) + "\n"

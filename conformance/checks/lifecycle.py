@@ -7,6 +7,8 @@ or a hang in a release or unregister path then costs this one result.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 import gc
 from typing import Any, Callable, Iterator
 
@@ -16,7 +18,8 @@ from conformance.checks.registry import check
 from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.checks.context.reference import reference, small_integers
 from conformance.checks.context import SessionInfo
-from conformance.checks.context import steps as scripts
+from conformance.checks.context.snippets import Snippets
+from conformance.checks.context import steps
 from conformance.checks.context import CheckContext
 
 RECIPE, SHAPE = "relu", (2, 3)
@@ -79,7 +82,7 @@ def plugin_library(ctx: CheckContext) -> Iterator[Violation]:
     held: dict[str, Any]
     ort, held = ctx.ort, {}
     ctx.device = None  # the worker's own EP device object dies with the registration
-    snippet = scripts.lifecycle(ctx.snippets, path, RECIPE, SHAPE)
+    snippet = _lifecycle_script(ctx.snippets, path, RECIPE, SHAPE)
     steps: list[tuple[str, Callable[[], str | None]]] = []
     for round_ in (1, 2):
         if round_ == 2:
@@ -104,3 +107,43 @@ def plugin_library(ctx: CheckContext) -> Iterator[Violation]:
             yield Violation(f"{step}: {wrong}", reproducer=snippet)
             return
         ctx.tally("steps_done", 1)
+
+
+# --- the reproducer ---------------------------------------------------------------------------
+
+
+def _lifecycle_script(sn: Snippets, model_path: Path | None, recipe: str, shape: tuple[int, ...]) -> str:
+    """Two rounds of: use the EP (a value on its DEFAULT memory, a session run with IOBinding),
+    release what was made, unregister the library, find its EP devices gone; the library
+    registered again between them. A crash in a release or unregister path kills the script."""
+    target, index = sn.under_test.target, sn.under_test.index
+    library = os.path.abspath(target.library or "")
+    path = os.path.abspath(model_path) if model_path is not None else "<the model: not saved in this run>"
+    reference = steps.REFERENCES[recipe].format("x")
+    body = f"""import gc
+
+dev = DEFAULT = HOST_ACCESSIBLE = None  # fetched anew each round: a registration's objects die with it
+for round_ in (1, 2):
+    if round_ == 2:
+        works('registering the library again', ort.register_execution_provider_library, {target.registration!r}, {library!r})
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == {target.provider!r}]
+    assert len(devices) > {index}, f'round {{round_}}: expected EP device {index}, got {{len(devices)}} devices'
+    memory = devices[{index}].memory_info(ort.OrtDeviceMemoryType.DEFAULT)
+    x = np.random.default_rng(11).integers(-8, 9, size={list(shape)}).astype(np.float32)
+    source = place(x, memory, 1)
+    so = ort.SessionOptions()
+    so.add_provider_for_devices([devices[{index}]], {target.provider_options!r})
+    s = works(f'round {{round_}}: creating the session', ort.InferenceSession, {path!r}, so, enable_fallback=0)
+    s.disable_fallback()
+    b = s.io_binding()
+    b.bind_ortvalue_input(s.get_inputs()[0].name, source)
+    b.bind_output(s.get_outputs()[0].name, 'cpu')
+    works(f'round {{round_}}: running', s.run_with_iobinding, b)
+    same_bytes(f'round {{round_}}: the result', ({reference}).astype(np.float32), b.copy_outputs_to_cpu()[0])
+    del s, b, source, memory, devices
+    gc.collect()  # their destructors call into the library
+    works(f'round {{round_}}: unregistering the library', ort.unregister_execution_provider_library, {target.registration!r})
+    left = [d for d in ort.get_ep_devices() if d.ep_name == {target.provider!r}]
+    assert not left, f'round {{round_}}: expected no EP device of {target.provider} after unregistering, got {{len(left)}}'
+"""
+    return sn.script(f"register, use, release, unregister, register again: {target.library}", body)

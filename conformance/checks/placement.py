@@ -26,6 +26,7 @@ from conformance.checks.registry import check
 from conformance.checks.context.reference import reference, small_integers
 from conformance.checks.context.sessions import SESSION_SHAPE, cpu_input_run
 from conformance.checks.context import steps
+from conformance.checks.context.snippets import Snippets
 from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.checks.context import CheckContext
 
@@ -65,7 +66,7 @@ def kernel_inputs(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
                             "a misplaced input would not show in the values")
     inputs = ctx.models.recipes[recipe].inputs
     feeds = small_integers(inputs, float32)
-    snippet = steps.placement(ctx.snippets, info.model_path, recipe, inputs, SESSION_SHAPE, variable, expected)
+    snippet = _placement_script(ctx.snippets, info.model_path, recipe, inputs, SESSION_SHAPE, variable, expected)
     ctx.attempt(f"running model '{recipe}' and reading where its kernels' inputs were", snippet)
     with tempfile.TemporaryDirectory() as folder:
         log = os.path.join(folder, "inputs.log")
@@ -104,3 +105,32 @@ def kernel_inputs(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
                             f"at {boundary}, not in the memory the EP declared",
                             expected=f"{expected[0]} {expected[1]} vendor 0x{expected[2]:X}", actual=f"{where[0]} {where[1]} vendor 0x{where[2]:X}",
                             memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
+
+
+# --- the reproducer ---------------------------------------------------------------------------
+
+
+def _placement_script(sn: Snippets, model_path: Path | None, recipe: str, inputs, shape: tuple[int, ...], variable: str,
+              expected: tuple[str, str, int]) -> str:
+    """A run of the model gives numpy's result and, where the EP records its kernels' inputs
+    (the environment variable `variable`), every input was in the `expected` memory
+    (device type, memory type, vendor id)."""
+    reference = steps.REFERENCES[recipe].format(*(f"feeds[{name!r}]" for name in inputs))
+    body = ["log = os.path.join(os.environ.get('TMPDIR', '/tmp'), f'kernel-inputs-{os.getpid()}.log')",
+            "if os.path.exists(log):\n    os.remove(log)"]
+    if variable:
+        body.append(f"os.environ[{variable!r}] = log  # the EP appends '<node> <input> <device type> <memory type> <vendor id>' per kernel input")
+    body += [sn.session_snippet(model_path), "rng = np.random.default_rng(11)",
+             f"feeds = {{name: rng.integers(-8, 9, size={list(shape)}).astype(np.float32) for name in {list(inputs)!r}}}",
+             f"expected = ({reference}).astype(np.float32)",
+             "(output,) = works('running the session', s.run, None, feeds)",
+             f"same_bytes('model {recipe} against numpy', expected, np.asarray(output))"]
+    if variable:
+        want = f"{expected[0]} {expected[1]} 0x{expected[2]:X}"
+        body += ["lines = open(log).read().splitlines() if os.path.exists(log) else []",
+                 "assert lines, 'the EP recorded no kernel input'",
+                 "for line in lines:",
+                 "    node, index, where = line.split(' ', 2)",
+                 f"    assert where == {want!r}, f'node {{node}} input {{index}}: expected its input in {want}, got {{where}}'",
+                 "print(len(lines), 'kernel inputs, all in', " + repr(want) + ")"]
+    return sn.script(f"the kernels of model '{recipe}' on {sn.under_test.target.provider} receive their inputs in the memory it declared", "\n".join(body))

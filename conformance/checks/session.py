@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from conformance.testbed import tensors
 from conformance.checks.registry import check
 from conformance.checks.context import steps
+from conformance.checks.context.snippets import Snippets
 from conformance.checks.context.reference import reference, small_integers
 from conformance.checks.context.sessions import SESSION_SHAPE, SessionInfo, cpu_input_run
 from conformance.errors import KitError
@@ -23,7 +25,7 @@ def nodes_on_ep(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Violatio
     ctx.require_nodes_on_ep(info)
     recipe_inputs = ctx.models.recipes[recipe].inputs
     feeds = small_integers(recipe_inputs, dt)
-    snippet = steps.session_run(ctx.snippets, info.model_path, recipe, recipe_inputs, dt, SESSION_SHAPE)
+    snippet = _session_run_script(ctx.snippets, info.model_path, recipe, recipe_inputs, dt, SESSION_SHAPE)
     ctx.attempt(f"running model '{recipe}' ({dt.name}) with inputs in CPU memory", snippet)
     with ctx.calling(cpu_input_run()), ctx.running(info):
         (output,) = info.session.run(None, feeds)
@@ -77,7 +79,7 @@ def empty_tensors(ctx: CheckContext, recipe: str, dtype: str, shape: str) -> Ite
     feeds = {name: np.zeros(shp, dt.storage) for name in recipe_inputs}
     expected = np.asarray(reference(recipe, feeds)).astype(dt.storage)
     provider = ctx.target.provider
-    snippet = steps.empty_run(ctx.snippets, info.model_path, recipe, recipe_inputs, dt, shp)
+    snippet = _empty_run_script(ctx.snippets, info.model_path, recipe, recipe_inputs, dt, shp)
     ctx.attempt(f"running model '{recipe}' ({dt.name} {list(shp)}, empty) with inputs in CPU memory", snippet)
     try:
         # The same call as iobinding.bind-calls' plain run of an empty input: one that crashed
@@ -100,3 +102,33 @@ def empty_tensors(ctx: CheckContext, recipe: str, dtype: str, shape: str) -> Ite
         yield Violation(f"model '{recipe}' on {provider} gave an output of shape {list(got.shape)} and {got.dtype} for empty inputs",
                         expected=f"shape {list(expected.shape)} and {expected.dtype} (empty, as the model defines)",
                         actual=f"shape {list(got.shape)} and {got.dtype}", reproducer=snippet)
+
+
+# --- the reproducers: standalone scripts of each check's step ------------------------------
+
+
+def _session_run_script(sn: Snippets, model_path: Path | None, recipe: str, inputs, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """A session of the model on the EP, its inputs in CPU memory, computes numpy's result."""
+    reference = steps.REFERENCES[recipe].format(*(f"feeds[{name!r}]" for name in inputs))
+    body = [sn.session_snippet(model_path), "rng = np.random.default_rng(11)",
+            f"feeds = {{name: rng.integers(-8, 9, size={list(shape)}).astype(np.{dt.storage.name}) for name in {list(inputs)!r}}}",
+            f"expected = ({reference}).astype(np.{dt.storage.name})",
+            "(output,) = works('running the session', s.run, None, feeds)",
+            f"same_bytes('model {recipe} ({dt.name}) on {sn.under_test.target.provider} against numpy', expected, np.asarray(output))"]
+    return sn.script(f"model '{recipe}' ({dt.name} {list(shape)}) computes numpy's result on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def _empty_run_script(sn: Snippets, model_path: Path | None, recipe: str, inputs, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """A session of the model on the EP, its inputs empty (a zero-sized dimension), runs and gives
+    the empty output the model defines: numpy's result has that shape and element type, and no
+    bytes to compare, so the assertion is on shape and element type."""
+    reference = steps.REFERENCES[recipe].format(*(f"feeds[{name!r}]" for name in inputs))
+    body = [sn.session_snippet(model_path),
+            f"feeds = {{name: np.zeros({list(shape)}, np.{dt.storage.name}) for name in {list(inputs)!r}}}",
+            f"expected = ({reference}).astype(np.{dt.storage.name})  # empty: no bytes, only a shape and an element type",
+            "(output,) = works('running the session on empty inputs', s.run, None, feeds)",
+            "output = np.asarray(output)",
+            "assert (output.shape, output.dtype) == (expected.shape, expected.dtype), "
+            "f'expected an empty output of shape {expected.shape} and {expected.dtype}, got shape {output.shape} and {output.dtype}'",
+            "print(f'an empty output of shape {output.shape} and {output.dtype}, as the model defines')"]
+    return sn.script(f"model '{recipe}' ({dt.name} {list(shape)}, empty) runs on {sn.under_test.target.provider} to an empty output", "\n".join(body))

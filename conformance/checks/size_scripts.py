@@ -11,52 +11,20 @@ in host memory only (`large_whole`, `neighbours_whole`); `offset_probe` is the p
 from __future__ import annotations
 
 import inspect
-import os
 
 from conformance.checks import size_plan
 from conformance.checks.size_blocks import GUARD, ELEMENT_TYPES
 from conformance.checks.size_plan import CHUNK, LargeTensor, Region
 from conformance.checks.size_room import SPARE_BYTES, large_copy_need
-from conformance.testbed.interop import capi as C
-from conformance.testbed.interop import slots
 
 SENTINEL = 0x5A
-_WANTED = ["GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "GetEpDevices", "EpDevice_EpName", "EpDevice_MemoryInfo",
-           "GetSharedAllocator", "CreateTensorAsOrtValue", "CreateCpuMemoryInfo", "CreateTensorWithDataAsOrtValue", "GetTensorMutableData",
-           "CopyTensors", "ReleaseValue"]
 
 
 def _header(ctx) -> str:
-    """ctypes over the wheel's C library, the EP library registered in a C environment, `device`
-    the EP device under test, and `Block`: bytes of DEFAULT or host memory between guard bytes,
-    written and read a chunk at a time, with a tensor over their start."""
-    target = ctx.target
-    register = (f"call('RegisterExecutionProviderLibrary', env, ctypes.c_char_p({target.registration!r}.encode()), "
-                f"ctypes.c_char_p({os.path.abspath(target.library)!r}.encode()))"
-                if target.registration and target.library else "# a built-in EP: nothing to register")
-    return f"""import mmap
-P = ctypes.c_void_p
-SLOT = {({name: slots.ORT_API[name][0] for name in _WANTED})!r}  # OrtApi slot indices, from onnxruntime_c_api.h
-CAPI = os.path.join(os.path.dirname(ort.__file__), 'capi')  # the wheel's C library, beside its Python extension
-lib = ctypes.CDLL(os.path.join(CAPI, sorted(f for f in os.listdir(CAPI) if f.startswith('libonnxruntime.so'))[0]))
-lib.OrtGetApiBase.restype = ctypes.POINTER(P * 2)
-api = ctypes.cast(ctypes.CFUNCTYPE(P, ctypes.c_uint32)(lib.OrtGetApiBase().contents[0])({C.API_VERSION}), ctypes.POINTER(P))
-def call(name, *args):
-    status = ctypes.CFUNCTYPE(P, *[type(a) if isinstance(a, ctypes._SimpleCData) else P for a in args])(api[SLOT[name]])(*args)
-    if status:
-        raise AssertionError(name + ': ' + ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['GetErrorMessage']])(status).decode())
-env = P()
-call('CreateEnv', ctypes.c_int(3), ctypes.c_char_p(b'repro'), ctypes.byref(env))
-{register}
-devices, count = ctypes.POINTER(P)(), ctypes.c_size_t()
-call('GetEpDevices', env, ctypes.byref(devices), ctypes.byref(count))
-name_of = ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['EpDevice_EpName']])
-device = [devices[i] for i in range(count.value) if name_of(devices[i]) == {target.provider!r}.encode()][{ctx.device_index}]
-info = P(ctypes.CFUNCTYPE(P, P, ctypes.c_int)(api[SLOT['EpDevice_MemoryInfo']])(device, 0))  # DEFAULT
-allocator, cpu_info = P(), P()
-call('GetSharedAllocator', env, info, ctypes.byref(allocator))
-call('CreateCpuMemoryInfo', ctypes.c_int(0), ctypes.c_int(0), ctypes.byref(cpu_info))
-release = ctypes.CFUNCTYPE(None, P)(api[SLOT['ReleaseValue']])
+    """The C API set up (`Snippets.c_api_setup`: `device` the EP device under test, `info` its
+    DEFAULT memory, `allocator`, `cpu_info`), and `Block`: bytes of DEFAULT or host memory between
+    guard bytes, written and read a chunk at a time, with a tensor over their start."""
+    return "import mmap\n" + ctx.snippets.c_api_setup() + f"""release = ctypes.CFUNCTYPE(None, P)(api[SLOT['ReleaseValue']])
 U8, CHUNK, GUARD, SENTINEL = 2, {CHUNK}, {GUARD}, {SENTINEL:#x}
 def tensor_at(address, nbytes, count, type_, device):  # a tensor over memory that is already there (no copy)
     v = P()

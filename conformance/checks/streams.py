@@ -7,7 +7,7 @@ from typing import Iterator
 from conformance.testbed import tensors
 from conformance.calls import Call
 from conformance.checks.registry import check
-from conformance.checks.context import steps
+from conformance.checks.context.snippets import Snippets
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.checks.context import CheckContext
 
@@ -43,7 +43,7 @@ def sync_stream(ctx: CheckContext) -> Iterator[Violation]:
                         expected="a clear error", actual=f"a stream: {stream!r}", reproducer=refusal)
         return
     dt, shape = tensors.DTYPES["float32"], (64, 33)
-    snippet = steps.stream_copies(ctx.snippets, dt, shape)
+    snippet = _stream_copies_script(ctx.snippets, dt, shape)
     ctx.attempt("copies on the EP device's sync stream", snippet)
     values = tensors.sample(dt, shape, seed=12)
     destination = ctx.allocate("default", dt, shape)
@@ -64,3 +64,19 @@ def sync_stream(ctx: CheckContext) -> Iterator[Violation]:
     if diff:
         yield Violation(f"copies on the EP's sync stream did not deliver the bytes once the stream was released: {diff.describe()}",
                         expected="the source bytes in the host buffer after the stream's release", actual=diff.describe(), reproducer=snippet)
+
+
+# --- the reproducer ---------------------------------------------------------------------------
+
+
+def _stream_copies_script(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    """Copies CPU > DEFAULT > CPU given the EP device's sync stream deliver the bytes, read once the stream is released."""
+    body = ["stream = works('create_sync_stream', dev.create_sync_stream)", sn.values("values", dt, shape, 12),
+            "source = cpu_value(values)",
+            f"destination = works('allocating', ort.OrtValue.ortvalue_from_shape_and_type, {list(shape)}, {dt.onnx_type}, memory_info=DEFAULT)",
+            "works('copy_tensors cpu>default on the stream', ort.copy_tensors, [source], [destination], stream)",
+            sn.sentinel("landing", dt, shape, 0xA5),
+            "works('copy_tensors default>cpu on the stream', ort.copy_tensors, [destination], [cpu_value(landing)], stream)",
+            "del stream  # releasing the stream is the one wait onnxruntime's Python has for it: the copies may be queued until then",
+            "same_bytes('copies on the sync stream, read once the stream was released', values, landing)"]
+    return sn.script("copies on the EP device's sync stream deliver the bytes", "\n".join(body))

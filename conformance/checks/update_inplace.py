@@ -11,6 +11,7 @@ from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.checks.context import CheckContext, bad_updates
 from conformance.checks.context import steps
+from conformance.checks.context.snippets import Snippets
 from conformance.testbed.eps import memory_label
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.testbed.guard import GuardedArray
@@ -76,7 +77,7 @@ def _from_numpy(ctx: CheckContext, dtype: str, shape: str, memory: str, layout: 
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=1)
     source = _source_layout(ctx, values, layout)
-    snippet = steps.update_from_numpy(ctx.snippets, dt, shp, memory, layout)
+    snippet = _from_numpy_script(ctx.snippets, dt, shp, memory, layout)
     ctx.attempt(f"placing the destination of update_inplace in {memory} memory", snippet)
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), memory, dt)
     before = destination.data_ptr()
@@ -127,7 +128,7 @@ def from_ortvalue(ctx: CheckContext, direction: str, dtype: str, shape: str) -> 
     dt = tensors.DTYPES[dtype]
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=2)
-    snippet = steps.update_from_ortvalue(ctx.snippets, source_kind, destination_kind, dt, shp)
+    snippet = _from_ortvalue_script(ctx.snippets, source_kind, destination_kind, dt, shp)
     ctx.attempt(f"placing the source and destination of update_inplace(OrtValue) {direction}", snippet)
     source = ctx.place(values, source_kind, dt)
     destination = ctx.place(tensors.sentinel(dt, shp, DESTINATION_SENTINEL), destination_kind, dt)
@@ -146,7 +147,7 @@ def rejects_mismatch(ctx: CheckContext, source: str, request: str, memory: str =
     src_dtype_name, src_shape = bad_updates.MISMATCHES[request]
     src_dtype = tensors.DTYPES[src_dtype_name]
     values = tensors.sample(src_dtype, src_shape, seed=3)
-    snippet = steps.update_mismatch(ctx.snippets, source, memory, src_dtype, src_shape, request)
+    snippet = _mismatch_script(ctx.snippets, source, memory, src_dtype, src_shape, request)
     ctx.attempt(f"placing valid values in {memory} memory", snippet)
     with ctx.precondition(f"placing valid values in {memory} memory"):
         payload = ctx.place(values, memory, src_dtype) if source == "ortvalue" else values
@@ -213,7 +214,7 @@ def no_host_staging(ctx: CheckContext, dtype: str, shape: str) -> Iterator[Viola
     dt = tensors.DTYPES[dtype]
     shp = tensors.parse_shape(shape, dt)
     values = tensors.sample(dt, shp, seed=4)
-    snippet = steps.staging(ctx.snippets, dt, shp, STAGING_MARGIN, STAGING_SLACK_SECONDS, STAGING_TRIALS)
+    snippet = _staging_script(ctx.snippets, dt, shp, STAGING_MARGIN, STAGING_SLACK_SECONDS, STAGING_TRIALS)
     ctx.attempt("placing values in DEFAULT memory for the timing", snippet)
     with ctx.precondition("placing values in DEFAULT memory, copying them to the CPU and device to device once"):
         source = ctx.place(values, "default", dt)
@@ -258,3 +259,76 @@ def no_host_staging(ctx: CheckContext, dtype: str, shape: str) -> Iterator[Viola
             expected=f"at most {STAGING_MARGIN:g} × the round trip (best of {STAGING_TRIALS} each)",
             actual=f"{direct / staged:.3g} × the round trip",
             memory={"default": ctx.memory_facts("default")}, reproducer=snippet)
+
+
+# --- the reproducers: standalone scripts of each check's step ------------------------------
+
+
+def _from_numpy_script(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], kind: str, layout: str) -> str:
+    """update_inplace of a numpy array, laid out as `layout`, keeps the destination's address and
+    copies the array's logical values."""
+    lay = {"contiguous": "source = values",
+           "strided": "wide = np.zeros(values.shape[:-1] + (values.shape[-1] * 2,), values.dtype)\nwide[..., ::2] = values\nsource = wide[..., ::2]",
+           "transposed": "source = np.ascontiguousarray(values.T).T",
+           "read-only": "source = values.copy()\nsource.flags.writeable = False"}[layout]
+    if layout in ("strided", "transposed"):
+        lay += "\nassert not source.flags.c_contiguous, 'the source is not laid out non-contiguous'"
+    what = f"update_inplace of a {layout} numpy {dt.name} {list(shape)} array into {kind} memory"
+    body = [sn.values("values", dt, shape, 1), lay, sn.sentinel("landing", dt, shape, steps.SENTINEL), sn.place("destination", "landing", kind, dt),
+            "before = destination.data_ptr()", f"works({what!r}, destination.update_inplace, source)", _same_address(),
+            f"same_bytes({what!r}, values, {sn.read('destination', 'landing', kind, dt)})"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def _from_ortvalue_script(sn: Snippets, source_kind: str, destination_kind: str, dt: tensors.DType, shape: tuple[int, ...]) -> str:
+    what = f"update_inplace(OrtValue) {source_kind}>{destination_kind} of {dt.name} {list(shape)}"
+    body = [sn.values("values", dt, shape, 2), sn.place("source", "values", source_kind, dt),
+            sn.sentinel("landing", dt, shape, steps.SENTINEL), sn.place("destination", "landing", destination_kind, dt),
+            "before = destination.data_ptr()", f"works({what!r}, destination.update_inplace, source)", _same_address(),
+            f"same_bytes({what!r}, values, {sn.read('destination', 'landing', destination_kind, dt)}{sn.nbytes(dt, shape)})"]
+    return sn.script(f"{what} on {sn.under_test.target.provider}", "\n".join(body))
+
+
+def _mismatch_script(sn: Snippets, source: str, kind: str, src_dt: tensors.DType, src_shape: tuple[int, ...], request: str) -> str:
+    """update_inplace refuses a source of another element type or size, and leaves the
+    float32 [2, 3] destination as it was (its sentinel) at the same address."""
+    float32 = tensors.DTYPES["float32"]
+    body = [sn.values("values", src_dt, src_shape, 3)]
+    body.append(sn.place("payload", "values", kind, src_dt) if source == "ortvalue" else "payload = values")
+    body += [sn.sentinel("landing", float32, (2, 3), steps.SENTINEL), sn.place("destination", "landing", kind, float32),
+             sn.sentinel("unchanged", float32, (2, 3), steps.SENTINEL), "before = destination.data_ptr()",
+             f"refused('update_inplace({source}) of a {src_dt.name} {list(src_shape)} source into a float32 [2, 3] destination ({request})', "
+             "destination.update_inplace, payload)",
+             _same_address(), f"same_bytes('the destination after the refused update_inplace', unchanged, {sn.read('destination', 'landing', kind, float32)})",
+             # the state after the refusal: the destination takes a valid update whole
+             sn.values("again", float32, (2, 3), 10), sn.place("again_source", "again", kind, float32) if source == "ortvalue" else "again_source = again",
+             "works('a valid update_inplace after the refused one', destination.update_inplace, again_source)", _same_address(),
+             f"same_bytes('the destination after a valid update_inplace that followed the refusal', again, {sn.read('destination', 'landing', kind, float32)})"]
+    return sn.script(f"update_inplace({source}) refuses a mismatched source ({request}) in {kind} memory", "\n".join(body))
+
+
+def _staging_script(sn: Snippets, dt: tensors.DType, shape: tuple[int, ...], margin: float, slack: float, trials: int) -> str:
+    """update_inplace(OrtValue) device to device is no slower than a copy_tensors round trip
+    through the CPU (best of `trials` each, within `margin` and `slack` seconds)."""
+    body = [sn.values("values", dt, shape, 4), sn.place("source", "values", "default", dt),
+            sn.sentinel("landing", dt, shape, steps.SENTINEL), sn.place("destination", "landing", "default", dt),
+            sn.sentinel("staged_landing", dt, shape, steps.SENTINEL), sn.place("staging", "staged_landing", "cpu", dt),
+            sn.sentinel("mark", dt, (1,), steps.SENTINEL), sn.place("marker", "mark", "default", dt), sn.place("marker_on_cpu", "mark.copy()", "cpu", dt),
+            "works('update_inplace(OrtValue) default>default', destination.update_inplace, source)",
+            f"same_bytes('update_inplace(OrtValue) default>default', values, {sn.read('destination', 'landing', 'default', dt)})",
+            "import time", "",
+            "def best(step):",
+            f"    times = []\n    for _ in range({trials}):\n        start = time.perf_counter()\n        step()",
+            "        ort.copy_tensors([marker], [marker_on_cpu], None)  # waits for copies the EP only queued",
+            "        times.append(time.perf_counter() - start)\n    return min(times)", "", "",
+            "direct = best(lambda: destination.update_inplace(source))",
+            "staged = best(lambda: (ort.copy_tensors([source], [staging], None), ort.copy_tensors([staging], [destination], None)))",
+            f"assert direct <= staged * {margin} + {slack}, f'update_inplace device to device: expected at most {margin} x the round trip through the CPU "
+            "({staged * 1e3:.3f} ms), got {direct * 1e3:.3f} ms'",
+            "print(f'device to device {direct * 1e3:.3f} ms, through the CPU {staged * 1e3:.3f} ms')"]
+    return sn.script(f"update_inplace(OrtValue) device to device does not stage through the host ({dt.name} {list(shape)})", "\n".join(body))
+
+
+def _same_address() -> str:
+    """The assertion that `destination` kept its address (`before`)."""
+    return "assert destination.data_ptr() == before, f'the destination: expected data_ptr() 0x{before:x}, got 0x{destination.data_ptr():x}'"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import time
+import dataclasses
 import traceback
-from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from conformance.testbed import eps
 from conformance.checks import CHECKS, load_all
@@ -21,7 +21,7 @@ from conformance.findings import CallQuarantined, ImpossibleResult, NotApplicabl
 from conformance.catalogue import selectors
 from conformance.catalogue.contracts import Catalogue
 from conformance.testbed.models import ModelCache, recipes_from
-from conformance.outcomes import Outcome
+from conformance.outcomes import Details, Outcome
 from conformance.catalogue.cross_checks import unknown_checks
 from conformance.catalogue.spec import load_catalogue
 from conformance.errors import SpecErrors
@@ -55,7 +55,8 @@ Handed = Callable[[], tuple[Catalogue, dict[str, Any]]]  # gives the catalogue a
 
 class Runner:
     def __init__(self, ep: str, *, specs: list[str] | None = None, library: str | None = None,
-                 options: dict[str, str] | None = None, models_dir: str | None = None, handed: Handed | None = None, soak: float = 0.0):
+                 options: dict[str, str] | None = None, models_dir: str | None = None, handed: Handed | None = None, soak: float = 0.0,
+                 models_record: str | None = None):
         """`handed`: the catalogue of `specs` and the recipes, as the pytest process read and
         validated them, instead of reading them again here. It is called once onnxruntime is
         imported, so that a worker imports it while the pytest process is still reading them."""
@@ -74,7 +75,8 @@ class Runner:
                 raise SpecErrors(errors)
         self.target = eps.resolve(ep, self.catalogue, library=library, options=options)
         self.target.facts = eps.describe(self.target)
-        self.models = ModelCache(Path(models_dir) if models_dir else None, recipes)
+        # models_record: the file that lists the models this run used (its report folder's models-used.txt)
+        self.models = ModelCache(Path(models_dir) if models_dir else None, recipes, Path(models_record) if models_record else None)
         self._contexts: dict[int, CheckContext] = {}
 
     @property
@@ -101,20 +103,20 @@ class Runner:
         outcome, message, details = self._run(CHECKS[contract.check].function, ctx, params)
         subject = case_subject(contract.subject, ctx, details)
         if subject:
-            details["subject"], details["subject_reason"] = subject, PLAIN_CPU_CASE
+            details = dataclasses.replace(details, subject=subject, subject_reason=PLAIN_CPU_CASE)
         if outcome is Outcome.FAIL:
-            _complete(details["violations"], ctx.reproducer or kit_snippet(self.init, contract_id, device, params))
-        return {"outcome": outcome.value, "message": message, "details": details, "duration": time.perf_counter() - started}
+            _complete(details.violations, ctx.reproducer or kit_snippet(self.init, contract_id, device, params))
+        return {"outcome": outcome.value, "message": message, "details": details.to_wire(), "duration": time.perf_counter() - started}
 
-    def _run(self, function, ctx: CheckContext, params: dict[str, Any]) -> tuple[Outcome, str, dict[str, Any]]:
+    def _run(self, function, ctx: CheckContext, params: dict[str, Any]) -> tuple[Outcome, str, Details]:
         violations: list[Violation] = []
-        details: dict[str, Any] = {}
+        subject = ""
         try:
             for violation in function(ctx, **params):
                 violations.append(violation)
         except CallQuarantined as stop:
             if not violations:
-                return Outcome.NOT_RUN, f"stopped before {stop}", {"quarantined_call": str(stop.call)}
+                return Outcome.NOT_RUN, f"stopped before {stop}", Details(quarantined_call=str(stop.call))
             violations.append(Violation(f"the check stopped after that, before {stop}"))
         except SilentRetry as retry:
             # The result came from another EP: the check's own verdict on it means nothing.
@@ -127,16 +129,16 @@ class Runner:
         except (NotApplicable, NotRun) as exc:
             if not violations:
                 outcome = Outcome.NOT_APPLICABLE if isinstance(exc, NotApplicable) else Outcome.NOT_RUN
-                return outcome, str(exc), {}
+                return outcome, str(exc), Details()
             # What was already found stands; the check stopped early for the reason given.
             violations.append(Violation(f"the check stopped after that: {exc}", expected="the check to go on", actual=str(exc)))
         except Exception as exc:
             if not is_onnxruntime_error(exc):
-                return Outcome.ERROR, f"the kit failed: {type(exc).__name__}: {exc}", {"traceback": traceback.format_exc(limit=-4)}
+                return Outcome.ERROR, f"the kit failed: {type(exc).__name__}: {exc}", Details(traceback=traceback.format_exc(limit=-4))
             if raised_by_onnxruntime_python(exc):
                 # Refused by onnxruntime's Python layer before the EP was asked: a finding
                 # against onnxruntime, whoever's promise the contract is.
-                details["subject"] = "runtime"
+                subject = "runtime"
                 violations.append(_raised(ctx, exc, "onnxruntime's Python layer refused"))
             else:
                 violations.append(_raised(ctx, exc, "onnxruntime raised"))
@@ -149,28 +151,28 @@ class Runner:
         if not violations:
             if not evidence:
                 # A pass states what it proved; one that recorded nothing may have run nothing.
-                return Outcome.ERROR, NO_EVIDENCE, {}
-            return Outcome.PASS, "", {"evidence": evidence}
+                return Outcome.ERROR, NO_EVIDENCE, Details()
+            return Outcome.PASS, "", Details(evidence=evidence)
         if any(v.subject == "both" for v in violations):
-            details["subject"] = "both"  # onnxruntime passed it through and the EP accepted it: counted against both
+            subject = "both"  # onnxruntime passed it through and the EP accepted it: counted against both
         elif any(v.subject == "ep" for v in violations):
-            details["subject"] = "ep"  # the EP's own copy went wrong (a write past a host buffer), whatever the contract's subject
+            subject = "ep"  # the EP's own copy went wrong (a write past a host buffer), whatever the contract's subject
         elif all(v.subject == "runtime" for v in violations):
-            details["subject"] = "runtime"  # the rule a contested contract holds for this EP puts the defect on onnxruntime
+            subject = "runtime"  # the rule a contested contract holds for this EP puts the defect on onnxruntime
         message = violations[0].message + (f" (and {len(violations) - 1} more)" if len(violations) > 1 else "")
-        return Outcome.FAIL, message, {**details, "violations": [asdict(v) for v in violations], **({"evidence": evidence} if evidence else {})}
+        return Outcome.FAIL, message, Details(violations=tuple(violations), evidence=evidence, subject=subject)
 
 
 PLAIN_CPU_CASE = "every value of this case was in onnxruntime's plain CPU memory and no node ran on the EP: the promise is onnxruntime's"
 SESSION_EVIDENCE = ("runs_on_ep", "nodes_on_ep", "providers")
 
 
-def case_subject(subject: str, ctx: CheckContext, details: dict[str, Any]) -> str:
+def case_subject(subject: str, ctx: CheckContext, details: Details) -> str:
     """Whose promise this case was, where it is not the contract's: 'runtime' for a case of an
     EP contract that used only onnxruntime's plain CPU memory (no memory info of the EP device at
     either end) and ran no node on the EP, which is onnxruntime's own copy or update however the
     contract is worded; '' to keep what the contract and the check said."""
-    if subject != "ep" or details.get("subject") or not ctx.only_plain_cpu():
+    if subject != "ep" or details.subject or not ctx.only_plain_cpu():
         return ""
     if any(key in ctx.evidence.recorded for key in SESSION_EVIDENCE):
         return ""
@@ -186,8 +188,8 @@ def _raised(ctx: CheckContext, exc: BaseException, who: str) -> Violation:
                      actual=first_line(exc), reproducer=ctx.reproducer)
 
 
-def _complete(violations: list[dict[str, Any]], reproducer: str) -> None:
+def _complete(violations: Iterable[Violation], reproducer: str) -> None:
     """Every violation says how to reproduce it: where the check gave no snippet of its own,
     the last one it announced (`CheckContext.attempt`), else the case run through the kit."""
     for violation in violations:
-        violation["reproducer"] = violation["reproducer"] or reproducer
+        violation.reproducer = violation.reproducer or reproducer

@@ -86,7 +86,8 @@ class Handler:
             from conformance.engine.runner import Runner
 
             self.runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
-                                 options=request.get("options"), models_dir=request.get("models_dir"), soak=request.get("soak") or 0.0,
+                                 options=request.get("options"), models_dir=request.get("models_dir"),
+                                 models_record=request.get("models_record"), soak=request.get("soak") or 0.0,
                                  handed=self.handed if request.get("handover") else None)
             return {"ok": True, "facts": self.runner.facts}
         if op == "run":

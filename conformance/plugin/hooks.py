@@ -126,7 +126,7 @@ class ConformanceRun:
     def worker_init(self, name: str) -> dict[str, Any]:
         # This process reads and validates the spec files; its workers are handed them (see start).
         return {"ep": name, "specs": self.spec_paths, "library": self.library, "options": self.options,
-                "models_dir": str(self.report_dir / "models"), "handover": True,
+                "models_dir": str(self.report_dir / "models"), "models_record": str(self.report_dir / runfolder.MODELS_USED), "handover": True,
                 "soak": self.config.getoption("conformance_soak")}
 
     def _ready(self, name: str, worker: AnyWorker) -> EpUnderTest:
@@ -304,7 +304,7 @@ def _write_report(run: ConformanceRun, session: pytest.Session, interrupted: boo
                          f"the report was: {', '.join(path.name for path in run.written)}\n")
         session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     run.verdict = data["verdict"]
-    run.folder.journal.finished(run.verdict, interrupted, record.finished, runfolder.run_files(run.report_dir, run.started))
+    run.folder.journal.finished(run.verdict, interrupted, record.finished, runfolder.run_files(run.report_dir))
     runfolder.mark_finished(run.report_dir)
     return data
 

@@ -98,7 +98,7 @@ class ContractItem(pytest.Item):
         return Result(
             contract=self.contract.id, ep=self.ep.facts["provider"], device=self.device["label"], params=self.params,
             outcome=reply.outcome, message=reply.message, spec=str(self.contract.location), severity=self.contract.severity,
-            subject=reply.details.get("subject", self.contract.subject), nodeid=self.nodeid, duration=reply.duration, details=reply.details,
+            subject=reply.details.subject or self.contract.subject, nodeid=self.nodeid, duration=reply.duration, details=reply.details,
             contested=selectors.contested_rule(self.contract, self.ep.facts, self.device),
         )
 
@@ -117,7 +117,7 @@ class ContractItem(pytest.Item):
             result = self._finish(self._result(CaseReply(Outcome.NOT_RUN, f"not run: {self.quarantined()}")))
         else:
             return
-        if not result.details.get("strict"):
+        if not result.details.strict:
             pytest.skip(f"[{result.outcome.value}] {result.message}")
 
     def _run(self) -> Result:
@@ -140,8 +140,8 @@ class ContractItem(pytest.Item):
 
     def runtest(self) -> None:
         result = self.stash.get(RESULT_KEY, None) or self._run()
-        if result.details.get("strict"):
-            pytest.fail(f"[{result.outcome.value}] strict run: {result.details['strict']}", pytrace=False)
+        if result.details.strict:
+            pytest.fail(f"[{result.outcome.value}] strict run: {result.details.strict}", pytrace=False)
         if result.is_finding and not result.against_ep:
             prefix = "" if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] "
             whose = "the onnxruntime package" if result.subject == "package" else "onnxruntime"

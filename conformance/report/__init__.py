@@ -89,7 +89,7 @@ def build(record: RunRecord) -> dict[str, Any]:
 def machine_events(results: list[Result]) -> list[dict[str, Any]]:
     """Each try lost to the machine and not counted (conformance.run.reruns), with the case it
     was a try of and the outcome that case came to."""
-    return [{"nodeid": r.nodeid, "outcome": r.outcome.value, **event} for r in results for event in r.details.get("machine_events") or []]
+    return [{"nodeid": r.nodeid, "outcome": r.outcome.value, **event.to_wire()} for r in results for event in r.details.machine_events]
 
 
 def build_or_essentials(record: RunRecord) -> dict[str, Any]:
@@ -265,8 +265,8 @@ def reason_line(result: Result) -> str:
     """The one line that says why a case failed or errored: its first violation's message for a
     failure, the outcome and what happened for a crash, a timeout or an error. pytest ends its
     `FAILED id - ...` and `ERROR id - ...` lines with it, and `--tb=line` shows it."""
-    violations = result.details.get("violations") or []
-    text = violations[0]["message"] if result.outcome is Outcome.FAIL and violations else result.message
+    violations = result.details.violations
+    text = violations[0].message if result.outcome is Outcome.FAIL and violations else result.message
     line = " ".join((text.strip().splitlines() or [""])[0].split())
     return line if result.outcome is Outcome.FAIL else f"[{result.outcome.value}] {line}"
 
@@ -282,7 +282,7 @@ def describe_at_a_glance(result: Result, contract, script: str | None = None) ->
     path; a crash, a timeout or an error says what happened and the process's last lines. A few
     lines per case, whatever the number of failing cases: the whole story is `--tb=long`'s."""
     lines = [_headline(result, contract), *_tries(result)]
-    violations = result.details.get("violations") or []
+    violations = result.details.violations
     if result.outcome is not Outcome.FAIL and not violations:
         head, *tail = result.message.splitlines() or [""]
         lines.append(f"  {result.outcome.value}: {head}")
@@ -290,14 +290,14 @@ def describe_at_a_glance(result: Result, contract, script: str | None = None) ->
             lines.append("  output:" if len(tail) <= GLANCE_OUTPUT else f"  output (its last {GLANCE_OUTPUT} lines):")
             lines += [f"    {line}" for line in tail[-GLANCE_OUTPUT:]]
     for violation in violations[:1]:
-        lines.append(f"  violation: {violation['message']}")
-        lines += [f"    {key}:{' ' * (9 - len(key))}{violation[key]}" for key in ("expected", "actual") if violation.get(key)]
+        lines.append(f"  violation: {violation.message}")
+        lines += [f"    {key}:{' ' * (9 - len(key))}{said}" for key, said in (("expected", violation.expected), ("actual", violation.actual)) if said]
     if len(violations) > 1:
         lines.append(f"  ... and {len(violations) - 1} more violation{'s' if len(violations) > 2 else ''} (--tb=long shows them)")
     lines.append(f"  spec:      {result.spec}")
     if script:
         lines.append(f"  reproduce: python {script}")
-    elif any(v.get("reproducer") for v in violations):
+    elif any(v.reproducer for v in violations):
         lines.append("  reproduce: --tb=long shows how (it is no standalone script)")
     return "\n".join(lines)
 
@@ -308,7 +308,7 @@ GLANCE_OUTPUT = 8  # the last lines of a lost process's output that the default 
 def describe_briefly(result: Result, contract, script: str | None = None) -> str:
     """`--tb=short`: the headline, each violation's message (or what happened), the spec line
     and the reproducer's path."""
-    messages = [v["message"] for v in result.details.get("violations") or []] if result.outcome is Outcome.FAIL else []
+    messages = [v.message for v in result.details.violations] if result.outcome is Outcome.FAIL else []
     lines = [_headline(result, contract)] + [f"  violation: {m}" for m in messages or [reason_line(result)]] + _tries(result)
     return "\n".join(lines + [f"  spec:      {result.spec}"] + ([f"  reproduce: python {script}"] if script else []))
 
@@ -317,10 +317,10 @@ def _tries(result: Result) -> list[str]:
     """A line per try of a case tried again (conformance.run.reruns): its outcome and message,
     and for a try lost to the machine, that it was not counted."""
     lines = []
-    for number, attempt in enumerate(result.details.get("tries") or [], start=1):
-        said = (attempt["message"].strip().splitlines() or [""])[0][:300]
-        uncounted = " (lost to the machine: not counted)" if attempt.get("counted") is False else ""
-        lines.append(f"  try {number}: {attempt['outcome']}{uncounted}" + (f": {said}" if said else ""))
+    for number, attempt in enumerate(result.details.tries, start=1):
+        said = (attempt.message.strip().splitlines() or [""])[0][:300]
+        uncounted = "" if attempt.counted else " (lost to the machine: not counted)"
+        lines.append(f"  try {number}: {attempt.outcome.value}{uncounted}" + (f": {said}" if said else ""))
     return lines
 
 
@@ -338,20 +338,20 @@ def describe_failure(result: Result, contract) -> str:
         # What happened: the violation says it where the loss was attributed to a step (see
         # attribution.details_of); the process's last output follows the message's first line.
         head, *tail = result.message.splitlines() or [""]
-        lines += [] if result.details.get("violations") else [f"  {result.outcome.value}: {head}"]
+        lines += [] if result.details.violations else [f"  {result.outcome.value}: {head}"]
         lines += ["  output:"] + [f"    {line}" for line in tail] if tail else []
     lines += _tries(result)
-    for violation in result.details.get("violations", []):
-        lines.append(f"  violation: {violation['message']}")
-        if violation.get("expected"):
-            lines.append(f"    expected: {violation['expected']}")
-        if violation.get("actual"):
-            lines.append(f"    actual:   {violation['actual']}")
-        for role, memory in (violation.get("memory") or {}).items():
+    for violation in result.details.violations:
+        lines.append(f"  violation: {violation.message}")
+        if violation.expected:
+            lines.append(f"    expected: {violation.expected}")
+        if violation.actual:
+            lines.append(f"    actual:   {violation.actual}")
+        for role, memory in violation.memory.items():
             lines.append(f"    memory {role}: {memory_label(memory)}")
-        if violation.get("reproducer"):
+        if violation.reproducer:
             lines.append("    reproduce with:")
-            lines.extend("      " + line for line in violation["reproducer"].splitlines())
+            lines.extend("      " + line for line in violation.reproducer.splitlines())
     return "\n".join(lines)
 
 

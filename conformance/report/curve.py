@@ -13,15 +13,15 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from conformance.outcomes import Details
+
 WIDTH, HEIGHT = 120, 28
 GROWS, FLAT, LIMIT = "#c0392b", "#2c7be5", "#999"
 
 
 def curves(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The result's curves by gauge key ({} where it has none)."""
-    details = result.get("details")
-    evidence = details.get("evidence") if isinstance(details, dict) else None
-    growth = evidence.get("growth") if isinstance(evidence, dict) else None
+    growth = Details.from_wire(result.get("details")).evidence.get("growth")
     if not isinstance(growth, dict):
         return {}
     return {str(key): curve for key, curve in growth.items() if _drawable(curve)}

@@ -15,6 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from conformance.findings import Violation
+from conformance.outcomes import Details
 from conformance.report.repro_files import FOLDER, file_names
 from conformance.testbed.eps import memory_label
 
@@ -47,8 +49,8 @@ class Group:
 
 def first_message(result: dict[str, Any]) -> str:
     """The case's first violation's message (what pytest's FAILED line ends with), else its message's first line."""
-    violations = result.get("details", {}).get("violations") or []
-    text = violations[0].get("message") or result["message"] if violations else result["message"]
+    violations = Details.from_wire(result.get("details")).violations
+    text = violations[0].message or result["message"] if violations else result["message"]
     return " ".join((str(text).strip().splitlines() or [""])[0].split())
 
 
@@ -75,16 +77,19 @@ def grouped(cases: list[dict[str, Any]], scripts: dict[int, str]) -> list[Group]
     groups = []
     for contract, results in by_contract.items():
         params = list(dict.fromkeys(name for r in results for name in r.get("params", {})))
-        firsts = [(r.get("details", {}).get("violations") or [{}])[0] for r in results]
-        expected = {str(v.get("expected") or "") for v in firsts}
-        memories = Counter("; ".join(f"memory of the {role}: {memory_label(m)}" for role, m in (v.get("memory") or {}).items()) for v in firsts)
+        firsts = [(Details.from_wire(r.get("details")).violations or (NO_VIOLATION,))[0] for r in results]
+        expected = {str(v.expected or "") for v in firsts}
+        memories = Counter("; ".join(f"memory of the {role}: {memory_label(m)}" for role, m in (v.memory or {}).items()) for v in firsts)
         rows = [Row(r, _detail(r, v), scripts.get(id(r), "")) for r, v in zip(results, firsts, strict=True)]
         groups.append(Group(contract, rows, params, Counter(pattern(r) for r in results).most_common(), expected.pop() if len(expected) == 1 else "",
                             [(text, n) for text, n in memories.most_common() if text]))
     return groups
 
 
-def _detail(result: dict[str, Any], violation: dict[str, Any]) -> str:
-    text = str(violation.get("actual") or first_message(result))
+NO_VIOLATION = Violation("")  # what a case that names none (a crash, a timeout) shows of one
+
+
+def _detail(result: dict[str, Any], violation: Violation) -> str:
+    text = str(violation.actual or first_message(result))
     text = " ".join(text.split())
     return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 1] + "…"

@@ -182,7 +182,7 @@ def expected_kind(result: Result) -> str:
     """What JUnit must say of `result`'s case, as the plugin tells pytest: a strict run's
     refusal fails; a finding against onnxruntime alone is an expected failure (skipped); a
     failure fails; a crash, a timeout or an error is an error; a pass passes; the rest skip."""
-    if result.details.get("strict"):
+    if result.details.strict:
         return "failure"
     if result.is_finding and not result.against_ep:
         return "skipped"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import safe_io
+from conformance.outcomes import Details
 
 FOLDER = "repro"
 FAILING = ("fail", "crash", "timeout", "flaky")
@@ -33,7 +34,7 @@ def standalone(result: dict[str, Any]) -> str:
     reproducer is the case run through the kit)."""
     if result.get("outcome") not in FAILING:
         return ""
-    return next((v["reproducer"] for v in result.get("details", {}).get("violations", []) if str(v.get("reproducer", "")).startswith(SCRIPT)), "")
+    return next((v.reproducer for v in Details.from_wire(result.get("details")).violations if str(v.reproducer).startswith(SCRIPT)), "")
 
 
 def path_of(result: dict[str, Any], directory: Path | str) -> str | None:

@@ -9,7 +9,7 @@ need not run every dtype to keep the memory contract for those it runs.
 
 The one thing decided per case, here, is a self-exemption: a required contract the vendor
 declared not applicable in its own EP spec, rather than one that does not apply to what the
-EP advertises. The reason is recorded on the result (`details["strict"]`), so that the case
+EP advertises. The reason is recorded on the result (`Details.strict`), so that the case
 fails in pytest and JUnit and the verdict and the reports see it.
 
 A strict run of a subset of the catalogue (conformance.plugin.selection) certifies nothing: its
@@ -39,7 +39,7 @@ def mark(result: Result, contract: Contract, spec: EpSpec | None) -> Result:
     reason = violation(result, contract, spec)
     if not reason:
         return result
-    return dataclasses.replace(result, details=dict(result.details, strict=reason))
+    return dataclasses.replace(result, details=dataclasses.replace(result.details, strict=reason))
 
 
 def draft_reason(drafts: list[dict[str, Any]]) -> str:

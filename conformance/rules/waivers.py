@@ -5,7 +5,7 @@ A waiver names a contract, and optionally a device and version selectors (`onnxr
 which it no longer holds (`until`: an onnxruntime version, or `{ep: ...}` for the EP's own
 version). An expired waiver does not apply; a waived check that passes is reported as not
 needing its waiver any more. Each decision is recorded on the result as data
-(`details["waiver_status"]`), from which `summary()` builds the report's waiver table.
+(`Details.waiver_status`), from which `summary()` builds the report's waiver table.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from conformance.catalogue.contracts import EpSpec, Waiver
 from conformance.catalogue.versions import at_least, selects
-from conformance.outcomes import BROKEN, Outcome, Result
+from conformance.outcomes import BROKEN, Outcome, Result, WaiverStatus
 
 NO_LONGER_NEEDED = "waiver no longer needed"
 
@@ -51,10 +51,10 @@ def matching(result: Result, spec: EpSpec | None, facts: dict[str, Any] | None =
     return None
 
 
-def _status(waiver: Waiver, status: str) -> dict[str, Any]:
+def _status(waiver: Waiver, status: str) -> WaiverStatus:
     until = " / ".join(filter(None, [waiver.until and f"onnxruntime {waiver.until}", waiver.until_ep and f"EP {waiver.until_ep}"]))
-    return {"contract": waiver.contract, "status": status, "reason": waiver.reason, "url": waiver.url, "until": until or None,
-            "device": waiver.device, "spec": str(waiver.location) if waiver.location else None}
+    return WaiverStatus(waiver.contract, status, waiver.reason, waiver.url, until or None, waiver.device,
+                        str(waiver.location) if waiver.location else None)
 
 
 def apply(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Result:
@@ -64,20 +64,20 @@ def apply(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Result:
     version = facts["onnxruntime"]["version"]
     why_expired = expiry(waiver, version, ep_version_of(facts, result.device))
     if why_expired:
-        details = dict(result.details, waiver=f"expired: {why_expired} ({waiver.location})", waiver_status=_status(waiver, "expired"))
+        details = dataclasses.replace(result.details, waiver=f"expired: {why_expired} ({waiver.location})", waiver_status=_status(waiver, "expired"))
         return dataclasses.replace(result, details=details)
     if result.outcome is Outcome.PASS:
-        details = dict(result.details, waiver=f"{NO_LONGER_NEEDED}: {waiver.location} ({waiver.url})",
+        details = dataclasses.replace(result.details, waiver=f"{NO_LONGER_NEEDED}: {waiver.location} ({waiver.url})",
                        waiver_status=_status(waiver, NO_LONGER_NEEDED))
         return dataclasses.replace(result, details=details, message=f"passed; {NO_LONGER_NEEDED}")
     if result.outcome is Outcome.FLAKY:
         # A waiver covers a known defect's failure; a case that passes one try and fails another
         # is unstable, which no waiver makes certifiable (Kubernetes conformance takes no flake).
-        details = dict(result.details, waiver=f"not applied: a flaky case is never waived ({waiver.location})",
+        details = dataclasses.replace(result.details, waiver=f"not applied: a flaky case is never waived ({waiver.location})",
                        waiver_status=_status(waiver, "not applied: flaky"))
         return dataclasses.replace(result, details=details)
     if result.outcome in BROKEN or result.outcome is Outcome.NOT_RUN:
-        details = dict(result.details, waived_outcome=result.outcome.value, waived_message=result.message,
+        details = dataclasses.replace(result.details, waived_outcome=result.outcome.value, waived_message=result.message,
                        waiver_status=_status(waiver, "applied"))
         message = f"waived ({waiver.url}): {waiver.reason}; was {result.outcome.value}: {result.message}"
         return dataclasses.replace(result, outcome=Outcome.WAIVED, message=message, details=details)
@@ -87,11 +87,11 @@ def apply(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Result:
 def summary(results: list[Result]) -> list[dict[str, Any]]:
     """One row per waiver and status, with the number of cases: the report's waiver table."""
     tally: Counter = Counter()
-    rows: dict[tuple, dict[str, Any]] = {}
+    rows: dict[tuple, WaiverStatus] = {}
     for result in results:
-        status = result.details.get("waiver_status")
+        status = result.details.waiver_status
         if status:
-            key = (status["spec"], status["contract"], status["status"])
+            key = (status.spec, status.contract, status.status)
             rows.setdefault(key, status)
             tally[key] += 1
-    return [dict(rows[key], cases=tally[key]) for key in rows]
+    return [dict(rows[key].to_wire(), cases=tally[key]) for key in rows]

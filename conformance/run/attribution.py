@@ -8,12 +8,12 @@ crashed worker into an ordinary failed report. Knows nothing of pytest.
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import dataclasses
 from typing import Any, Callable
 
 from conformance.findings import Violation, kit_snippet
 from conformance.isolation.controller import WorkerLost, WorkerRefused
-from conformance.outcomes import CaseReply, Outcome
+from conformance.outcomes import CaseReply, Details, Outcome
 
 EXPECTED = {"crash": "the call to return, with a result or an error", "timeout": "the check to finish in time"}
 
@@ -34,18 +34,16 @@ def message_of(lost: WorkerLost) -> str:
     return _headline(lost) + lost.tail
 
 
-def details_of(lost: WorkerLost) -> dict[str, Any]:
+def details_of(lost: WorkerLost) -> Details:
     """A result's details: the step, the violation (expected, actual, reproducer), the call in
-    flight as its wire dict, and the machine's event the loss may be (`machine`, which
-    conformance.run.reruns weighs against the next try); none but the call and the event for a
-    worker lost before it ran a request."""
-    call = {"call": lost.call.to_wire()} if lost.call is not None else {}
-    known = {**call, **({"machine": lost.machine.to_wire()} if lost.machine is not None else {})}
+    flight, and the machine's event the loss may be (`machine`, which conformance.run.reruns
+    weighs against the next try); none but the call and the event for a worker lost before it
+    ran a request."""
+    known = Details(call=lost.call, machine=lost.machine)
     if lost.request is None:
         return known
-    step = lost.note.get("step", "")
     violation = Violation(_headline(lost), EXPECTED[lost.outcome], lost.actual, reproducer=lost.note.get("reproducer") or _kit_reproducer(lost))
-    return {**({"step": step} if step else {}), "violations": [asdict(violation)], **known}
+    return dataclasses.replace(known, step=lost.note.get("step", ""), violations=(violation,))
 
 
 def _headline(lost: WorkerLost) -> str:

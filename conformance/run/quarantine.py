@@ -57,9 +57,9 @@ class Quarantine:
     def record(self, lost: Result, check: str, direction: str | None, name: str) -> None:
         """A check (`name`, of `check` in `direction`) was lost: its result is `lost`, whose
         details name the call it had in flight, if any."""
-        call = lost.details.get("call")
+        call = lost.details.call
         if call:
-            self.calls[announced(call)] = (f"that call ended in {lost.outcome.value} in the earlier check {name}, "
+            self.calls[call] = (f"that call ended in {lost.outcome.value} in the earlier check {name}, "
                                            "so it is not made again on this EP device")
             return
         self.patterns[LostPattern(check, self.device, direction)] = f"an earlier check making the same call ({name}) ended in {lost.outcome.value}"
@@ -69,8 +69,3 @@ class Quarantine:
     def wire(self) -> list[dict[str, Any]]:
         """The calls quarantined so far, as a request carries them."""
         return [{"call": call.to_wire(), "reason": reason} for call, reason in self.calls.items()]
-
-
-def announced(value: Any) -> Call:
-    """The call a lost result's details name, from its wire dict."""
-    return Call.from_wire(value)

@@ -14,7 +14,7 @@ had not sent, as the OOM killer and CI runners do, or stopped by a signal when i
 see conformance.outcomes.MachineEvent) is not weighed yet: the case is tried once more at once.
 Where that try is not lost to such an event too, the first was the machine's: it is not counted
 (the case is settled on the tries that follow it, as if they were its first), and it is kept
-in `details["tries"]` marked `counted: false`, and in `details["machine_events"]` with its
+in `Details.tries` marked not counted, and in `Details.machine_events` with its
 evidence and a sentence for the reports. An EP can send itself SIGKILL or SIGSTOP as well; one
 that does so again on the next try is the EP's crash or timeout, both tries counted. Plain data
 in and out: knows nothing of workers or pytest.
@@ -23,9 +23,10 @@ in and out: knows nothing of workers or pytest.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Callable, Iterator
+import dataclasses
+from typing import Callable, Iterator
 
-from conformance.outcomes import RERUN, CaseReply, MachineEvent, Outcome
+from conformance.outcomes import RERUN, CaseReply, Details, ExcusedTry, MachineEvent, Outcome, Tried
 
 LOST = (Outcome.CRASH, Outcome.TIMEOUT)
 MAX_RERUNS = 10
@@ -63,14 +64,13 @@ def settle(first: CaseReply, again: Callable[[], CaseReply], reruns: int) -> Cas
             break
     if len(made) == 1:
         return first
-    record = [{"outcome": t.outcome.value, "message": t.message, **({"counted": False} if index in excused else {})}
-              for index, t in enumerate(made)]
-    events = {"machine_events": [_event_entry(made, index) for index in excused]} if excused else {}
+    record = tuple(Tried(t.outcome, t.message, counted=index not in excused) for index, t in enumerate(made))
+    events = tuple(_event_entry(made, index) for index in excused)
     if all(t.outcome is head.outcome for _, t in tries):
-        return CaseReply(head.outcome, head.message, {**_weighed(head), "tries": record, **events}, head.duration)
+        return CaseReply(head.outcome, head.message, _weighed(head, record, events), head.duration)
     broken = next(t for _, t in tries if t.outcome in RERUN)  # what a failing try showed: its violations, its call
     message = flaky_message([(index + 1, t) for index, t in tries])
-    return CaseReply(Outcome.FLAKY, message, {**_weighed(broken), "tries": record, **events}, head.duration)
+    return CaseReply(Outcome.FLAKY, message, _weighed(broken, record, events), head.duration)
 
 
 def _counted(first: CaseReply, again: Callable[[], CaseReply], made: list[CaseReply], excused: list[int]) -> Iterator[tuple[int, CaseReply]]:
@@ -98,13 +98,13 @@ def _counted(first: CaseReply, again: Callable[[], CaseReply], made: list[CaseRe
 
 def machine_event(reply: CaseReply) -> MachineEvent | None:
     """The machine's event a try was lost to, as its details name it (attribution.details_of)."""
-    return MachineEvent.from_wire(reply.details.get("machine")) if reply.outcome in LOST else None
+    return reply.details.machine if reply.outcome in LOST else None
 
 
-def _weighed(reply: CaseReply) -> dict[str, Any]:
+def _weighed(reply: CaseReply, tries: tuple[Tried, ...], events: tuple[ExcusedTry, ...]) -> Details:
     """A try's details as the settled case keeps them: the suspicion of a machine's event was
     weighed against the next try, and what came of it is said by `tries` and `machine_events`."""
-    return {key: value for key, value in reply.details.items() if key != "machine"}
+    return dataclasses.replace(reply.details, machine=None, tries=tries, machine_events=events)
 
 
 # How the try after one lost to the machine ended, said after 'try N'.
@@ -112,15 +112,15 @@ _ENDED = {Outcome.PASS: "passed", Outcome.FAIL: "failed", Outcome.CRASH: "crashe
           Outcome.ERROR: "could not be checked", Outcome.NOT_RUN: "was not run", Outcome.NOT_APPLICABLE: "was not applicable"}
 
 
-def _event_entry(made: list[CaseReply], index: int) -> dict[str, Any]:
-    """details["machine_events"]'s entry for try `index`, lost to the machine: its number, the
+def _event_entry(made: list[CaseReply], index: int) -> ExcusedTry:
+    """Details.machine_events' entry for try `index`, lost to the machine: its number, the
     event with its evidence, and the sentence the reports show."""
     event = machine_event(made[index])
     assert event is not None, "only a try lost to the machine is excused"
     following = made[index + 1]
     ended = _ENDED.get(following.outcome, f"gave {following.outcome.value}")
     text = f"the worker was {event.said()} on try {index + 1}; try {index + 2} {ended}: not counted against the EP"
-    return {"try": index + 1, **event.to_wire(), "text": text}
+    return ExcusedTry(index + 1, event, text)
 
 
 def flaky_message(tries: list[tuple[int, CaseReply]]) -> str:

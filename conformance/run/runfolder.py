@@ -13,8 +13,9 @@ journal, worker logs and reproducers are moved into `previous/` (replacing an ol
 `unfinished.txt` says a run is under way, or did not finish, until its report set is written
 (or `ort-conformance rebuild` writes it from the journal). A killed run leaves no older
 verdict standing beside its journal, and a bundle made of the folder holds one run. The
-models/ folder is a cache the runs share: a model is the run's when the run used it (its file
-dated at or after the run's start, see models.ModelCache). Must not know: pytest, reports.
+models/ folder is a cache the runs share: a model is the run's when the run used it, as its
+workers' model caches recorded it in `models-used.txt` (models.ModelCache). Must not know:
+pytest, reports.
 """
 
 from __future__ import annotations
@@ -37,10 +38,12 @@ LOCK = ".lock"
 PREVIOUS = "previous"  # the previous run's files, moved aside when a run starts
 UNFINISHED = "unfinished.txt"  # present from a run's start until its report set is written
 # A run's own files, besides models/: its report set, journal, logs and reproducers.
-RUN_FILES = ("report.json", "report.md", "report.html", "summary.md", "junit.xml", "journal.jsonl")
+MODELS_USED = "models-used.txt"  # the names of the models/ files the run's workers used, a line each
+RUN_FILES = ("report.json", "report.md", "report.html", "summary.md", "junit.xml", "journal.jsonl", MODELS_USED)
 RUN_FOLDERS = ("repro",)
 LOG_PREFIX, LOG_SUFFIX = "worker-", ".log"
 MODEL_SUFFIX = ".onnx"
+MAX_MODELS_USED_BYTES = 16 << 20  # far more names than the catalogue has models
 
 
 class RunFolder:
@@ -204,20 +207,26 @@ def is_log(name: str) -> bool:
     return name.startswith(LOG_PREFIX) and name.endswith(LOG_SUFFIX)
 
 
-def run_files(folder: Path, started: float) -> list[str]:
-    """The worker logs and models of the run that started at `started` in `folder`, as a
-    bundle names them (logs/NAME, models/NAME): the logs there (an earlier run's were set
-    aside) and the models the run used (dated at or after its start)."""
+def run_files(folder: Path) -> list[str]:
+    """The worker logs and models of the run in `folder`, as a bundle names them (logs/NAME,
+    models/NAME): the logs there (an earlier run's were set aside) and the models the run used,
+    as `MODELS_USED` lists them; every model there when the folder has no such list (a run of a
+    kit that kept none)."""
     logs = [f"logs/{name}" for name in _listing(folder) if is_log(name)]
+    try:
+        listed = safe_io.read_in(folder, MODELS_USED, MAX_MODELS_USED_BYTES, what="list of models used")
+    except safe_io.UnsafeFile:
+        listed = b""  # a symlink planted as the list: no model is known to be the run's
+    used = set(_listing(folder / "models")) if listed is None else set(listed.decode(errors="replace").splitlines())
     models = []
-    for name in _listing(folder / "models"):
+    for name in sorted(used):
         try:
             status = os.lstat(folder / "models" / name)
-        except OSError:
+        except (OSError, ValueError):
             continue
-        if name.endswith(MODEL_SUFFIX) and stat.S_ISREG(status.st_mode) and status.st_mtime >= started:
+        if name.endswith(MODEL_SUFFIX) and "/" not in name and stat.S_ISREG(status.st_mode):
             models.append(f"models/{name}")
-    return sorted(logs) + sorted(models)
+    return sorted(logs) + models
 
 
 def _listing(folder: Path) -> list[str]:

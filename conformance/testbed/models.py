@@ -200,11 +200,17 @@ def recipe_mismatch(file_name: str, data: bytes, recipes: dict[str, Recipe]) -> 
 class ModelCache:
     """Serialized models by (recipe, dtype, shape); written to `directory` when one is given."""
 
-    def __init__(self, directory: Path | None = None, recipes: dict[str, Recipe] | None = None):
+    def __init__(self, directory: Path | None = None, recipes: dict[str, Recipe] | None = None, record: Path | None = None):
+        """`record`: a file to which the name of each model file this cache hands out is
+        appended, once: the models a run used, which its bundle holds (runfolder.run_files).
+        The folder is shared by the runs into one report folder, and a file in it says nothing
+        of which run used it; its time is left as it is."""
         self.directory = directory
         self.recipes = recipes if recipes is not None else load_recipes()
+        self.record = record
         self._built: dict[tuple[str, str, tuple[int, ...]], tuple[bytes, Path | None]] = {}
         self._listing: list[str] | None = None  # the folder's file names, read once
+        self._recorded: set[str] = set()
 
     @staticmethod
     def key_hash(recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> str:
@@ -217,18 +223,31 @@ class ModelCache:
         if key not in self._built:
             recipe = self.recipes[name]
             named = ModelName(name, dtype.name, tensors.shape_label(shape), self.key_hash(recipe, dtype, shape), "")
-            cached = self._read(named) if self.directory is not None else None
-            if cached is not None:
-                self._built[key] = cached
-                return cached
-            data = build(recipe, dtype, shape).SerializeToString()
-            path = None
-            if self.directory is not None:
-                # Written aside and renamed: writers sharing a models folder (pytest -n 2) never
-                # see each other's half-written file.
-                path = safe_io.write_file(self.directory, dataclasses.replace(named, content=content_digest(data)).file_name(), data)
+            found = self._read(named) if self.directory is not None else None
+            if found is not None:
+                data, path = found
+            else:
+                data, path = build(recipe, dtype, shape).SerializeToString(), None
+                if self.directory is not None:
+                    # Written aside and renamed: writers sharing a models folder (pytest -n 2) never
+                    # see each other's half-written file.
+                    path = safe_io.write_file(self.directory, dataclasses.replace(named, content=content_digest(data)).file_name(), data)
             self._built[key] = (data, path)
+            if path is not None:
+                self._used(path.name)
         return self._built[key]
+
+    def _used(self, file_name: str) -> None:
+        """`file_name` appended to the record, once. Each worker of a run appends to the same
+        file: a line is one write in append mode, which never interleaves with another's."""
+        if self.record is None or file_name in self._recorded:
+            return
+        self._recorded.add(file_name)
+        try:
+            with safe_io.open_in(self.record.parent, self.record.name, "a") as record:
+                record.write(f"{file_name}\n")
+        except (OSError, safe_io.UnsafeFile):
+            pass  # unwritable, or a symlink planted as the record: the run goes on, its bundle without this model
 
     def _read(self, named: ModelName) -> tuple[bytes, Path] | None:
         """The model file of `named`'s recipe, key and shape whose bytes hash to its name. Read
@@ -246,10 +265,6 @@ class ModelCache:
             data = safe_io.read_in(directory, file_name, MAX_MODEL_BYTES, what="model")
             found = ModelName.parse(file_name)
             if data is not None and found is not None and found.holds(data):
-                # Dated now: a model in the shared folder is a run's when the run used it
-                # (runfolder.run_files), and the run's bundle holds only those.
-                with contextlib.suppress(OSError):
-                    os.utime(directory / file_name, follow_symlinks=False)
                 return data, directory / file_name
             if data is not None:
                 with contextlib.suppress(OSError):  # a regular file (read_in refuses a symlink): unlink never follows one

@@ -108,17 +108,15 @@ def _inputs(report_dir: Path, junit_file: Path) -> dict[str, bytes]:
 
 def _run_files(report_dir: Path) -> list[str]:
     """The logs/ and models/ members of the run in `report_dir`: those its journal's `finished`
-    line lists; for a run that did not finish (its reports rebuilt), those runfolder.run_files
-    finds of it; without a journal (a kit that wrote none), every log and model there."""
+    line lists; for a run that did not finish (its reports rebuilt), or without a journal (a
+    kit that wrote none), those runfolder.run_files finds of it."""
     try:
-        contents = journal.read(report_dir)
+        listed = (journal.read(report_dir).finished or {}).get("files")
     except journal.JournalError:
-        return runfolder.run_files(report_dir, 0.0)
-    listed = (contents.finished or {}).get("files")
+        listed = None
     if isinstance(listed, list):
         return [name for name in listed if isinstance(name, str) and _is_run_file(name)]
-    started = contents.run.get("started")
-    return runfolder.run_files(report_dir, started if isinstance(started, (int, float)) else 0.0)
+    return runfolder.run_files(report_dir)
 
 
 def _is_run_file(name: str) -> bool:

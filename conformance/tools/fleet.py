@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from conformance import safe_io
 from conformance.options import reason_of
+from conformance.outcomes import Details
 from conformance.report.schema import parse_json, problems as schema_problems
 from conformance.tools.bundle import MAX_MEMBER_BYTES, BundleError, read, require_report_shape, verify
 from conformance.testbed.eps import memory_label
@@ -220,7 +221,7 @@ def _streams(results: list[dict[str, Any]], ep: str, device: str) -> dict[str, A
     result = next((r for r in results if r["contract"] == STREAM_CONTRACT and r["ep"] == ep and r["device"] == device), None)
     if result is None:
         return {"stream_aware": None, "outcome": None, "reason": f"the run has no {STREAM_CONTRACT} case for this device"}
-    evidence = (result.get("details") or {}).get("evidence") or {}
+    evidence = Details.from_wire(result.get("details")).evidence
     if "stream_created" in evidence:
         aware = bool(evidence["stream_created"])
     elif "copies_on_stream" in evidence or "refused" in evidence:  # a report written before the kit recorded stream_created
@@ -235,18 +236,18 @@ def _streams(results: list[dict[str, Any]], ep: str, device: str) -> dict[str, A
 def _places(result: dict[str, Any]) -> set[tuple[str, str]]:
     """(inputs|outputs, memory label) of each value a result saw: its evidence ("input x": label),
     and a violation's actual memory (a failing case's value)."""
-    details = result.get("details") or {}
+    details = Details.from_wire(result.get("details"))
     places = set()
-    memory = (details.get("evidence") or {}).get("memory")
+    memory = details.evidence.get("memory")
     # evidence written elsewhere may hold one label instead of a label per role: no place to read
     for item, label in (memory.items() if isinstance(memory, dict) else ()):
         if isinstance(label, str) and str(item).startswith(("input ", "output ")):
             places.add(("inputs" if str(item).startswith("input ") else "outputs", label))
-    for violation in details.get("violations") or []:
-        roles = violation.get("memory") or {}
+    for violation in details.violations:
+        roles = violation.memory if isinstance(violation.memory, dict) else {}
         which = "inputs" if "input" in roles else "outputs" if "output" in roles else None
-        if which and isinstance(violation.get("actual"), str):
-            places.add((which, violation["actual"]))
+        if which and isinstance(violation.actual, str):
+            places.add((which, violation.actual))
     return places
 
 

@@ -1,6 +1,6 @@
 """What the running check proved, as data: the bytes it compared, the memory infos it saw, the
 nodes that ran on the EP, the addresses it saw kept. The runner puts it into a pass's details
-(`details["evidence"]`) and refuses a pass that recorded none: a check that proved nothing has
+(`Details.evidence`) and refuses a pass that recorded none: a check that proved nothing has
 not passed."""
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ kills the script the same way, and a call that never returns ends it by SIGALRM:
 makes it exit non-zero, a good one exit 0.
 
 Each script is `Snippets.script(title, body)`: the same header (imports, helpers, the EP's
-set-up) around the body of one kind of step, which `conformance.checks.context.steps` builds.
+set-up) around the body of one kind of step, which the check's family builds beside it (what
+families share is in `conformance.checks.context.steps`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,16 @@ import os
 from pathlib import Path
 
 from conformance.testbed import tensors
+from conformance.testbed.interop import capi as C
+from conformance.testbed.interop import slots
 from conformance.checks.context.device import DeviceUnderTest
 
 ASSIGNMENT_CONFIG = "session.record_ep_graph_assignment_info"
 ALARM_SECONDS = 120  # longer than any check's own calls take on a healthy build
+# The OrtApi functions the C-path scripts call by slot (`Snippets.c_api_setup`).
+C_PATH_FUNCTIONS = ("GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "GetEpDevices", "EpDevice_EpName",
+                    "EpDevice_MemoryInfo", "GetSharedAllocator", "CreateTensorAsOrtValue", "CreateCpuMemoryInfo",
+                    "CreateTensorWithDataAsOrtValue", "GetTensorMutableData", "CopyTensors", "ReleaseValue")
 
 # The helpers every script has: values, placing and reading them, and the two endings of a step.
 HELPERS = '''\
@@ -215,6 +222,43 @@ class Snippets:
         if setup or faults:
             lines.append(f"environment_as_in_the_run({setup!r}, {faults!r})")
         return lines
+
+    def c_api_setup(self) -> str:
+        """The lines a C-path script begins with, after `preamble` (the copy, size and
+        concurrency families share them): ctypes over the wheel's libonnxruntime.so (the slot
+        indices the kit read from onnxruntime's header), `error(status)` and `call(name, *args)`
+        (an AssertionError naming the function when it returns a status), the EP library
+        registered in a C environment `env`, `device` the EP device under test, `info` its
+        DEFAULT memory (which the run saw advertised), `allocator` its shared allocator and
+        `cpu_info` plain CPU memory."""
+        target = self.under_test.target
+        register = (f"call('RegisterExecutionProviderLibrary', env, ctypes.c_char_p({target.registration!r}.encode()), "
+                    f"ctypes.c_char_p({os.path.abspath(target.library)!r}.encode()))"
+                    if target.registration and target.library else "# a built-in EP: nothing to register")
+        return f"""P = ctypes.c_void_p
+SLOT = {({name: slots.ORT_API[name][0] for name in C_PATH_FUNCTIONS})!r}  # OrtApi slot indices, from onnxruntime_c_api.h
+CAPI = os.path.join(os.path.dirname(ort.__file__), 'capi')  # the wheel's C library, beside its Python extension
+lib = ctypes.CDLL(os.path.join(CAPI, sorted(f for f in os.listdir(CAPI) if f.startswith('libonnxruntime.so'))[0]))
+lib.OrtGetApiBase.restype = ctypes.POINTER(P * 2)
+api = ctypes.cast(ctypes.CFUNCTYPE(P, ctypes.c_uint32)(lib.OrtGetApiBase().contents[0])({C.API_VERSION}), ctypes.POINTER(P))
+error = lambda status: ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['GetErrorMessage']])(status).decode()
+def call(name, *args):
+    status = ctypes.CFUNCTYPE(P, *[type(a) if isinstance(a, ctypes._SimpleCData) else P for a in args])(api[SLOT[name]])(*args)
+    if status:
+        raise AssertionError(name + ': ' + error(status))
+env = P()
+call('CreateEnv', ctypes.c_int(3), ctypes.c_char_p(b'repro'), ctypes.byref(env))
+{register}
+devices, count = ctypes.POINTER(P)(), ctypes.c_size_t()
+call('GetEpDevices', env, ctypes.byref(devices), ctypes.byref(count))
+name_of = ctypes.CFUNCTYPE(ctypes.c_char_p, P)(api[SLOT['EpDevice_EpName']])
+device = [devices[i] for i in range(count.value) if name_of(devices[i]) == {target.provider!r}.encode()][{self.under_test.index}]
+info = P(ctypes.CFUNCTYPE(P, P, ctypes.c_int)(api[SLOT['EpDevice_MemoryInfo']])(device, 0))  # DEFAULT
+assert info, 'the EP device advertises no DEFAULT memory (the run saw one)'
+allocator, cpu_info = P(), P()
+call('GetSharedAllocator', env, info, ctypes.byref(allocator))
+call('CreateCpuMemoryInfo', ctypes.c_int(0), ctypes.c_int(0), ctypes.byref(cpu_info))
+"""
 
     def session_snippet(self, model_path: Path | str | None, intra_op_threads: int = 1, config: dict[str, str] | None = None) -> str:
         """Lines that create `s`, a session of the model on the EP under test (after `preamble`),
