@@ -59,4 +59,4 @@ def test_a_bad_request_whose_valid_twin_is_refused_is_not_applicable_on_cpu_memo
     refused = conformance_run(tmp_path / "refdev", "--ep-library", str(refdev_library), "--ep", "refdev", "-k",
                               "copy.bad-requests and fewer-elements", env={"ORT_REFDEV_FAULT": "no-h2d"}).report
     (case,) = [r for r in refused["results"] if r["contract"] == "copy.bad-requests" and r["params"]["direction"] == "cpu>default"]
-    assert case["outcome"] == "not_run" and "(that failure is copy.required-directions's)" in case["message"], case["message"]
+    assert case["outcome"] == "not_run" and "that failure is copy.required-directions's" in case["message"], case["message"]

@@ -268,11 +268,12 @@ def test_mixed_memory_request_needs_two_memories(runner, ctx, monkeypatch):
     assert outcome is Outcome.NOT_APPLICABLE and "same memory" in message
 
 
-def test_bad_copy_request_is_not_run_where_even_a_valid_copy_fails(runner, ctx):
-    # Plain onnxruntime has no CPU→CPU data transfer: a refusal of the bad request would prove nothing.
+def test_bad_copy_request_is_not_applicable_where_a_valid_copy_between_cpu_memories_is_refused(runner, ctx):
+    # Plain onnxruntime has no CPU→CPU data transfer, and copy.cpu-default-optional lets an EP
+    # whose DEFAULT memory is CPU memory refuse that copy: there is no refusal of a bad request to judge.
     outcome, message = run(runner, "copy.bad-requests", request="size-mismatch", direction="cpu>default")
-    assert outcome is Outcome.NOT_RUN
-    assert "a valid copy_tensors cpu>cpu" not in message and "a valid copy_tensors cpu>default of the same values failed" in message
+    assert outcome is Outcome.NOT_APPLICABLE
+    assert message.startswith("a valid copy_tensors cpu>default is refused, which copy.cpu-default-optional allows between CPU memories")
 
 
 @pytest.mark.parametrize("request_kind", ["size-mismatch", "type-mismatch", "unequal-lists", "empty-lists"])
@@ -312,7 +313,7 @@ def test_bad_request_is_not_run_when_valid_values_cannot_be_placed(runner, ctx, 
     monkeypatch.setattr(ctx, "place", broken_place)
     outcome, message = run(runner, "copy.bad-requests", request="type-mismatch", direction="cpu>default")
     assert outcome is Outcome.NOT_RUN
-    assert "a valid copy_tensors cpu>default of the same values failed" in message
+    assert "a valid copy_tensors cpu>default of the same values failed" in message and "placing the values" in message
 
 
 def test_violations_found_before_a_check_stops_are_kept(runner, ctx):

@@ -53,9 +53,16 @@ def valid_copy(ctx: CheckContext, source_kind: str, destination_kind: str) -> No
     direction; the case is not_run and its reason names that contract."""
     float32 = tensors.DTYPES["float32"]
     direction = f"{source_kind}>{destination_kind}"
+    failed = f"a valid copy_tensors {direction} of the same values failed, so the contract could not be tried"
+    held_by = f"that failure is {_direction_contract(source_kind, destination_kind)}'s"
     try:  # placing values in device memory is itself a copy from the CPU
         source = ctx.place(tensors.sample(float32, (2, 3), seed=8), source_kind, float32)
         destination = ctx.place(tensors.sentinel(float32, (2, 3), DESTINATION_SENTINEL), destination_kind, float32)
+    except (NotApplicable, NotRun, ImpossibleResult):
+        raise
+    except Exception as exc:
+        raise NotRun(f"{failed} (placing the values; {held_by}): {type(exc).__name__}: {message_line(exc)[:200]}") from None
+    try:
         ctx.copy([source], [destination], direction)
     except (NotApplicable, NotRun, ImpossibleResult):
         raise
@@ -63,8 +70,7 @@ def valid_copy(ctx: CheckContext, source_kind: str, destination_kind: str) -> No
         if ctx.is_cpu_memory(source_kind) and ctx.is_cpu_memory(destination_kind):
             raise NotApplicable(f"a valid copy_tensors {direction} is refused, which copy.cpu-default-optional allows between CPU memories "
                                 f"({message_line(exc)[:160]}): no refusal of a bad request to judge") from None
-        raise NotRun(f"a valid copy_tensors {direction} of the same values (or placing them) failed, so the contract could not be tried "
-                     f"(that failure is {_direction_contract(source_kind, destination_kind)}'s): {type(exc).__name__}: {message_line(exc)[:200]}") from None
+        raise NotRun(f"{failed} ({held_by}): {type(exc).__name__}: {message_line(exc)[:200]}") from None
 
 
 def _direction_contract(source_kind: str, destination_kind: str) -> str:
