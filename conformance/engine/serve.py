@@ -149,7 +149,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--fork-server"]:
         from conformance.engine import fork_server as forkhost
 
-        forkhost.start_beside(int(sys.argv[2]), preload, run)
+        forkhost.start_beside(int(sys.argv[2]), preload, run, warm_forks)
     run()
 
 
@@ -164,6 +164,16 @@ def preload() -> None:
     from conformance.checks import load_all
 
     load_all()
+
+
+def warm_forks() -> None:
+    """What the fork server imports once it serves, for every worker it forks: onnx, which a
+    worker imports to build a model (a replacement after a crash, an own-process contract's
+    worker). With ml_dtypes on numpy 2 that import takes 0.6 s (ml_dtypes registers its ufunc
+    loops one by one), which each such worker paid while pytest waited for its answer."""
+    from conformance.testbed.models import warm_up
+
+    warm_up()
 
 
 def run() -> None:
