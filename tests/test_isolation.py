@@ -491,6 +491,39 @@ def test_a_crash_in_a_batch_carries_the_step_and_reproducer_its_check_sent_ahead
     assert violation["actual"] == "killed by SIGABRT" and violation["expected"]
 
 
+def sends_then_aborts(*messages: dict) -> str:
+    """A fake worker's script: it reads its batch, writes `messages` as its lines, and aborts."""
+    lines = "".join(f"sys.stdout.write({json.dumps(json.dumps(message) + chr(10))})\n" for message in messages)
+    return f"import os, sys\nsys.stdin.readline()\n{lines}sys.stdout.flush()\nos.abort()\n"
+
+
+SAME_REPRODUCER_THEN_ABORT = sends_then_aborts({"id": "a", "progress": {"step": "copying", "reproducer": "ort.copy_tensors(...)"}},
+                                               {"ok": True, "id": "a", "n": 1},
+                                               {"id": "b", "progress": {"step": "copying again", "same_reproducer": True}})
+
+
+def test_a_crash_after_a_reproducer_sent_as_the_same_as_before_carries_that_reproducer():
+    w = fake_worker(SAME_REPRODUCER_THEN_ABORT)
+    batch_of_three(w)
+    assert w.collect("a") == {"ok": True, "n": 1}
+    with pytest.raises(WorkerLost) as lost:
+        w.collect("b")
+    assert lost.value.note == {"step": "copying again", "reproducer": "ort.copy_tensors(...)"}
+
+
+def test_a_worker_sends_a_reproducer_once_while_it_stays_the_same():
+    from conformance.engine.serve import Handler
+
+    lines: list[dict] = []
+    handler = Handler(lines.append)
+    handler._progress_of({"id": "a"})({"step": "placing", "reproducer": "script 1"})
+    handler._progress_of({"id": "b"})({"step": "placing", "reproducer": "script 1"})
+    handler._progress_of({"id": "b"})({"call": None})
+    handler._progress_of({"id": "c"})({"step": "placing", "reproducer": "script 2"})
+    assert [line["progress"] for line in lines] == [{"step": "placing", "reproducer": "script 1"}, {"step": "placing", "same_reproducer": True},
+                                                    {"call": None}, {"step": "placing", "reproducer": "script 2"}]
+
+
 def test_a_lost_case_that_announced_nothing_is_reproduced_through_the_kit(cpu_init, session_inputs):
     w = fake_worker("import sys, time; sys.stdin.readline(); time.sleep(60)")
     w.init = dict(cpu_init, op="init")
