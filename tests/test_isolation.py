@@ -315,6 +315,30 @@ def test_a_worker_handed_the_catalogue_reads_no_yaml(cpu_init):
     assert answer["yaml"] is False
 
 
+ONNX_AT_THE_HANDOVER = """\
+import io, json, sys
+from conformance.engine import serve as worker
+lines = sys.stdin.read().splitlines(keepends=True)
+seen = []
+def requests():
+    for line in lines:
+        if json.loads(line)["op"] == "handover":
+            seen.append("onnx" in sys.modules)
+        yield line
+worker.serve(requests(), io.BytesIO())
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("warm_up", [True, False])
+def test_a_handed_worker_told_to_warm_up_imports_onnx_while_it_waits_for_the_handover(warm_up, cpu_init):
+    lines = [json.dumps(dict(cpu_init, op="init", handover=True, warm_up=warm_up)), json.dumps(handover(load_catalogue(), read_recipes()))]
+    completed = subprocess.run([sys.executable, "-c", ONNX_AT_THE_HANDOVER], input="\n".join(lines) + "\n",
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout) == [warm_up]
+
+
 def test_a_handed_catalogue_naming_an_unknown_check_is_refused_where_the_check_is_written(tmp_path, contract_text, cpu_init):
     """The pytest process loads the catalogue without the check registry; the worker checks
     the ids it was handed against its own."""
