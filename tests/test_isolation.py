@@ -325,18 +325,18 @@ def requests():
         if json.loads(line)["op"] == "handover":
             seen.append("onnx" in sys.modules)
         yield line
-worker.serve(requests(), io.BytesIO())
+worker.serve(requests(), io.BytesIO(), arrived=lambda: sys.argv[1] == "arrived")
 print(json.dumps(seen))
 """
 
 
-@pytest.mark.parametrize("warm_up", [True, False])
-def test_a_handed_worker_told_to_warm_up_imports_onnx_while_it_waits_for_the_handover(warm_up, cpu_init):
+@pytest.mark.parametrize("warm_up, handover_is, onnx_first", [(True, "to come", True), (False, "to come", False), (True, "arrived", False)])
+def test_a_handed_worker_told_to_warm_up_imports_onnx_while_it_waits_for_a_handover_still_to_come(warm_up, handover_is, onnx_first, cpu_init):
     lines = [json.dumps(dict(cpu_init, op="init", handover=True, warm_up=warm_up)), json.dumps(handover(load_catalogue(), read_recipes()))]
-    completed = subprocess.run([sys.executable, "-c", ONNX_AT_THE_HANDOVER], input="\n".join(lines) + "\n",
+    completed = subprocess.run([sys.executable, "-c", ONNX_AT_THE_HANDOVER, handover_is], input="\n".join(lines) + "\n",
                                capture_output=True, text=True, timeout=60)
     assert completed.returncode == 0, completed.stderr
-    assert json.loads(completed.stdout) == [warm_up]
+    assert json.loads(completed.stdout) == [onnx_first]
 
 
 def test_a_handed_catalogue_naming_an_unknown_check_is_refused_where_the_check_is_written(tmp_path, contract_text, cpu_init):

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import sys
 import traceback
 from typing import Any, Callable, Iterator
 
 
-def serve(requests, replies) -> None:
-    """Answers the JSON lines of `requests` (text) on `replies` (binary, written unbuffered)."""
+def serve(requests, replies, arrived: Callable[[], bool] = lambda: False) -> None:
+    """Answers the JSON lines of `requests` (text) on `replies` (binary, written unbuffered).
+    `arrived`: whether more of `requests` waits to be read (see Handler._handover)."""
     requests = iter(requests)
     handler = Handler(lambda note: _write(replies, note), requests)
+    handler.arrived = arrived
     for line in requests:
         request = json.loads(line)
         if request["op"] == "exit":
@@ -70,6 +73,7 @@ class Handler:
         self.handed = handed or self._handover
         self._reproducer_sent = ""  # the reproducer last sent ahead on this channel (see _progress_of)
         self._warm_up_before_handover = False  # see _handover
+        self.arrived: Callable[[], bool] = lambda: False  # whether more of `incoming` waits to be read
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         from conformance.findings import CallQuarantined
@@ -116,10 +120,13 @@ class Handler:
 
     def _handover(self) -> tuple[Any, dict[str, Any]]:
         """The catalogue and recipes the parent hands over after init (isolation.handover). A
-        worker told to warm up imports onnx first (models.warm_up): the parent is still reading
-        and validating the catalogue (2 s for a vendor's 10 000 contracts), and the import (0.6 s
-        with ml_dtypes on numpy 2) would otherwise start only after the facts are answered."""
-        if self._warm_up_before_handover:
+        worker told to warm up imports onnx first (models.warm_up) where the handover has not
+        arrived: the parent is still reading and validating the catalogue (2 s for a vendor's
+        10 000 contracts), and the import (0.6 s with ml_dtypes on numpy 2) would otherwise start
+        only after the facts are answered. Where it has arrived (the shipped catalogue is read
+        before a worker has imported onnxruntime), the facts go first and the import overlaps
+        pytest's collection, as in serve."""
+        if self._warm_up_before_handover and not self.arrived():
             from conformance.testbed.models import warm_up
 
             warm_up()
@@ -215,7 +222,7 @@ def run() -> None:
     replies = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    serve(sys.stdin, replies)
+    serve(sys.stdin, replies, arrived=lambda: bool(select.select([sys.stdin], [], [], 0)[0]))
     # Every reply is written and flushed: end now, without the interpreter's teardown of
     # onnxruntime and the EP library, which the parent would otherwise wait for.
     sys.stderr.flush()
