@@ -225,10 +225,10 @@ NOISY_WORKER = """\
 import os, sys
 from conformance.engine import serve as worker
 real = worker.serve
-def noisy(requests, replies):
+def noisy(requests, replies, **options):
     print("noise from python", flush=True)
     os.system("echo noise from C")
-    real(requests, replies)
+    real(requests, replies, **options)
 worker.serve = noisy
 worker.main()
 """

@@ -17,13 +17,15 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from conformance.errors import KitException
+
 Test = Callable[[Any], bool]
 
 # Keywords that say nothing of a document's validity.
 ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "$comment", "title", "description", "default", "examples"})
 
 
-class Unsupported(Exception):
+class Unsupported(KitException):
     """A keyword, or a form of one, the quick test does not judge."""
 
 
