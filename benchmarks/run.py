@@ -16,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import copies  # noqa: E402
 import conformance_run  # noqa: E402
+import large_catalogue  # noqa: E402
 import stress_tier  # noqa: E402
 from device_memcpy import DeviceMemcpy  # noqa: E402
 
@@ -41,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ep-library", metavar="PATH", help="plugin EP library providing --ep")
     parser.add_argument("--skip-run", action="store_true", help="copies only, no conformance runs")
     parser.add_argument("--skip-stress", action="store_true", help="leave out what the stress tier costs (two more runs per EP)")
+    parser.add_argument("--skip-large", action="store_true",
+                        help=f"leave out the vendor's large catalogue ({large_catalogue.TARGET_CONTRACTS} contracts, --repeat runs of about 10 s)")
     parser.add_argument("--json", metavar="PATH", help="also write the copy figures as JSON (rows, host and device limits)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
@@ -54,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         verdicts += _conformance_section(args.repeat)
         if not args.skip_stress:
             verdicts += _stress_section()
+        if not args.skip_large:
+            verdicts += _large_catalogue_section(args.repeat)
     verdicts += _copy_section(tuple(n for n in copies.SIZES if n <= largest), args.ep, args.ep_library, args.json)
     _print_table("targets (CPU lane)", ["target", "figure", "met"], verdicts)
     return 0
@@ -102,6 +107,17 @@ def _stress_section() -> list[list[str]]:
                  ["ep", "whole s", "without s", "tier adds s", "stress cases", "their own s", "peak RSS", "peak RSS without",
                   "largest tensor", f"adds <= {stress_tier.ADDED_SECONDS:g} s", "measured in s"], rows)
     return [[f"stress tier adds <= {stress_tier.ADDED_SECONDS:g} s ({row[0]})", f"{row[3]} s", _met(row[9] == "yes")] for row in rows]
+
+
+def _large_catalogue_section(repeat: int) -> list[list[str]]:
+    """A vendor's catalogue of 10 000 contracts against pytest's floor for as many items, both
+    the best of `repeat`, measured in this run (see benchmarks/large_catalogue.py)."""
+    run = large_catalogue.measure(large_catalogue.TARGET_CONTRACTS, repeat)
+    print(f"## a vendor's large catalogue (best of {repeat})\n{run.line()}\n")
+    target = f"{large_catalogue.TARGET_CONTRACTS} contracts: run / pytest floor <= {large_catalogue.TARGET_RATIO:g}x"
+    if run.error:
+        return [[target, "no report", _met(False)]]
+    return [[target, f"{run.ratio:.2f}x", _met(run.ratio <= large_catalogue.TARGET_RATIO)]]
 
 
 def _copy_section(sizes: tuple[int, ...], ep: str | None, library: str | None, json_path: str | None = None) -> list[list[str]]:

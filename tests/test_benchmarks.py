@@ -51,3 +51,27 @@ def test_the_gpu_target_is_absent_without_a_device_memcpy_and_unjudged_below_256
     run = benchmark_run()
     assert run.device_copy_verdicts([device_copy("copy_tensors", MIB, 10.0, None)], MIB) == []
     assert run.device_copy_verdicts([device_copy("copy_tensors", MIB, 10.0, 20.0)], MIB)[0][1:] == ["not measured: --max-size 1MiB", "-"]
+
+
+def large_catalogue():
+    spec = importlib.util.spec_from_file_location("large_catalogue", ROOT / "benchmarks" / "large_catalogue.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_large_catalogue_is_judged_at_2x_pytests_floor_for_10000_contracts_only():
+    large = large_catalogue()
+    assert large.LargeRun(10_000, 11_017, 10.4, 5.2, 300.0, 0).line().endswith("2.00x; peak memory 300 MiB; exit 0; target <= 2x: met")
+    assert large.LargeRun(10_000, 11_017, 10.5, 5.2, 300.0, 0).line().endswith("target <= 2x: NOT met")
+    assert "target" not in large.LargeRun(50_000, 51_017, 200.0, 25.0, 900.0, 0).line()
+    assert large.LargeRun(10_000, 0, 1.0, float("nan"), 50.0, 4, "usage error").line() == "10000 contracts: no report (exit 4): usage error"
+
+
+def test_a_large_catalogue_file_is_valid_and_names_the_check_the_issue_measured(tmp_path):
+    from conformance.catalogue.spec import load_catalogue
+
+    path = tmp_path / "many-0.yaml"
+    path.write_text(large_catalogue().spec(0, 3))
+    contracts = [c for c in load_catalogue([str(path)]).contracts if c.family == "many"]
+    assert [c.check for c in contracts] == ["update-inplace.from-numpy"] * 3

@@ -189,3 +189,26 @@ def test_the_parent_never_loads_the_servers_half_nor_the_server_the_parents():
     assert loaded_after("import conformance.engine.fork_server") == {"conformance.version", "conformance.engine", "conformance.engine.fork_server"}
     loaded = loaded_after("import conformance.engine.serve; conformance.engine.serve.preload()")
     assert not {"conformance.isolation.fork_client", "conformance.isolation.controller"} & loaded
+
+
+def test_a_forked_worker_has_onnx_imported_by_the_server_before_its_fork(host):
+    # The server imports onnx once it serves (serve.warm_forks): 0.6 s with ml_dtypes on numpy 2,
+    # which every replacement or own-process worker that builds a model paid before.
+    host.stand_by()
+    standby = host._launcher._standby
+    assert isinstance(standby, ForkedProcess)
+    maps = Path(f"/proc/{standby.pid}/maps").read_text()
+    assert "onnx_cpp2py_export" in maps
+
+
+def test_a_warm_up_that_leaves_a_thread_running_ends_the_server_before_it_forks():
+    code = ("import threading\nfrom conformance.engine.fork_server import _warm_up\nrelease = threading.Event()\n"
+            "_warm_up(lambda: threading.Thread(target=release.wait, daemon=True).start())\nprint('forked on')\n")
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0 and "forked on" not in completed.stdout, completed.stderr
+
+
+def test_a_warm_up_that_fails_leaves_the_imports_to_the_workers_and_serves_on():
+    code = "from conformance.engine.fork_server import _warm_up\n_warm_up(lambda: 1 / 0)\nprint('forked on')\n"
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0 and "forked on" in completed.stdout, completed.stderr

@@ -225,10 +225,10 @@ NOISY_WORKER = """\
 import os, sys
 from conformance.engine import serve as worker
 real = worker.serve
-def noisy(requests, replies):
+def noisy(requests, replies, **options):
     print("noise from python", flush=True)
     os.system("echo noise from C")
-    real(requests, replies)
+    real(requests, replies, **options)
 worker.serve = noisy
 worker.main()
 """
@@ -313,6 +313,30 @@ def test_a_worker_handed_the_catalogue_reads_no_yaml(cpu_init):
     answer = serve_handed(load_catalogue(), cpu_init)
     assert answer["replies"][0]["ok"] and answer["replies"][0]["facts"]["provider"] == "CPUExecutionProvider"
     assert answer["yaml"] is False
+
+
+ONNX_AT_THE_HANDOVER = """\
+import io, json, sys
+from conformance.engine import serve as worker
+lines = sys.stdin.read().splitlines(keepends=True)
+seen = []
+def requests():
+    for line in lines:
+        if json.loads(line)["op"] == "handover":
+            seen.append("onnx" in sys.modules)
+        yield line
+worker.serve(requests(), io.BytesIO(), arrived=lambda: sys.argv[1] == "arrived")
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("warm_up, handover_is, onnx_first", [(True, "to come", True), (False, "to come", False), (True, "arrived", False)])
+def test_a_handed_worker_told_to_warm_up_imports_onnx_while_it_waits_for_a_handover_still_to_come(warm_up, handover_is, onnx_first, cpu_init):
+    lines = [json.dumps(dict(cpu_init, op="init", handover=True, warm_up=warm_up)), json.dumps(handover(load_catalogue(), read_recipes()))]
+    completed = subprocess.run([sys.executable, "-c", ONNX_AT_THE_HANDOVER, handover_is], input="\n".join(lines) + "\n",
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout) == [onnx_first]
 
 
 def test_a_handed_catalogue_naming_an_unknown_check_is_refused_where_the_check_is_written(tmp_path, contract_text, cpu_init):
@@ -489,6 +513,39 @@ def test_a_crash_in_a_batch_carries_the_step_and_reproducer_its_check_sent_ahead
     (violation,) = details.violations
     assert violation.reproducer == "b.bind_input(...); s.run_with_iobinding(b)"
     assert violation.actual == "killed by SIGABRT" and violation.expected
+
+
+def sends_then_aborts(*messages: dict) -> str:
+    """A fake worker's script: it reads its batch, writes `messages` as its lines, and aborts."""
+    lines = "".join(f"sys.stdout.write({json.dumps(json.dumps(message) + chr(10))})\n" for message in messages)
+    return f"import os, sys\nsys.stdin.readline()\n{lines}sys.stdout.flush()\nos.abort()\n"
+
+
+SAME_REPRODUCER_THEN_ABORT = sends_then_aborts({"id": "a", "progress": {"step": "copying", "reproducer": "ort.copy_tensors(...)"}},
+                                               {"ok": True, "id": "a", "n": 1},
+                                               {"id": "b", "progress": {"step": "copying again", "same_reproducer": True}})
+
+
+def test_a_crash_after_a_reproducer_sent_as_the_same_as_before_carries_that_reproducer():
+    w = fake_worker(SAME_REPRODUCER_THEN_ABORT)
+    batch_of_three(w)
+    assert w.collect("a") == {"ok": True, "n": 1}
+    with pytest.raises(WorkerLost) as lost:
+        w.collect("b")
+    assert lost.value.note == {"step": "copying again", "reproducer": "ort.copy_tensors(...)"}
+
+
+def test_a_worker_sends_a_reproducer_once_while_it_stays_the_same():
+    from conformance.engine.serve import Handler
+
+    lines: list[dict] = []
+    handler = Handler(lines.append)
+    handler._progress_of({"id": "a"})({"step": "placing", "reproducer": "script 1"})
+    handler._progress_of({"id": "b"})({"step": "placing", "reproducer": "script 1"})
+    handler._progress_of({"id": "b"})({"call": None})
+    handler._progress_of({"id": "c"})({"step": "placing", "reproducer": "script 2"})
+    assert [line["progress"] for line in lines] == [{"step": "placing", "reproducer": "script 1"}, {"step": "placing", "same_reproducer": True},
+                                                    {"call": None}, {"step": "placing", "reproducer": "script 2"}]
 
 
 def test_a_lost_case_that_announced_nothing_is_reproduced_through_the_kit(cpu_init, session_inputs):

@@ -597,3 +597,13 @@ def test_every_shipped_contract_names_its_provenance_and_api_level():
     assert all(c.provenance and c.provenance.ref and c.since for c in contracts)
     assert [c.id for c in contracts if c.contested] == ["memory-info.session-inputs", "ordering.copy-on-stream", "ordering.cross-device-values",
                                                        "ordering.unsynchronized-run"]
+
+
+def test_a_contract_is_found_by_its_id_and_a_catalogue_of_one_keeps_every_ep():
+    catalogue = load_catalogue(shipped())
+    last = catalogue.contracts[-1]
+    assert catalogue.contract(last.id) is last
+    with pytest.raises(KeyError):
+        catalogue.contract("no.such-contract")
+    one = catalogue.only(last.id)  # what a worker of one own-process case is handed
+    assert one.contracts == (last,) and one.eps == catalogue.eps and one.digest == catalogue.digest

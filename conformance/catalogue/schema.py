@@ -11,6 +11,7 @@ import json
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, cast
 
 from conformance import data
+from conformance.catalogue.quick_schema import Test, compile_schema
 from conformance.catalogue.yaml_marks import Document
 from conformance.errors import SpecError, closest, unique
 
@@ -80,7 +81,21 @@ def validators() -> dict[str, jsonschema.protocols.Validator]:
     return _VALIDATORS
 
 
+_QUICK_TESTS: dict[str, Test | None] | None = None
+
+
+def quick_tests() -> dict[str, Test | None]:
+    """Each shipped schema's quick test (see quick_schema), None where it has none."""
+    global _QUICK_TESTS
+    if _QUICK_TESTS is None:
+        _QUICK_TESTS = {name: compile_schema(inline_local_refs(load_schema(name))) for name in (CONTRACTS_SCHEMA, EP_SCHEMA, KNOWN_ISSUES_SCHEMA)}
+    return _QUICK_TESTS
+
+
 def schema_errors(doc: Document, schema_name: str) -> list[SpecError]:
+    quick = quick_tests()[schema_name]
+    if quick is not None and quick(doc.data):
+        return []  # valid: jsonschema would find no error (every other document is left to it)
     validator = validators()[schema_name]
     errors: list[SpecError] = []
     for error in sorted(validator.iter_errors(doc.data), key=lambda e: list(map(str, e.absolute_path))):

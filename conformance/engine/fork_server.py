@@ -28,10 +28,12 @@ def why_not_fork_safe() -> str | None:
     return f"the process runs {threads} threads; a fork could deadlock" if threads > 1 else None
 
 
-def start_beside(fd: int, preload: Callable[[], None], run: Callable[[], None]) -> None:
+def start_beside(fd: int, preload: Callable[[], None], run: Callable[[], None], warm_up: Callable[[], None] = lambda: None) -> None:
     """Forks the fork server off this process (a worker starting up), on the socket `fd`, once
     `preload()` has made the imports its workers share; each worker it forks calls `run()`,
-    which serves and ends the process. Returns in this process, with `fd` closed."""
+    which serves and ends the process. The server calls `warm_up()` once it has said it is
+    ready, before its first fork: imports its workers may need, made there once and not in each
+    worker (a fork asked for meanwhile waits for it). Returns in this process, with `fd` closed."""
     channel = socket.socket(fileno=fd)
     try:
         preload()
@@ -55,8 +57,22 @@ def start_beside(fd: int, preload: Callable[[], None], run: Callable[[], None]) 
             os.dup2(devnull, target)
         os.close(devnull)
         channel.sendall(b"ready\n")
+        _warm_up(warm_up)
         serve(channel, run)
     finally:
+        os._exit(0)
+
+
+def _warm_up(warm_up: Callable[[], None]) -> None:
+    """Calls `warm_up()` in the server. An import that fails is left to the workers, which make
+    the same imports themselves and say there what failed; a warm-up that left another thread
+    running ends the server, which must not fork then: the parent sees it gone and spawns its
+    workers."""
+    try:
+        warm_up()
+    except Exception:
+        pass
+    if why_not_fork_safe():
         os._exit(0)
 
 

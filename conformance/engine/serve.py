@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import sys
 import traceback
 from typing import Any, Callable, Iterator
 
 
-def serve(requests, replies) -> None:
-    """Answers the JSON lines of `requests` (text) on `replies` (binary, written unbuffered)."""
+def serve(requests, replies, arrived: Callable[[], bool] = lambda: False) -> None:
+    """Answers the JSON lines of `requests` (text) on `replies` (binary, written unbuffered).
+    `arrived`: whether more of `requests` waits to be read (see Handler._handover)."""
     requests = iter(requests)
     handler = Handler(lambda note: _write(replies, note), requests)
+    handler.arrived = arrived
     for line in requests:
         request = json.loads(line)
         if request["op"] == "exit":
@@ -32,11 +35,16 @@ def serve(requests, replies) -> None:
             _write(replies, reply)
             if request["op"] == "init" and request.get("warm_up") and reply["ok"]:
                 # Nothing to do until the parent has collected its items: import what building
-                # the checks' models needs meanwhile (see models.warm_up).
+                # the checks' models needs meanwhile (see models.warm_up), unless done already
+                # while waiting for the handover (Handler._handover).
                 from conformance.testbed.models import warm_up
 
                 warm_up()
 
+
+# A progress line's stand-in for the reproducer the last one on the channel carried (see
+# Handler._progress_of; isolation.ledger reads it, by this value, without importing this module).
+SAME_REPRODUCER = "same_reproducer"
 
 # One encoder for every line: json.dumps with an argument builds a new one each call (3.3 µs a
 # line against 1.4 µs, over 1500 lines a CPU run).
@@ -63,6 +71,9 @@ class Handler:
         # What an init with "handover" is given: the catalogue and recipes read from `incoming`
         # (a worker process), or `handed` itself where the handler runs in the parent's process.
         self.handed = handed or self._handover
+        self._reproducer_sent = ""  # the reproducer last sent ahead on this channel (see _progress_of)
+        self._warm_up_before_handover = False  # see _handover
+        self.arrived: Callable[[], bool] = lambda: False  # whether more of `incoming` waits to be read
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         from conformance.findings import CallQuarantined
@@ -85,6 +96,7 @@ class Handler:
         if op == "init":
             from conformance.engine.runner import Runner
 
+            self._warm_up_before_handover = bool(request.get("warm_up") and request.get("handover"))
             self.runner = Runner(request["ep"], specs=request.get("specs"), library=request.get("library"),
                                  options=request.get("options"), models_dir=request.get("models_dir"),
                                  models_record=request.get("models_record"), soak=request.get("soak") or 0.0,
@@ -108,7 +120,17 @@ class Handler:
         return {"ok": False, "error": f"unknown request {op!r}"}
 
     def _handover(self) -> tuple[Any, dict[str, Any]]:
-        """The catalogue and recipes the parent hands over after init (isolation.handover)."""
+        """The catalogue and recipes the parent hands over after init (isolation.handover). A
+        worker told to warm up imports onnx first (models.warm_up) where the handover has not
+        arrived: the parent is still reading and validating the catalogue (2 s for a vendor's
+        10 000 contracts), and the import (0.6 s with ml_dtypes on numpy 2) would otherwise start
+        only after the facts are answered. Where it has arrived (the shipped catalogue is read
+        before a worker has imported onnxruntime), the facts go first and the import overlaps
+        pytest's collection, as in serve."""
+        if self._warm_up_before_handover and not self.arrived():
+            from conformance.testbed.models import warm_up
+
+            warm_up()
         line = next(self.incoming, None)
         if line is None:
             raise RuntimeError("the parent ended before it handed over the catalogue")
@@ -131,9 +153,20 @@ class Handler:
                 gc.enable()
         return handed["catalogue"], handed["recipes"]
 
-    def _progress_of(self, request: dict[str, Any]) -> Callable[[dict[str, str]], None]:
-        """Sends what `request` does next ahead of its answer, in a line of its own."""
-        return lambda note: self.notify({"id": request.get("id"), "progress": note})
+    def _progress_of(self, request: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+        """Sends what `request` does next ahead of its answer, in a line of its own. A
+        reproducer the line before already carried on this channel is sent as `SAME_REPRODUCER`
+        (the parent's ledger puts it back): the cases of a contract share theirs, a script of
+        kilobytes, which each case sent again (100 MB of lines for 10 000 contracts)."""
+        def send(note: dict[str, Any]) -> None:
+            reproducer = note.get("reproducer")
+            if reproducer is not None:
+                if reproducer and reproducer == self._reproducer_sent:
+                    note = {**{key: value for key, value in note.items() if key != "reproducer"}, SAME_REPRODUCER: True}
+                self._reproducer_sent = reproducer
+            self.notify({"id": request.get("id"), "progress": note})
+
+        return send
 
 
 def main() -> None:
@@ -150,7 +183,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--fork-server"]:
         from conformance.engine import fork_server as forkhost
 
-        forkhost.start_beside(int(sys.argv[2]), preload, run)
+        forkhost.start_beside(int(sys.argv[2]), preload, run, warm_forks)
     run()
 
 
@@ -167,6 +200,16 @@ def preload() -> None:
     load_all()
 
 
+def warm_forks() -> None:
+    """What the fork server imports once it serves, for every worker it forks: onnx, which a
+    worker imports to build a model (a replacement after a crash, an own-process contract's
+    worker). With ml_dtypes on numpy 2 that import takes 0.6 s (ml_dtypes registers its ufunc
+    loops one by one), which each such worker paid while pytest waited for its answer."""
+    from conformance.testbed.models import warm_up
+
+    warm_up()
+
+
 def run() -> None:
     """Serves the requests on stdin until exit or their end, then ends the process (also in a
     worker forked by the fork server)."""
@@ -180,7 +223,7 @@ def run() -> None:
     replies = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    serve(sys.stdin, replies)
+    serve(sys.stdin, replies, arrived=lambda: bool(select.select([sys.stdin], [], [], 0)[0]))
     # Every reply is written and flushed: end now, without the interpreter's teardown of
     # onnxruntime and the EP library, which the parent would otherwise wait for.
     sys.stderr.flush()

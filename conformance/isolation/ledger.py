@@ -14,6 +14,10 @@ from typing import Any
 from conformance.calls import Call
 
 
+# The key of a progress line whose reproducer is the last one sent (engine.serve.SAME_REPRODUCER).
+SAME_REPRODUCER = "same_reproducer"
+
+
 class Ledger:
     """Requests by id (None: a lone request, see isolation.Worker.request), in the order the
     worker runs them, their notes and their answers."""
@@ -24,12 +28,14 @@ class Ledger:
         self.requests: dict[str | None, dict[str, Any]] = {}  # id -> request, until answered
         self.notes: dict[str | None, dict[str, Any]] = {}  # id -> its latest step, reproducer and call
         self.progress = 0.0  # when the worker last finished a request (or got work while idle)
+        self.reproducer = ""  # the last reproducer a progress line of this process carried
 
     def clear(self) -> None:
         """A new process: nothing is pending in it."""
         self.pending.clear()
         self.requests.clear()
         self.notes.clear()
+        self.reproducer = ""
 
     def submitted(self, requests: list[tuple[str, dict[str, Any], str]]) -> None:
         if not self.pending:
@@ -45,8 +51,15 @@ class Ledger:
         return next(iter(self.pending.items()))
 
     def note(self, reply: dict[str, Any]) -> None:
-        """Keeps a progress line (`{"id": ..., "progress": {...}}`) as its request's note."""
-        self.notes.setdefault(reply.get("id"), {}).update(reply["progress"])
+        """Keeps a progress line (`{"id": ..., "progress": {...}}`) as its request's note. A
+        line that says its reproducer is the one the line before carried (`same_reproducer`,
+        see engine.serve.Handler._progress_of) gets that one back."""
+        progress = reply["progress"]
+        if progress.pop(SAME_REPRODUCER, False):
+            progress["reproducer"] = self.reproducer
+        elif "reproducer" in progress:
+            self.reproducer = progress["reproducer"]
+        self.notes.setdefault(reply.get("id"), {}).update(progress)
 
     def call_of(self, id_: str | None) -> Call | None:
         """The call request `id_` has in flight, from its note."""

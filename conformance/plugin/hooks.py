@@ -27,7 +27,7 @@ from conformance.plugin import arguments, ids, loading, signals, terminal
 
 from conformance.run import runfolder
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
-from conformance.isolation.controller import WorkerLost, WorkerRefused, handover
+from conformance.isolation.controller import WorkerLost, WorkerRefused
 from conformance.isolation.in_process import InProcessWorker
 from conformance.options import emulator_of, unknown_options
 from conformance.outcomes import Result
@@ -106,7 +106,7 @@ class ConformanceRun:
         self.contract_files = loading.by_file(self.catalogue)
         # The workers read no YAML: they are handed what this process has read and validated,
         # by the time they have imported onnxruntime (a fifth of a worker's start otherwise).
-        self.pool.hand_over(handover(self.catalogue, read_recipes()))
+        self.pool.hand_over(self.catalogue, read_recipes())
         if launched:
             # This process waits for the workers' facts now: it imports the report's modules
             # (6 ms) and asks what the report says of the machine (6 ms) meanwhile, which would

@@ -64,7 +64,7 @@ class Scheduler:
 
     def _run_once(self, planned: Planned) -> CaseReply:
         if planned.own_process:
-            worker = self.pool.own(self._ep(planned))
+            worker = self.pool.own(self._ep(planned), planned.request["contract"])
             try:
                 return outcome_of(lambda: worker.request(self._request(worker, planned), what=planned.what)["result"])
             finally:
