@@ -552,3 +552,30 @@ def test_whether_an_allocator_implements_get_stats_is_read_from_its_struct(versi
     assert C.implements_stats(ctypes.c_void_p(ctypes.addressof(allocator))) is implements
     if not implements:  # AllocatorGetStats is never asked of it
         assert C.allocator_stats(_NoCalls(), ctypes.c_void_p(ctypes.addressof(allocator))) is None
+
+
+def test_allocator_get_stats_of_an_allocator_without_get_stats_is_a_finding_against_onnxruntime(refdev_library, tmp_path):
+    """memory-info.allocator-stats-optional: the header promises empty pairs where an allocator
+    leaves GetStats NULL; onnxruntime 1.32 jumps through the NULL member. Under no-stats the case
+    is onnxruntime's crash (a finding against it, xfailed), its script dies standalone
+    and says the set-up differs (exit 2) on the build whose allocator implements GetStats; there
+    the case is not_applicable."""
+    from conftest import conformance_run
+
+    (tmp_path / "no-stats").mkdir()
+    (tmp_path / "good").mkdir()
+    broken = conformance_run(tmp_path / "no-stats", "--ep-library", str(refdev_library), "--ep", "refdev", "-k", "allocator-stats-optional",
+                             env={"ORT_REFDEV_FAULT": "no-stats"})
+    (case,) = [r for r in broken.report["results"] if r["contract"] == "memory-info.allocator-stats-optional"]
+    assert (case["outcome"], case["subject"]) == ("crash", "runtime") and "AllocatorGetStats" in case["message"], case["message"]
+    (script,) = (broken.reports / "repro").glob("memory-info.allocator-stats-optional_*.py")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ORT_REFDEV_")}
+    dies = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd="/",
+                          env={**clean, "ORT_REFDEV_FAULT": "no-stats"})
+    assert dies.returncode == -11, (dies.returncode, dies.stderr[-1500:])
+    other = subprocess.run([sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=120, cwd="/", env=clean)
+    assert other.returncode == 2 and "implements GetStats" in other.stderr, (other.returncode, other.stderr[-1500:])
+    good = conformance_run(tmp_path / "good", "--ep-library", str(refdev_library), "--ep", "refdev", "-k", "allocator-stats-optional",
+                           env={"ORT_REFDEV_FAULT": None}).report
+    (case,) = [r for r in good["results"] if r["contract"] == "memory-info.allocator-stats-optional"]
+    assert case["outcome"] == "not_applicable" and "implements GetStats" in case["message"], case["message"]

@@ -29,7 +29,8 @@ ALARM_SECONDS = 120  # longer than any check's own calls take on a healthy build
 # The OrtApi functions the C-path scripts call by slot (`Snippets.c_api_setup`).
 C_PATH_FUNCTIONS = ("GetErrorMessage", "CreateEnv", "RegisterExecutionProviderLibrary", "GetEpDevices", "EpDevice_EpName",
                     "EpDevice_MemoryInfo", "GetSharedAllocator", "CreateTensorAsOrtValue", "CreateCpuMemoryInfo",
-                    "CreateTensorWithDataAsOrtValue", "GetTensorMutableData", "CopyTensors", "ReleaseValue")
+                    "CreateTensorWithDataAsOrtValue", "GetTensorMutableData", "CopyTensors", "ReleaseValue",
+                    "AllocatorGetStats", "GetKeyValuePairs", "ReleaseKeyValuePairs")
 
 # The helpers every script has: values, placing and reading them, and the two endings of a step.
 HELPERS = '''\

@@ -333,6 +333,13 @@ NO_GET_STATS = ("its OrtAllocator::GetStats is NULL, which onnxruntime_c_api.h a
                 "not called, since onnxruntime 1.32's AllocatorGetStats calls through it unchecked (a jump to address 0)")
 
 
+def allocator_version(allocator: Any) -> int:
+    """The `version` member of the OrtAllocator at `allocator` (0 for NULL): the API version its
+    struct was built against, which says how many members it has."""
+    address = allocator.value if isinstance(allocator, ctypes.c_void_p) else allocator
+    return int(_AllocatorHead.from_address(address).version) if address else 0
+
+
 def implements_stats(allocator: Any) -> bool:
     """Whether the OrtAllocator at `allocator` has a GetStats of its own. Read from the struct
     itself, member by member (`version` first: an allocator older than GET_STATS_SINCE may end
