@@ -362,12 +362,16 @@ def test_a_contract_above_the_builds_api_level_is_not_applicable_naming_the_leve
 
 def test_a_case_needing_an_api_above_the_builds_level_is_not_applicable_and_one_at_its_level_not_run():
     from conformance.checks.context.device import DeviceUnderTest
+    from conformance.facts import DeviceFacts, EpFacts
     from conformance.findings import NotApplicable, NotRun
+    from conformance.testbed.eps import EpTarget
 
     class Ort:
         __version__ = "1.24.1"
 
-    under_test = DeviceUnderTest(Ort, type("Target", (), {"facts": {"api": {"update_inplace_ortvalue": False}}})(), 0, None, {})
+    target = EpTarget("Stand-in", "StandInExecutionProvider", None, [], {},
+                      facts=EpFacts("Stand-in", "StandInExecutionProvider", "stand-in", api={"update_inplace_ortvalue": False}))
+    under_test = DeviceUnderTest(Ort, target, 0, None, DeviceFacts(0, "stand-in"))
     with pytest.raises(NotApplicable, match=r"needs onnxruntime 1.26's API \(update_inplace_ortvalue\); onnxruntime 1.24.1 is at API level 1.24, "
                                              r"the level this run certifies \(this build has no update_inplace\(OrtValue\)\)"):
         under_test.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue)")
