@@ -181,7 +181,7 @@ class EpFacts:
     library_sha256: str | None = None
     plugin_module: str | None = None
     plugin_package: PackageFacts | None = None
-    ep_device: bool = False
+    ep_device: bool = True  # as readers have taken facts that do not say (an EP not yet probed)
     unusable: str | None = None
     options: dict[str, str] = field(default_factory=dict)
     devices: tuple[DeviceFacts, ...] = ()
@@ -215,7 +215,7 @@ class EpFacts:
         devices, api = devices if isinstance(devices, list) else [], api if isinstance(api, dict) else {}
         return cls(_text(wire.get("requested")), _text(wire.get("provider")), _text(wire.get("label")), bool(wire.get("declared")),
                    _optional_text(wire.get("spec")), _optional_text(wire.get("library")), _optional_text(wire.get("library_sha256")),
-                   _optional_text(wire.get("plugin_module")), PackageFacts.from_wire(wire.get("plugin_package")), bool(wire.get("ep_device")),
+                   _optional_text(wire.get("plugin_module")), PackageFacts.from_wire(wire.get("plugin_package")), bool(wire.get("ep_device", True)),
                    _optional_text(wire.get("unusable")), _strings(wire.get("options")),
                    tuple(device for index, item in enumerate(devices) if (device := DeviceFacts.from_wire(item, index)) is not None),
                    OnnxruntimeFacts.from_wire(wire.get("onnxruntime")), {str(name): bool(has) for name, has in api.items()})

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from conformance.facts import EpFacts
 from conformance.run import journal, runfolder
 
 from conformance.plugin import signals
@@ -70,7 +71,7 @@ def test_sigterm_and_sighup_end_the_run_as_ctrl_c_does_with_its_report(refdev_li
 
 def test_a_journal_cut_short_by_a_kill_is_read_up_to_its_last_whole_line(tmp_path):
     written = journal.Journal(tmp_path, {"started": 1.0, "specs": []})
-    written.eps([{"label": "cpu", "declared": False}], "d1", "Linux")
+    written.eps([EpFacts("cpu", "CPUExecutionProvider", "cpu")], "d1", "Linux")
     result = Result(contract="c.x", ep="CPUExecutionProvider", device="cpu", params={}, outcome=Outcome.PASS, message="ok",
                     spec="x.yaml:1", severity="required", subject="ep", nodeid="x.yaml::c.x[cpu]")
     written.result(result.to_dict())

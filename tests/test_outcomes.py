@@ -11,6 +11,7 @@ from conformance import apis
 
 from conformance.rules import applicability, waivers
 from conformance.catalogue.contracts import Contract, EpSpec, Location, MemoryDeclaration, Waiver
+from conformance.facts import EpFacts, OnnxruntimeFacts
 from conformance.outcomes import Details, Outcome, Result, Verdict, counts, verdict
 
 # --- helpers -------------------------------------------------------------------------------
@@ -40,7 +41,7 @@ def waiver(**changes) -> Waiver:
     return dataclasses.replace(base, **changes)
 
 
-FACTS = {"onnxruntime": {"version": "1.32.0"}}
+FACTS = EpFacts("acme", "AcmeExecutionProvider", "acme", onnxruntime=OnnxruntimeFacts("1.32.0"))
 DEVICE_MEMORY = {"name": "Dev", "device_type": "gpu", "vendor_id": 1, "device_id": 0, "device_mem_type": "default"}
 
 

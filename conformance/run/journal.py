@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from conformance import safe_io
+from conformance.facts import EpFacts
 from conformance.outcomes import Result
 from conformance.record import EpRecord, RunRecord
 from conformance.errors import KitError
@@ -45,10 +46,10 @@ class Journal:
         self._file: IO[str] | None = safe_io.open_in(folder, NAME, "w") if folder is not None else None
         self._write({"kind": "run", "schema": SCHEMA, **run})
 
-    def eps(self, facts: list[dict[str, Any]], spec_digest: str, platform: str) -> None:
+    def eps(self, facts: list[EpFacts], spec_digest: str, platform: str) -> None:
         """The EPs' facts, the digest of the spec files the run read (rebuild reads them
         again) and the machine's platform (asked while the workers start, not before)."""
-        self._write({"kind": "eps", "eps": facts, "spec_digest": spec_digest, "platform": platform})
+        self._write({"kind": "eps", "eps": [ep.to_wire() for ep in facts], "spec_digest": spec_digest, "platform": platform})
 
     def collected(self, count: int) -> None:
         self._write({"kind": "collected", "count": count})
@@ -208,8 +209,9 @@ def record(contents: Contents, catalogue: Any) -> RunRecord:
     `catalogue` (the run's spec files, read again), interrupted unless the run finished."""
     run = contents.run
     finished = contents.finished
-    eps = tuple(EpRecord(facts, catalogue.ep_spec(facts["label"]) if facts.get("declared") else None,
-                         tuple(contents.capabilities.get(facts["label"], ()))) for facts in contents.eps)
+    described = [facts for wire in contents.eps if (facts := EpFacts.from_wire(wire)) is not None]
+    eps = tuple(EpRecord(facts, catalogue.ep_spec(facts.label) if facts.declared else None, tuple(contents.capabilities.get(facts.label, ())))
+                for facts in described)
     # A run that did not end ended, as far as is known, when its journal was last written.
     ended = finished["finished"] if finished else max(run["started"], contents.last_written)
     return RunRecord(

@@ -87,8 +87,8 @@ def observe(request: Request, catalogue: Catalogue | None = None) -> Observed:
     step = "while onnxruntime loaded it (registering the library, listing its devices)"
     try:
         facts = worker.start()
-        if facts.get("unusable"):
-            raise InitError(facts["unusable"])
+        if facts.unusable:
+            raise InitError(facts.unusable)
         step = "while the copy probe tried its copies"
         matrix = worker.request({"op": "probe", "device": 0, "sizes": []}, what="the copy probe")["capabilities"]
         step = "while sessions of the kit's models ran on it"
@@ -101,7 +101,8 @@ def observe(request: Request, catalogue: Catalogue | None = None) -> Observed:
         raise InitError(lost_line(lost, step, max(request.timeout, START_SECONDS) if facts is None else request.timeout)) from None
     finally:
         worker.close()
-    return Observed(facts, matrix, sessions, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), request.command())
+    # The draft reads what init saw as the JSON an observation file holds (tests/test_init.py's).
+    return Observed(facts.to_wire(), matrix, sessions, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), request.command())
 
 
 def _runs(catalogue: Catalogue | None) -> list[list[str]] | None:
