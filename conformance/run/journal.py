@@ -97,7 +97,7 @@ class Contents:
     each EP's copy matrices, and the `finished` line (None when the run did not end)."""
 
     run: dict[str, Any]
-    eps: list[dict[str, Any]] = field(default_factory=list)
+    eps: list[EpFacts] = field(default_factory=list)
     digest: str = ""  # of the spec files the run read
     collected: int = 0
     results: list[Result] = field(default_factory=list)
@@ -160,7 +160,7 @@ def _contents(path: Path, lines: list[str], cut_short: bool) -> Contents:
 def _take(contents: Contents, kind: str, line: dict[str, Any], where: str) -> None:
     try:
         if kind == "eps":
-            contents.eps = list(line["eps"])
+            contents.eps = [facts for wire in list(line["eps"]) if (facts := EpFacts.from_wire(wire)) is not None]
             contents.digest = str(line.get("spec_digest", ""))
             contents.run.setdefault("platform", str(line.get("platform", "")))
         elif kind == "collected":
@@ -196,7 +196,8 @@ def text(contents: Contents) -> str:
     """The journal that holds `contents`, as `parse` reads it back: the journal of a run made of
     others' results (`ort-conformance merge` of shards)."""
     lines: list[dict[str, Any]] = [{**contents.run, "kind": "run", "schema": SCHEMA},
-                                   {"kind": "eps", "eps": contents.eps, "spec_digest": contents.digest, "platform": contents.run.get("platform", "")},
+                                   {"kind": "eps", "eps": [ep.to_wire() for ep in contents.eps], "spec_digest": contents.digest,
+                                    "platform": contents.run.get("platform", "")},
                                    {"kind": "collected", "count": contents.collected}]
     lines += [{"kind": "result", "result": result.to_dict()} for result in contents.results]
     lines += [{"kind": "capabilities", "ep": label, "matrices": matrices} for label, matrices in contents.capabilities.items()]
@@ -209,9 +210,8 @@ def record(contents: Contents, catalogue: Any) -> RunRecord:
     `catalogue` (the run's spec files, read again), interrupted unless the run finished."""
     run = contents.run
     finished = contents.finished
-    described = [facts for wire in contents.eps if (facts := EpFacts.from_wire(wire)) is not None]
     eps = tuple(EpRecord(facts, catalogue.ep_spec(facts.label) if facts.declared else None, tuple(contents.capabilities.get(facts.label, ())))
-                for facts in described)
+                for facts in contents.eps)
     # A run that did not end ended, as far as is known, when its journal was last written.
     ended = finished["finished"] if finished else max(run["started"], contents.last_written)
     return RunRecord(
