@@ -101,8 +101,7 @@ def observe(request: Request, catalogue: Catalogue | None = None) -> Observed:
         raise InitError(lost_line(lost, step, max(request.timeout, START_SECONDS) if facts is None else request.timeout)) from None
     finally:
         worker.close()
-    # The draft reads what init saw as the JSON an observation file holds (tests/test_init.py's).
-    return Observed(facts.to_wire(), matrix, sessions, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), request.command())
+    return Observed(facts, matrix, sessions, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), request.command())
 
 
 def _runs(catalogue: Catalogue | None) -> list[list[str]] | None:
