@@ -11,7 +11,7 @@ from conformance import apis
 
 from conformance.rules import applicability, waivers
 from conformance.catalogue.contracts import Contract, EpSpec, Location, MemoryDeclaration, Waiver
-from conformance.facts import EpFacts, OnnxruntimeFacts
+from conformance.facts import DeviceFacts, EpFacts, MemoryFacts, OnnxruntimeFacts
 from conformance.outcomes import Details, Outcome, Result, Verdict, counts, verdict
 
 # --- helpers -------------------------------------------------------------------------------
@@ -45,14 +45,14 @@ FACTS = EpFacts("acme", "AcmeExecutionProvider", "acme", onnxruntime=Onnxruntime
 DEVICE_MEMORY = {"name": "Dev", "device_type": "gpu", "vendor_id": 1, "device_id": 0, "device_mem_type": "default"}
 
 
-def run_facts(*, api=None, version="1.32.0", ep_device=True, library=None, plugin_module=None, declared=True) -> dict:
+def run_facts(*, api=None, version="1.32.0", ep_device=True, library=None, plugin_module=None, declared=True) -> EpFacts:
     every_api = {name: True for name in apis.BY_NAME}
-    return {"api": dict(every_api, **(api or {})), "onnxruntime": {"version": version}, "ep_device": ep_device,
-            "library": library, "plugin_module": plugin_module, "declared": declared}
+    return EpFacts("acme", "AcmeExecutionProvider", "acme", declared=declared, library=library, plugin_module=plugin_module, ep_device=ep_device,
+                   onnxruntime=OnnxruntimeFacts(version), api=dict(every_api, **(api or {})))
 
 
-def device(default=None, host_accessible=None) -> dict:
-    return {"memory": {"default": default, "host_accessible": host_accessible}}
+def device(default=None, host_accessible=None) -> DeviceFacts:
+    return DeviceFacts(0, "dev", default_memory=MemoryFacts.from_wire(default), host_accessible_memory=MemoryFacts.from_wire(host_accessible))
 
 
 # --- the verdict ---------------------------------------------------------------------------

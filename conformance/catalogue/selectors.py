@@ -12,29 +12,7 @@ from typing import Any, Mapping
 
 from conformance.catalogue import versions
 from conformance.catalogue.contracts import Contract
-from conformance.errors import KitError
 from conformance.facts import DeviceFacts, EpFacts
-
-
-# The parent still holds an EP's facts as their wire dicts where the worker handed them over;
-# the worker holds the records. Both are read here through the records.
-Run = EpFacts | dict[str, Any]
-Device = DeviceFacts | dict[str, Any]
-
-
-def ep_facts(run: Run) -> EpFacts:
-    """The EP's facts as the record, whichever form they came in; KitError for what is none."""
-    ep = EpFacts.from_wire(run)
-    if ep is None:
-        raise KitError(f"no EP's facts to select on: {run!r:.200}")
-    return ep
-
-
-def _typed(run: Run, device: Device) -> tuple[EpFacts, DeviceFacts]:
-    one = DeviceFacts.from_wire(device)
-    if one is None:
-        raise KitError(f"no EP device's facts to select on: {device!r:.200}")
-    return ep_facts(run), one
 
 
 def default_memory_kind(device: DeviceFacts) -> str:
@@ -42,28 +20,27 @@ def default_memory_kind(device: DeviceFacts) -> str:
     return "cpu" if default is None or default.on_cpu else "device"
 
 
-def device_facts(run: Run, device: Device) -> dict[str, Any]:
+def device_facts(run: EpFacts, device: DeviceFacts) -> dict[str, Any]:
     """The facts `applies_when` keys name, for one EP device of a run."""
-    ep, one = _typed(run, device)
     return {
-        "default_memory": default_memory_kind(one),
-        "host_accessible": one.host_accessible_memory is not None,
-        "ep_device": ep.ep_device,
-        "plugin_library": bool(ep.library or ep.plugin_module),
-        "declared": ep.declared,
+        "default_memory": default_memory_kind(device),
+        "host_accessible": device.host_accessible_memory is not None,
+        "ep_device": run.ep_device,
+        "plugin_library": bool(run.library or run.plugin_module),
+        "declared": run.declared,
     }
 
 
-def selects(where: Mapping[str, Any], run: Run, device: Device) -> bool:
+def selects(where: Mapping[str, Any], run: EpFacts, device: DeviceFacts) -> bool:
     """Whether a contested rule's `where` (device facts, and `onnxruntime`, a version selector)
     selects this EP device of this run."""
     facts = device_facts(run, device)
-    version = ep_facts(run).onnxruntime_version
+    version = run.onnxruntime_version
     return all(versions.selects(wanted, version) if key == "onnxruntime" else facts.get(key) == wanted
                for key, wanted in where.items())
 
 
-def contested_rule(contract: Contract, run: Run, device: Device) -> str:
+def contested_rule(contract: Contract, run: EpFacts, device: DeviceFacts) -> str:
     """For a contested contract, which rule judges its cases on this EP device, in words ('' for
     a contract nobody contests): the rule it holds where `where` selects, else its statement's."""
     if contract.contested is None:

@@ -12,6 +12,7 @@ from typing import Any
 from conformance import apis
 from conformance.catalogue import selectors, versions
 from conformance.catalogue.contracts import Contract, EpSpec
+from conformance.facts import DeviceFacts, EpFacts
 from conformance.outcomes import Outcome
 
 
@@ -21,8 +22,7 @@ class Skip:
     reason: str
 
 
-def decide(contract: Contract, run: selectors.Run, device: selectors.Device, spec: EpSpec | None) -> Skip | None:
-    ep = selectors.ep_facts(run)
+def decide(contract: Contract, ep: EpFacts, device: DeviceFacts, spec: EpSpec | None) -> Skip | None:
     if ep.unusable and contract.subject != "package":
         # A package's contract is about exactly this: a listed EP that cannot run here.
         return Skip(Outcome.NOT_RUN, ep.unusable)
