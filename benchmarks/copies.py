@@ -64,11 +64,11 @@ def measure(target: Target, sizes: tuple[int, ...], device_memcpy) -> list[Row]:
     from conformance.engine.runner import Runner
 
     runner = Runner(target.name, library=target.library)
-    cuda = runner.facts["provider"] == "CUDAExecutionProvider"
+    cuda = runner.facts.provider == "CUDAExecutionProvider"
     synchronize = device_memcpy.synchronize if cuda else None
     rows = []
-    for device in runner.facts["devices"]:
-        ctx = runner.context(device["index"])
+    for device in runner.facts.devices:
+        ctx = runner.context(device.index)
         endpoints = memory_endpoints(ctx)
         for source in endpoints:
             for destination in endpoints:
@@ -84,7 +84,7 @@ def _direction(ctx, source, destination, method: str, sizes, device_memcpy, sync
     rows = []
     for nbytes in sizes:
         measured = bandwidth.throughput(ctx, source.info, destination.info, method, nbytes, trials=5, budget=1.0, synchronize=synchronize)
-        row = Row(ctx.target.provider, ctx.facts["label"], method, source.name, destination.name, nbytes,
+        row = Row(ctx.target.provider, ctx.facts.label, method, source.name, destination.name, nbytes,
                   measured.get("gbps"), measured.get("error", ""))
         if device_memcpy is not None and device_memcpy.directional is not None and direction:
             row.device_memcpy = device_memcpy.directional(direction, nbytes)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.errors import KitError, KitException
+from conformance.facts import MemoryFacts
 
 
 @dataclass
@@ -20,9 +21,16 @@ class Violation:
     message: str
     expected: str = ""
     actual: str = ""
+    # The memories the violation involved, by role ("source", "default", ...), as their wire
+    # dicts (null: plain CPU memory); a check may hand the records, made wire dicts here.
     memory: dict[str, Any] = field(default_factory=dict)
     reproducer: str = ""
     subject: str = ""
+
+    def __post_init__(self) -> None:
+        if any(isinstance(facts, MemoryFacts) for facts in self.memory.values()):
+            wire = {role: facts.to_wire() if isinstance(facts, MemoryFacts) else facts for role, facts in self.memory.items()}
+            object.__setattr__(self, "memory", wire)
 
 
 class NotApplicable(KitError):

@@ -25,13 +25,13 @@ def ep_options(pairs: list[str]) -> dict[str, str]:
     return options
 
 
-def unknown_options(options: dict[str, str], provider: str, devices: list[dict]) -> list[str]:
+def unknown_options(options: dict[str, str], provider: str, devices_options: list[dict[str, str]]) -> list[str]:
     """A warning for each provider option (`--ep-option`, not a `session.` entry) that the EP
     does not report: the keys an EP reports are those of its devices' `ep_options` (OrtEpDevice,
-    the EP's defaults as the EP device lists them); an EP that reports none cannot be checked
+    the EP's defaults as the EP device lists them; `devices_options`: each device's); an EP that reports none cannot be checked
     against, and the warning says so. The option is passed on either way: onnxruntime's
     providers take options they do not list, and some ignore ones they do not know."""
-    reported = sorted({key for device in devices for key in (device.get("ep_options") or {})})
+    reported = sorted({key for device_options in devices_options for key in device_options})
     warnings = []
     for key in (k for k in options if not k.startswith("session.") and k not in reported):
         if reported:

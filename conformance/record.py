@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from conformance.facts import EpFacts
 from conformance.outcomes import Result
 
 
@@ -19,7 +20,7 @@ class EpRecord:
     the catalogue (contracts.EpSpec, None when it has none) and its copy matrices, one per
     device."""
 
-    facts: dict[str, Any]
+    facts: EpFacts
     spec: Any = None
     capabilities: tuple[dict[str, Any], ...] = ()
 

@@ -17,6 +17,7 @@ import onnxruntime as ort
 import pytest
 
 from conformance.calls import Call
+from conformance.facts import MemoryFacts
 from conformance.checks.context import SessionInfo
 from conformance.findings import CallQuarantined, NotRun, Violation
 from conformance.outcomes import Outcome
@@ -131,9 +132,11 @@ def as_plugin_ep_with_host_accessible_memory(runner, ctx, monkeypatch, host_acce
     `host_accessible`, on onnxruntime `version`: what the contested rule of
     memory-info.session-inputs selects on."""
     facts = memory_facts(ort, host_accessible)
-    monkeypatch.setitem(runner.facts, "library", "/x/libplugin_ep.so")
-    monkeypatch.setitem(runner.facts, "onnxruntime", dict(runner.facts["onnxruntime"], version=version))
-    monkeypatch.setitem(runner.facts["devices"][0], "memory", dict(runner.facts["devices"][0]["memory"], host_accessible=facts))
+    device = dataclasses.replace(runner.facts.devices[0], host_accessible_memory=facts)
+    monkeypatch.setattr(runner.target, "facts", dataclasses.replace(
+        runner.facts, library="/x/libplugin_ep.so", onnxruntime=dataclasses.replace(runner.facts.onnxruntime, version=version),
+        devices=(device, *runner.facts.devices[1:])))
+    monkeypatch.setattr(ctx.under_test, "facts", device)
     real = ctx.memory_facts
     monkeypatch.setattr(ctx, "memory_facts", lambda kind: facts if kind == "host_accessible" else real(kind))
 
@@ -190,9 +193,8 @@ class CopyingValue:
 
 
 def test_host_accessible_memory_that_numpy_copies_fails(runner, ctx, monkeypatch):
-    facts = {"name": "FakeHost", "device_id": 0, "vendor_id": 0xBEEF, "device_mem_type": "host_accessible",
-             "allocator_type": "ort_device_allocator", "mem_type": "cpu_output", "device_type": "gpu"}
-    monkeypatch.setitem(ctx.facts["memory"], "host_accessible", facts)
+    facts = MemoryFacts("FakeHost", 0, 0xBEEF, "host_accessible", "ort_device_allocator", "cpu_output", "gpu")
+    monkeypatch.setattr(ctx.under_test, "facts", dataclasses.replace(ctx.facts, host_accessible_memory=facts))
     # An aliasing value (a plain CPU one) passes ...
     monkeypatch.setattr(ctx, "allocate", lambda kind, dt, shape: ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, dt.storage)))
     assert run(runner, "copy.host-accessible-alias", dtype="float32")[0] is Outcome.PASS
@@ -826,7 +828,7 @@ def test_placement_on_the_cpu_ep_has_no_boundary_and_a_named_record_must_hold_so
         Outcome.NOT_APPLICABLE, "CPUExecutionProvider took every node of 'sub_relu': no partition boundary at a CPU node's output")
     assert run(runner, "placement.kernel-inputs", recipe="add")[0] is Outcome.NOT_APPLICABLE  # no record, CPU memory
     # An EP that names a record of its kernels' inputs but writes nothing there has shown nothing.
-    monkeypatch.setitem(ctx.under_test.facts, "ep_metadata", {"conformance.kernel_input_log": "KIT_TEST_INPUT_LOG"})
+    monkeypatch.setattr(ctx.under_test, "facts", dataclasses.replace(ctx.under_test.facts, ep_metadata={"conformance.kernel_input_log": "KIT_TEST_INPUT_LOG"}))
     outcome, message = run(runner, "placement.kernel-inputs", recipe="add")
     assert outcome is Outcome.NOT_RUN and "recorded none" in message
     assert "KIT_TEST_INPUT_LOG" not in os.environ  # set around the run only
@@ -845,9 +847,8 @@ def test_a_case_of_an_ep_contract_with_plain_cpu_memory_at_every_end_is_the_runt
     result = runner.run("session.nodes-on-ep", 0, {"recipe": "add", "dtype": "float32"})
     assert result["outcome"] == "pass" and "subject" not in result["details"], result
     # The same update_inplace into memory the EP device advertises is the EP's again.
-    facts = dict(ctx.under_test.facts["memory"], default={"name": "Stand-in", "device_type": "cpu", "vendor_id": 0xBEEF, "device_id": 0,
-                                                           "device_mem_type": "default"})
-    monkeypatch.setitem(ctx.under_test.facts, "memory", facts)
+    stand_in = MemoryFacts("Stand-in", device_id=0, vendor_id=0xBEEF, device_mem_type="default", device_type="cpu")
+    monkeypatch.setattr(ctx.under_test, "facts", dataclasses.replace(ctx.under_test.facts, default_memory=stand_in))
     ctx.memories.touched.update({"cpu", "default"})
     assert not ctx.only_plain_cpu()
 

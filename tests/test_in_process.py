@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from conformance.facts import EpFacts
 from conformance.isolation.controller import WorkerRefused
 from conformance.isolation.in_process import InProcessWorker
 from conformance.outcomes import CaseReply, Details, Outcome
@@ -28,7 +29,7 @@ def handler(seen: list):
 def test_an_in_process_worker_runs_a_submitted_request_when_it_is_collected_and_only_then():
     seen: list = []
     worker = InProcessWorker({"ep": "x"}, handler(seen))
-    assert worker.ready() == FACTS and seen == [{"ep": "x", "op": "init"}]
+    assert worker.ready() == EpFacts.from_wire(FACTS) and seen == [{"ep": "x", "op": "init"}]
     worker.submit([("a", {"op": "run"}, "a on x"), ("b", {"op": "run"}, "b on x")])
     assert worker.outstanding("a") and worker.outstanding("b") and len(seen) == 1
     assert worker.collect("b")["result"]["message"] == "b"
@@ -45,7 +46,7 @@ def test_an_in_process_worker_refuses_as_the_real_one_does():
 def test_the_scheduler_runs_a_planned_case_on_the_eps_worker_and_an_isolated_one_in_a_process_of_its_own():
     seen: list = []
     worker = InProcessWorker({"ep": "x"}, handler(seen))
-    ep = EpUnderTest("x", FACTS, worker, init={"ep": "x"})
+    ep = EpUnderTest("x", worker.ready(), worker, init={"ep": "x"})
     pool = SimpleNamespace(isolated=lambda ep: "the EP's worker of isolated contracts")
     scheduler = Scheduler([ep], pool, lookahead=True)  # type: ignore[arg-type]
     planned = Planned("c[x]", {"op": "run", "contract": "c", "device": 0, "params": {}}, "c on x", ep="x", check="c")

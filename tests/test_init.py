@@ -16,6 +16,7 @@ import yaml
 
 from conformance import cli
 from conformance.catalogue.spec import load_catalogue
+from conformance.facts import EpFacts
 from conformance.outcomes import Outcome, Result, Verdict, verdict
 from conformance.rules.strict import draft_reason
 from conformance.tools import draft as drafting
@@ -175,7 +176,8 @@ def _observed(*, library: str | None = "/opt/acme/libacme.so", host: bool = Fals
               "imports": imports or {"status": "none", "reason": "none", "handle_types": []}}
     session = {"recipe": "add", "dtype": "float32", "ops_on_ep": ["Add"], "ops_elsewhere": [], "ran": True, "run": "", "refused": "",
                "claimed_but_unrunnable": False, "inputs": inputs or [_memory("AcmeMem", "default")], "outputs": [_memory("AcmeMem", "default")]}
-    return drafting.Observed(facts, matrix, {"assignment_known": True, "sessions": [session]}, "2026-12-05T00:00:00Z", "ort-conformance init")
+    sessions = {"assignment_known": True, "sessions": [session]}
+    return drafting.Observed(EpFacts.from_wire(facts), matrix, sessions, "2026-12-05T00:00:00Z", "ort-conformance init")
 
 
 @pytest.fixture(scope="module")

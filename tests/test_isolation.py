@@ -40,8 +40,8 @@ def fake_worker(code: str, **popen) -> Worker:
 
 def test_real_worker_starts_and_runs_a_check_on_the_cpu_ep(worker, session_inputs):
     facts = worker.start()
-    assert facts["provider"] == "CPUExecutionProvider"
-    assert facts["devices"][0]["label"] == "cpu"
+    assert facts.provider == "CPUExecutionProvider"
+    assert facts.devices[0].label == "cpu"
     result = worker.request(session_inputs)["result"]
     assert result["outcome"] == "pass", result
     assert result["message"] == "" and result["duration"] > 0

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from conformance.facts import DeviceFacts, EpFacts
 from conformance.run import journal, runfolder
 
 from conformance.plugin import signals
@@ -38,7 +39,7 @@ def test_after_sigkill_every_result_is_in_the_journal_and_rebuild_writes_the_rep
     assert_none_outlive(workers)  # a worker hung in CopyTensors too
     contents = journal.read(reports)
     assert contents.finished is None and len(contents.results) >= before >= 3
-    assert contents.eps and contents.eps[0]["label"] == "refdev"
+    assert contents.eps and contents.eps[0].label == "refdev"
     # No older verdict stands beside the killed run's journal: the last run's set was moved
     # aside when the run started, and the folder says the run did not finish.
     assert not (reports / "report.json").exists()
@@ -70,7 +71,7 @@ def test_sigterm_and_sighup_end_the_run_as_ctrl_c_does_with_its_report(refdev_li
 
 def test_a_journal_cut_short_by_a_kill_is_read_up_to_its_last_whole_line(tmp_path):
     written = journal.Journal(tmp_path, {"started": 1.0, "specs": []})
-    written.eps([{"label": "cpu", "declared": False}], "d1", "Linux")
+    written.eps([EpFacts("cpu", "CPUExecutionProvider", "cpu")], "d1", "Linux")
     result = Result(contract="c.x", ep="CPUExecutionProvider", device="cpu", params={}, outcome=Outcome.PASS, message="ok",
                     spec="x.yaml:1", severity="required", subject="ep", nodeid="x.yaml::c.x[cpu]")
     written.result(result.to_dict())
@@ -80,6 +81,19 @@ def test_a_journal_cut_short_by_a_kill_is_read_up_to_its_last_whole_line(tmp_pat
     contents = journal.read(tmp_path)
     assert contents.cut_short and contents.finished is None and contents.digest == "d1"
     assert [r.nodeid for r in contents.results] == ["x.yaml::c.x[cpu]"]
+
+
+def test_the_eps_of_a_journal_read_back_as_written_and_what_is_no_eps_facts_is_skipped(tmp_path):
+    ep = EpFacts("cpu", "CPUExecutionProvider", "cpu", devices=(DeviceFacts(0, "cpu", "CPUExecutionProvider"),))
+    written = journal.Journal(tmp_path, {"started": 1.0, "specs": []})
+    written.eps([ep], "d1", "Linux")
+    written.close()
+    assert journal.read(tmp_path).eps == [ep]
+    lines = (tmp_path / journal.NAME).read_text().splitlines()
+    eps_line = json.loads(lines[1])
+    eps_line["eps"] = ["not an EP", *eps_line["eps"]]
+    (tmp_path / journal.NAME).write_text("\n".join([lines[0], json.dumps(eps_line), *lines[2:]]) + "\n")
+    assert journal.read(tmp_path).eps == [ep]
 
 
 def test_a_file_that_is_not_a_journal_is_one_clear_error(tmp_path, capsys):

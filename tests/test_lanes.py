@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import LANES
 
+from conformance.facts import DeviceFacts, EpFacts, MemoryFacts, OnnxruntimeFacts
 from conformance.rules import applicability
 
 from conformance.testbed import eps
@@ -146,7 +147,7 @@ def test_a_provider_that_stays_in_the_session_is_functional():
 def test_every_check_of_a_non_functional_ep_is_not_run_and_the_verdict_says_why():
     contract = catalogue().contract("copy.required-directions")
     run = {"unusable": "CUDAExecutionProvider is not functional here", "api": {}, "onnxruntime": {"version": "1.31.1"}}
-    skip = applicability.decide(contract, run, {"memory": {"default": None, "host_accessible": None}}, None)
+    skip = applicability.decide(contract, EpFacts.from_wire(run), DeviceFacts(0, "cuda"), None)
     assert skip.outcome is Outcome.NOT_RUN and skip.reason == run["unusable"]
     results = [Result(c, "CUDAExecutionProvider", "cuda", {}, Outcome.NOT_RUN, run["unusable"], "s:1", "required", "ep")
                for c in ("copy.a", "copy.b")]
@@ -335,13 +336,13 @@ def test_a_device_copy_contract_on_an_old_api_is_not_applicable_whatever_the_eps
     contract = catalogue().contract("copy.device-to-device")  # applies to non-CPU DEFAULT memory, needs memory_info_alloc
     run = {"api": {"memory_info_alloc": False, "copy_tensors": True}, "onnxruntime": {"version": "1.24.1"},
            "ep_device": False, "library": None, "plugin_module": None, "declared": True}
-    cpu_memory = {"memory": {"default": None, "host_accessible": None}}
-    assert applicability.decide(contract, run, cpu_memory, None).outcome is Outcome.NOT_APPLICABLE
-    device_memory = {"memory": {"default": {"device_type": "gpu"}, "host_accessible": None}}
-    skip = applicability.decide(contract, run, device_memory, None)
+    cpu_memory = DeviceFacts(0, "dev")
+    assert applicability.decide(contract, EpFacts.from_wire(run), cpu_memory, None).outcome is Outcome.NOT_APPLICABLE
+    device_memory = DeviceFacts(0, "dev", default_memory=MemoryFacts("DevMem", 0, 0, "default", device_type="gpu"))
+    skip = applicability.decide(contract, EpFacts.from_wire(run), device_memory, None)
     assert skip.outcome is Outcome.NOT_APPLICABLE and skip.reason.startswith("needs onnxruntime 1.30's API (memory_info_alloc); onnxruntime 1.24.1")
     # A build at the API level the contract needs that still lacks the API: not_run.
-    skip = applicability.decide(contract, dict(run, onnxruntime={"version": "1.30.0"}), device_memory, None)
+    skip = applicability.decide(contract, EpFacts.from_wire(dict(run, onnxruntime={"version": "1.30.0"})), device_memory, None)
     assert skip.outcome is Outcome.NOT_RUN and skip.reason.startswith("needs memory_info_alloc (onnxruntime >= 1.30)")
 
 
@@ -451,9 +452,8 @@ def test_the_refdev_host_lane_runs_refdev_with_its_host_accessible_memory_declar
 
 def test_a_listed_ep_that_cannot_run_is_a_finding_against_its_package_beside_the_incomplete_run():
     unusable = "CUDAExecutionProvider is listed by onnxruntime-gpu 1.31.1 but is not functional here: a session created for it silently fell back"
-    run = {"unusable": unusable, "api": {}, "onnxruntime": {"version": "1.31.1"}, "ep_device": False, "library": None, "plugin_module": None,
-           "declared": True}
-    device = {"memory": {"default": None, "host_accessible": None}}
+    run = EpFacts("cuda", "CUDAExecutionProvider", "cuda", declared=True, ep_device=False, unusable=unusable, onnxruntime=OnnxruntimeFacts("1.31.1"))
+    device = DeviceFacts(0, "cuda")
     package = catalogue().contract("package.listed-eps-run")
     assert package.subject == "package"
     assert applicability.decide(package, run, device, None) is None  # the one contract that runs on an unusable EP

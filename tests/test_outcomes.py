@@ -11,6 +11,7 @@ from conformance import apis
 
 from conformance.rules import applicability, waivers
 from conformance.catalogue.contracts import Contract, EpSpec, Location, MemoryDeclaration, Waiver
+from conformance.facts import DeviceFacts, EpFacts, MemoryFacts, OnnxruntimeFacts
 from conformance.outcomes import Details, Outcome, Result, Verdict, counts, verdict
 
 # --- helpers -------------------------------------------------------------------------------
@@ -40,18 +41,18 @@ def waiver(**changes) -> Waiver:
     return dataclasses.replace(base, **changes)
 
 
-FACTS = {"onnxruntime": {"version": "1.32.0"}}
+FACTS = EpFacts("acme", "AcmeExecutionProvider", "acme", onnxruntime=OnnxruntimeFacts("1.32.0"))
 DEVICE_MEMORY = {"name": "Dev", "device_type": "gpu", "vendor_id": 1, "device_id": 0, "device_mem_type": "default"}
 
 
-def run_facts(*, api=None, version="1.32.0", ep_device=True, library=None, plugin_module=None, declared=True) -> dict:
+def run_facts(*, api=None, version="1.32.0", ep_device=True, library=None, plugin_module=None, declared=True) -> EpFacts:
     every_api = {name: True for name in apis.BY_NAME}
-    return {"api": dict(every_api, **(api or {})), "onnxruntime": {"version": version}, "ep_device": ep_device,
-            "library": library, "plugin_module": plugin_module, "declared": declared}
+    return EpFacts("acme", "AcmeExecutionProvider", "acme", declared=declared, library=library, plugin_module=plugin_module, ep_device=ep_device,
+                   onnxruntime=OnnxruntimeFacts(version), api=dict(every_api, **(api or {})))
 
 
-def device(default=None, host_accessible=None) -> dict:
-    return {"memory": {"default": default, "host_accessible": host_accessible}}
+def device(default=None, host_accessible=None) -> DeviceFacts:
+    return DeviceFacts(0, "dev", default_memory=MemoryFacts.from_wire(default), host_accessible_memory=MemoryFacts.from_wire(host_accessible))
 
 
 # --- the verdict ---------------------------------------------------------------------------
@@ -362,12 +363,16 @@ def test_a_contract_above_the_builds_api_level_is_not_applicable_naming_the_leve
 
 def test_a_case_needing_an_api_above_the_builds_level_is_not_applicable_and_one_at_its_level_not_run():
     from conformance.checks.context.device import DeviceUnderTest
+    from conformance.facts import DeviceFacts, EpFacts
     from conformance.findings import NotApplicable, NotRun
+    from conformance.testbed.eps import EpTarget
 
     class Ort:
         __version__ = "1.24.1"
 
-    under_test = DeviceUnderTest(Ort, type("Target", (), {"facts": {"api": {"update_inplace_ortvalue": False}}})(), 0, None, {})
+    target = EpTarget("Stand-in", "StandInExecutionProvider", None, [], {},
+                      facts=EpFacts("Stand-in", "StandInExecutionProvider", "stand-in", api={"update_inplace_ortvalue": False}))
+    under_test = DeviceUnderTest(Ort, target, 0, None, DeviceFacts(0, "stand-in"))
     with pytest.raises(NotApplicable, match=r"needs onnxruntime 1.26's API \(update_inplace_ortvalue\); onnxruntime 1.24.1 is at API level 1.24, "
                                              r"the level this run certifies \(this build has no update_inplace\(OrtValue\)\)"):
         under_test.require_api("update_inplace_ortvalue", "has no update_inplace(OrtValue)")

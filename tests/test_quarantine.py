@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from conformance.calls import Call
+from conformance.facts import EpFacts
 from conformance.outcomes import Details, Outcome, Result
 from conformance.run.pool import EpUnderTest
 from conformance.run.quarantine import LOST_CHECKS_PER_DEVICE, LostPattern, Quarantine
@@ -59,7 +60,7 @@ def test_onnxruntimes_own_losses_do_not_count_against_the_device():
 
 
 def test_each_ep_device_has_its_own_quarantine():
-    ep = EpUnderTest("refdev", {"label": "refdev"}, None)
+    ep = EpUnderTest("refdev", EpFacts("refdev", "RefDevExecutionProvider", "refdev"), None)
     ep.quarantine(0).record(lost(call=COPY.to_wire()), "copy_roundtrip", None, "x")
     assert ep.quarantine(0) is ep.quarantine(0) and COPY in ep.quarantine(0).calls
     assert ep.quarantine(1).calls == {}
@@ -67,7 +68,7 @@ def test_each_ep_device_has_its_own_quarantine():
 
 @pytest.mark.parametrize("losses, carried", [(0, False), (1, True)])
 def test_a_request_carries_its_devices_quarantined_calls_and_no_key_without_them(losses, carried):
-    ep = EpUnderTest("refdev", {"label": "refdev"}, None, init={"ep": "refdev"})
+    ep = EpUnderTest("refdev", EpFacts("refdev", "RefDevExecutionProvider", "refdev"), None, init={"ep": "refdev"})
     for _ in range(losses):
         ep.quarantine(0).record(lost(call=COPY.to_wire()), "copy_roundtrip", None, "x")
     scheduler = Scheduler([ep], pool=None, lookahead=True)

@@ -278,8 +278,8 @@ from conformance.rules import applicability
 from conformance import data
 from conformance.engine.runner import Runner
 runner = Runner("RefDevExecutionProvider", specs=[str(data.contracts_dir())], library={str(refdev_library)!r})
-device = runner.facts["devices"][0]
-out = {{"declared": runner.facts["declared"]}}
+device = runner.facts.devices[0]
+out = {{"declared": runner.facts.declared}}
 for contract_id in ("memory-info.declaration", "copy.required-directions"):
     skip = applicability.decide(runner.catalogue.contract(contract_id), runner.facts, device, None)
     params = {{"direction": "cpu>default"}} if contract_id.startswith("copy") else {{}}

@@ -18,6 +18,7 @@ from conformance.tools import diff
 from conformance.checks import known_checks
 from conformance.catalogue.claims import spec_claims
 from conformance.catalogue.contracts import CLAIMS
+from conformance.facts import EpFacts
 from conformance.report import NO_EP_DEVICE, evidence, groups, html, markdown, throughput
 from conformance.catalogue.spec import load_catalogue
 
@@ -231,7 +232,8 @@ def run_record(**fields):
 
     catalogue = load_catalogue()
     data = report_data()
-    facts = dict(data["ep"], provider="DevEP", onnxruntime=data["onnxruntime"], devices=data["devices"])
+    facts = EpFacts.from_wire(dict(data["ep"], provider="DevEP", onnxruntime=data["onnxruntime"], devices=data["devices"]))
+    assert facts is not None
     contract = next(c for c in catalogue.contracts if c.id == "copy.roundtrip-exact")
     result = Result(contract=contract.id, ep="DevEP", device="dev", params={"dtype": "float32"}, outcome=Outcome.PASS, message="",
                     spec=str(contract.location), severity=contract.severity, subject=contract.subject, nodeid="copy.yaml::x")
@@ -352,7 +354,7 @@ def test_the_reports_show_each_contracts_provenance_and_api_level_and_mark_a_con
     record = run_record()
     contested = next(c for c in load_catalogue().contracts if c.id == "memory-info.session-inputs")
     facts = record.eps[0].facts
-    judged = selectors.contested_rule(contested, facts, facts["devices"][0])
+    judged = selectors.contested_rule(contested, facts, facts.devices[0])
     assert judged.startswith("contested: judged by the statement's rule")  # the run's EP is no plugin EP
     case = dataclasses.replace(record.results[0], contract=contested.id, spec=str(contested.location), contested=judged)
     data = report.build(dataclasses.replace(record, results=(*record.results, case), contracts=(*record.contracts, contested)))

@@ -153,7 +153,9 @@ def test_a_waiver_never_covers_a_flaky_case(tmp_path):
 
     waiver = Waiver(contract="copy.roundtrip-exact", reason="a known defect", url="https://example.invalid/1")
     spec = type("Spec", (), {"waivers": (waiver,)})()
-    facts = {"onnxruntime": {"version": "1.32.0"}, "devices": []}
+    from conformance.facts import EpFacts, OnnxruntimeFacts
+
+    facts = EpFacts("acme", "AcmeExecutionProvider", "acme", onnxruntime=OnnxruntimeFacts("1.32.0"))
     flaky = result(Outcome.FLAKY)
     assert waivers.matching(flaky, spec, facts) is waiver
     kept = waivers.apply(flaky, spec, facts)

@@ -30,7 +30,9 @@ class AcceptingContext(SimpleNamespace):
         return kind == "cpu" or self.cpu_default
 
     def memory_facts(self, kind):
-        return None if self.is_cpu_memory(kind) else {"device_type": "gpu"}
+        from conformance.facts import MemoryFacts
+
+        return None if self.is_cpu_memory(kind) else MemoryFacts("StandIn", device_id=0, vendor_id=0, device_mem_type=kind, device_type="gpu")
 
     def precondition(self, _what):
         import contextlib

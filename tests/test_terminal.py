@@ -186,7 +186,7 @@ def test_an_unknown_ep_option_is_warned_of_saying_the_ep_reports_no_options(pyte
 
 
 def test_an_unknown_ep_option_warning_names_the_keys_the_ep_reports():
-    devices = [{"ep_options": {"device_id": "0", "arena": "1"}}, {"ep_options": {"device_id": "1"}}]
+    devices = [{"device_id": "0", "arena": "1"}, {"device_id": "1"}]
     assert unknown_options({"device_id": "1", "session.x": "1"}, "MyEp", devices) == []
     assert unknown_options({"devcie_id": "1"}, "MyEp", devices) == [
         "--ep-option devcie_id: MyEp reports no option 'devcie_id'; the options it reports are: arena, device_id"]

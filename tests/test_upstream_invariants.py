@@ -77,8 +77,9 @@ def test_a_query_that_answers_otherwise_on_a_second_listing_breaks_queries_stabl
 
 def _advertise(monkeypatch, ctx, info) -> None:
     monkeypatch.setattr(ctx, "memory_info", lambda kind: info)
-    monkeypatch.setattr(ctx, "memory_facts", lambda kind: {"name": info.name, "device_type": "gpu", "vendor_id": 0xBEEF,
-                                                                      "device_id": 0, "device_mem_type": "default"})
+    from conformance.facts import MemoryFacts
+
+    monkeypatch.setattr(ctx, "memory_facts", lambda kind: MemoryFacts(info.name, device_id=0, vendor_id=0xBEEF, device_mem_type="default", device_type="gpu"))
     monkeypatch.setattr(ctx, "require_memory", lambda kind: None)
 
 

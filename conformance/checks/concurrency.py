@@ -203,7 +203,7 @@ def _operations(ctx: CheckContext, skipped: dict[str, str]) -> tuple[dict[str, O
     no model here: then `skipped` says why)."""
     operations = {f"copy_tensors {direction}": _copy(ctx, *direction.split(">")) for direction in ("cpu>default", "default>cpu", "default>default")}
     operations["update_inplace(numpy) into default memory"] = _update(ctx, None)
-    if ctx.target.facts["api"]["update_inplace_ortvalue"]:
+    if ctx.target.has_api("update_inplace_ortvalue"):
         operations.update({f"update_inplace(OrtValue) {kind}>default": _update(ctx, kind) for kind in ("cpu", "default")})
     try:
         info = ctx.session_on_ep("add", tensors.DTYPES["float32"], SESSION_SHAPE)  # made on this thread, the worker's main one

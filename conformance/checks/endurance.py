@@ -423,7 +423,7 @@ def _one_session(ctx: CheckContext, model: bytes, recipe: str, call: int, nodes:
     """Session `call`: created, its nodes compared with the first session's, run, released (its
     last reference dropped on return)."""
     session = ctx.create_session(model)
-    if ctx.target.facts["api"]["graph_assignment_info"]:
+    if ctx.target.has_api("graph_assignment_info"):
         taken = sorted(ctx.assignment_of(session).get(ctx.target.provider, []))
         if taken != nodes:
             return Violation(f"session {call:,} of {SESSIONS:,} of model '{recipe}': {ctx.target.provider} took {taken or 'no node'}, "

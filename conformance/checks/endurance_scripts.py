@@ -229,8 +229,8 @@ no_growth('process RSS', samples, 'allocation', THRESHOLD)
 
 
 def _cpu_readable(under_test) -> bool:
-    facts = under_test.facts["memory"]["default"]
-    return facts is None or facts["device_type"] == "cpu"
+    facts = under_test.facts.default_memory
+    return facts is None or facts.on_cpu
 
 
 __all__ = ["THRESHOLD_PER_CALL", "allocations", "copies", "session_lifecycle", "session_runs"]

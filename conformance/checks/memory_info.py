@@ -6,15 +6,15 @@ from typing import Any, Iterator
 
 from conformance.testbed import tensors
 from conformance.checks.registry import check
+from conformance.facts import MemoryFacts
 from conformance.findings import NotApplicable, Violation
 from conformance.checks.context.sessions import SESSION_SHAPE  # the session checks' shape: their sessions serve these too
 from conformance.testbed.eps import DEVICE_NAMES, memory_facts, memory_label
 from conformance.checks.context import CheckContext
 
 
-def _same_memory(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
-    keys = ("name", "vendor_id", "device_id", "device_mem_type")
-    return a is not None and b is not None and all(a[k] == b[k] for k in keys)
+def _same_memory(a: MemoryFacts | None, b: MemoryFacts | None) -> bool:
+    return a is not None and b is not None and (a.name, a.vendor_id, a.device_id, a.device_mem_type) == (b.name, b.vendor_id, b.device_id, b.device_mem_type)
 
 
 def _session_memory(ctx: CheckContext, recipe: str, dtype: str, which: str):
@@ -58,7 +58,9 @@ def session_inputs(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Viola
     for name, facts in inputs:
         if _same_memory(facts, own_host):
             continue
-        if facts["device_mem_type"] == "host_accessible" or not (facts["device_type"] == "cpu" or _same_memory(facts, default)):
+        if facts is None:
+            continue  # plain CPU memory, lawful for an input
+        if facts.device_mem_type == "host_accessible" or not (facts.on_cpu or _same_memory(facts, default)):
             yield Violation(
                 f"session input '{name}' lives in {memory_label(facts)}",
                 expected=allowed,
@@ -73,7 +75,7 @@ def session_outputs(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Viol
     info, outputs = _session_memory(ctx, recipe, dtype, "output")
     allowed = [ctx.memory_facts("default"), ctx.memory_facts("host_accessible")]
     for name, facts in outputs:
-        plain_cpu = facts["device_type"] == "cpu" and facts["device_mem_type"] == "default"
+        plain_cpu = facts is None or (facts.on_cpu and facts.device_mem_type == "default")
         if not (plain_cpu or any(_same_memory(facts, a) for a in allowed)):
             yield Violation(
                 f"session output '{name}' lives in {memory_label(facts)}",
@@ -89,7 +91,7 @@ def cpu_default_io(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Viola
     for which in ("input", "output"):
         info, values = _session_memory(ctx, recipe, dtype, which)
         for name, facts in values:
-            if facts["device_type"] != "cpu":
+            if facts is not None and not facts.on_cpu:
                 yield Violation(
                     f"session {which} '{name}' of an EP device without DEFAULT memory lives in {memory_label(facts)}",
                     expected="plain CPU memory",
@@ -165,11 +167,11 @@ def declaration(ctx: CheckContext) -> Iterator[Violation]:
     spec = ctx.target.spec
     if spec is None:
         raise NotApplicable("no vendor declaration (EP spec) was given for this EP")
-    hardware = ctx.facts["hardware"]
-    ctx.prove_item("compared", "hardware", hardware["type"] if spec.device_type and hardware else "not declared")
-    if spec.device_type and hardware and hardware["type"] != spec.device_type:
+    hardware = ctx.facts.hardware
+    ctx.prove_item("compared", "hardware", hardware.type if spec.device_type and hardware else "not declared")
+    if spec.device_type and hardware and hardware.type != spec.device_type:
         yield Violation("the EP device's hardware type differs from the declaration",
-                        expected=spec.device_type, actual=hardware["type"],
+                        expected=spec.device_type, actual=hardware.type,
                         reproducer=ctx.snippets.script("the EP device's hardware type",
                                                        f"assert str(dev.device.type).lower().endswith({spec.device_type!r}), dev.device.type"))
     for kind, memory in (("default", spec.default_memory), ("host_accessible", spec.host_accessible)):
@@ -186,7 +188,7 @@ def declaration(ctx: CheckContext) -> Iterator[Violation]:
                 memory={kind: advertised}, reproducer=snippet,
             )
             continue
-        differs = {k: (v, advertised[k]) for k, v in declared.items() if advertised[k] != v}
+        differs = {k: (v, getattr(advertised, k)) for k, v in declared.items() if getattr(advertised, k) != v}
         if differs:
             yield Violation(
                 f"{kind.upper()} memory differs from the declaration in {', '.join(differs)}",

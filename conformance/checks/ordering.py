@@ -248,10 +248,10 @@ def unsynchronized_run(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
 def _require_device_input(ctx: CheckContext, info: SessionInfo) -> None:
     """NotApplicable where the session's input is not in the EP's DEFAULT memory: a CPU input
     bound there is used where it is, with no upload to order."""
-    if not ctx.target.facts["api"].get("session_memory_infos"):
+    if not ctx.target.has_api("session_memory_infos"):
         return
     facts, default = memory_facts(ctx.ort, info.session.get_input_memory_infos()[0]), ctx.memory_facts("default")
-    if not facts or not default or (facts["name"], facts["device_id"], facts["device_mem_type"]) != (default["name"], default["device_id"], "default"):
+    if not facts or not default or (facts.name, facts.device_id, facts.device_mem_type) != (default.name, default.device_id, "default"):
         raise NotApplicable(f"the session's input lives in {memory_label(facts)}, not the EP's DEFAULT memory: a bound CPU input is not uploaded")
 
 

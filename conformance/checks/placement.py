@@ -39,7 +39,7 @@ def declared(ctx: CheckContext) -> tuple[str, str, int]:
     facts = ctx.memory_facts("default")
     if facts is None:
         return "cpu", "default", 0
-    return facts["device_type"], "default", int(facts["vendor_id"])
+    return facts.device_type, "default", facts.vendor_id
 
 
 def parse_log(text: str) -> list[tuple[str, int, str, str, int]]:
@@ -59,7 +59,7 @@ def kernel_inputs(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
     boundary = {"add": "a graph input", "sub_relu": "a CPU node's output", "relu_neg_add": "a value from the EP through the CPU back to the EP"}[recipe]
     if recipe != "add" and not elsewhere:
         raise NotApplicable(f"{ctx.target.provider} took every node of '{recipe}': no partition boundary at {boundary}")
-    variable = ctx.facts.get("ep_metadata", {}).get(LOG_KEY, "")
+    variable = ctx.facts.ep_metadata.get(LOG_KEY, "")
     expected = declared(ctx)
     if not variable and ctx.is_cpu_memory("default"):
         raise NotApplicable(f"{ctx.target.provider} keeps no record of its kernels' inputs ({LOG_KEY}) and its DEFAULT memory is CPU memory: "

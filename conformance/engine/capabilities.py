@@ -32,6 +32,7 @@ import numpy as np
 from conformance.testbed import bandwidth, tensors
 from conformance.calls import Call
 from conformance.findings import message_line
+from conformance.facts import MemoryFacts, memory_wire
 from conformance.testbed.eps import memory_facts
 from conformance.testbed.interop.probe import import_capabilities
 
@@ -49,14 +50,14 @@ class Endpoint:
     name: str
     info: Any
     cpu_visible: bool
-    facts: dict[str, Any] | None
+    facts: MemoryFacts | None
 
 
 def memory_endpoints(ctx) -> list[Endpoint]:
     endpoints = [Endpoint("cpu", None, True, None)]
     for kind in ("default", "host_accessible"):
         facts = ctx.memory_facts(kind)
-        if facts is not None and not (kind == "default" and facts["device_type"] == "cpu"):
+        if facts is not None and not (kind == "default" and facts.on_cpu):
             endpoints.append(Endpoint(kind, ctx.memory_info(kind), kind == "host_accessible", facts))
     return endpoints + _other_devices(ctx)
 
@@ -64,7 +65,7 @@ def memory_endpoints(ctx) -> list[Endpoint]:
 def _other_devices(ctx) -> list[Endpoint]:
     """The DEFAULT memory of every other EP device present, of another EP or another device
     of this one (a second GPU), each once; named `<EP>:<memory name>:<device id>`."""
-    seen = [_identity(f) for f in (ctx.memory_facts("default"), ctx.memory_facts("host_accessible")) if f]
+    seen = [f.identity() for f in (ctx.memory_facts("default"), ctx.memory_facts("host_accessible")) if f]
     others = []
     for device in ctx.ort.get_ep_devices():
         info = device.memory_info(ctx.ort.OrtDeviceMemoryType.DEFAULT)
@@ -72,15 +73,11 @@ def _other_devices(ctx) -> list[Endpoint]:
             continue
         facts = memory_facts(ctx.ort, info)
         assert facts is not None, "info is not None"
-        if _identity(facts) in seen:
+        if facts.identity() in seen:
             continue  # this device's own memory, or one already listed
-        seen.append(_identity(facts))
-        others.append(Endpoint(f"{device.ep_name}:{facts['name']}:{facts['device_id']}", info, facts["device_type"] == "cpu", facts))
+        seen.append(facts.identity())
+        others.append(Endpoint(f"{device.ep_name}:{facts.name}:{facts.device_id}", info, facts.on_cpu, facts))
     return others
-
-
-def _identity(facts: dict[str, Any]) -> tuple:
-    return tuple(facts[k] for k in ("name", "device_type", "vendor_id", "device_id", "device_mem_type"))
 
 
 def _required(ctx, source: str, destination: str) -> bool:
@@ -153,8 +150,8 @@ def capability_matrix(ctx, sizes=None) -> dict[str, Any]:
     sizes = bandwidth.SIZE_CLASSES if sizes is None else tuple(sizes)
     return {
         "ep": ctx.target.provider,
-        "device": ctx.facts["label"],
-        "memories": {e.name: e.facts for e in endpoints},
+        "device": ctx.facts.label,
+        "memories": {e.name: memory_wire(e.facts) for e in endpoints},
         "pairs": pairs,
         "host_memcpy": _time_copies(ctx, {e.name: e.info for e in endpoints}, pairs, sizes),
         "imports": imports_or_why_not(ctx),

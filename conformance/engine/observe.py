@@ -30,6 +30,7 @@ from conformance.checks.context.reference import small_integers
 from conformance.checks.context.sessions import SESSION_SHAPE, cpu_input_run
 from conformance.findings import ClaimedButUnrunnable, SilentRetry, message_line
 from conformance.testbed import tensors
+from conformance.facts import memory_wire
 from conformance.testbed.eps import memory_facts
 
 
@@ -43,7 +44,7 @@ def sessions_seen(ctx: CheckContext, dtypes: list[str] | None = None, runs: list
     for recipe, model in ctx.models.recipes.items():
         if model.ops:
             seen += [_session(ctx, recipe, tensors.DTYPES[name], allowed is None or (recipe, name) in allowed) for name in names]
-    return {"assignment_known": bool(ctx.target.facts["api"]["graph_assignment_info"]), "sessions": seen}
+    return {"assignment_known": ctx.target.has_api("graph_assignment_info"), "sessions": seen}
 
 
 def _session(ctx: CheckContext, recipe: str, dt: tensors.DType, run: bool = True) -> dict[str, Any]:
@@ -58,11 +59,11 @@ def _session(ctx: CheckContext, recipe: str, dt: tensors.DType, run: bool = True
         return dict(entry, refused=message_line(exc))
     entry["ops_on_ep"] = sorted(info.assignment.get(provider, ()))
     entry["ops_elsewhere"] = sorted(op for ep, ops in info.assignment.items() if ep != provider for op in ops)
-    if not entry["ops_on_ep"] and ctx.target.facts["api"]["graph_assignment_info"]:
+    if not entry["ops_on_ep"] and ctx.target.has_api("graph_assignment_info"):
         return entry  # the EP took none of it: where its values live is onnxruntime's choice, not the EP's
     with ctx.calling(Call("session memory infos")):
-        entry["inputs"] = [memory_facts(ctx.ort, mi) for mi in info.session.get_input_memory_infos()]
-        entry["outputs"] = [memory_facts(ctx.ort, mi) for mi in info.session.get_output_memory_infos()]
+        entry["inputs"] = [memory_wire(memory_facts(ctx.ort, mi)) for mi in info.session.get_input_memory_infos()]
+        entry["outputs"] = [memory_wire(memory_facts(ctx.ort, mi)) for mi in info.session.get_output_memory_infos()]
     if not dt.numpy_native or not run:
         return entry  # its inputs cannot be fed as numpy arrays: the session's memory is seen, no run tried
     feeds = small_integers(ctx.models.recipes[recipe].inputs, dt)

@@ -25,6 +25,7 @@ from conformance.outcomes import Details, Outcome
 from conformance.catalogue.cross_checks import unknown_checks
 from conformance.catalogue.spec import load_catalogue
 from conformance.errors import SpecErrors
+from conformance.facts import EpFacts
 
 
 def is_onnxruntime_error(exc: BaseException) -> bool:
@@ -80,7 +81,8 @@ class Runner:
         self._contexts: dict[int, CheckContext] = {}
 
     @property
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> EpFacts:
+        assert self.target.facts is not None, "described in __init__"
         return self.target.facts
 
     def context(self, device: int) -> CheckContext:
@@ -98,7 +100,7 @@ class Runner:
         ctx = self.context(device)
         ctx.begin(progress, quarantined)
         ctx.contested_rule_holds = contract.contested is not None and selectors.selects(
-            contract.contested.where, self.facts, self.facts["devices"][device])
+            contract.contested.where, self.facts, self.facts.devices[device])
         started = time.perf_counter()
         outcome, message, details = self._run(CHECKS[contract.check].function, ctx, params)
         subject = case_subject(contract.subject, ctx, details)

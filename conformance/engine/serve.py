@@ -101,7 +101,7 @@ class Handler:
                                  options=request.get("options"), models_dir=request.get("models_dir"),
                                  models_record=request.get("models_record"), soak=request.get("soak") or 0.0,
                                  handed=self.handed if request.get("handover") else None)
-            return {"ok": True, "facts": self.runner.facts}
+            return {"ok": True, "facts": self.runner.facts.to_wire()}
         if op == "run":
             return {"ok": True, "result": self.runner.run(request["contract"], request["device"], request["params"],
                                                           self._progress_of(request), quarantined=request.get("quarantined"))}

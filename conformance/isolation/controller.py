@@ -31,6 +31,7 @@ from conformance.calls import Call
 from conformance.isolation.launcher import Launcher
 from conformance.isolation.ledger import Ledger
 from conformance.errors import KitError, SpecError
+from conformance.facts import EpFacts
 from conformance.outcomes import MachineEvent
 
 if TYPE_CHECKING:
@@ -111,6 +112,14 @@ class WorkerRefused(KitError):
     def from_reply(cls, reply: dict[str, Any]) -> "WorkerRefused":
         errors = tuple(SpecError.from_wire(error) for error in reply.get("errors", ()))
         return cls(reply.get("error", "unknown error"), reply.get("kind", ""), errors)
+
+
+def facts_of(reply: dict[str, Any]) -> EpFacts:
+    """The EP's facts an init reply carries, as the record; WorkerRefused where it carries none."""
+    facts = EpFacts.from_wire(reply.get("facts"))
+    if facts is None:
+        raise WorkerRefused(f"the worker answered init without the EP's facts: {reply!r:.200}", "internal")
+    return facts
 
 
 # How long a request's reply may take before the caller hears that it is waited for (on_wait),
@@ -201,9 +210,9 @@ class Worker:
         self._launcher = Launcher(dict(init, op="init"), log=log, env=env, warm_up=warm_up, wrapper=wrapper)
         self._ledger = Ledger()
         self.timeout, self.on_wait = timeout, on_wait  # on_wait: hears a slow reply to a request (see Waiting)
-        self.facts: dict[str, Any] | None = None
+        self.facts: EpFacts | None = None
 
-    def start(self) -> dict[str, Any]:
+    def start(self) -> EpFacts:
         self.launch()
         return self.ready()
 
@@ -215,14 +224,14 @@ class Worker:
         self._ledger.clear()
         self.facts = None
 
-    def ready(self) -> dict[str, Any]:
+    def ready(self) -> EpFacts:
         """The facts the worker answered to init, waiting as long as a check may take (START_SECONDS at least): it loads the EP library."""
         timeout = max(self.timeout, START_SECONDS)
         reply = self._receive(time.monotonic() + timeout, timeout, "starting the worker")
         if not reply.get("ok"):
             self._kill()  # a worker without an EP serves nothing; a later request starts afresh
             raise WorkerRefused.from_reply(reply)
-        self.facts = reply["facts"]
+        self.facts = facts_of(reply)
         return self.facts
 
     def _ensure_running(self) -> None:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from conformance.isolation.controller import WorkerRefused
+from conformance.facts import EpFacts
+from conformance.isolation.controller import WorkerRefused, facts_of
 
 Handle = Callable[[dict[str, Any]], dict[str, Any]]  # a request -> its reply, as the worker process answers it
 
@@ -26,14 +27,14 @@ class InProcessWorker:
         self.init = init  # what starts a worker for this EP, as Worker's init
         self._handle = handle
         self._submitted: dict[str, dict[str, Any]] = {}  # id -> request, submitted and not yet collected
-        self.facts: dict[str, Any] | None = None
+        self.facts: EpFacts | None = None
 
     def launch(self) -> None:
         """Nothing to start: the EP is loaded by ready(), in this process."""
 
-    def ready(self) -> dict[str, Any]:
+    def ready(self) -> EpFacts:
         """The facts of the EP, loaded here by the init request; WorkerRefused when it cannot be."""
-        self.facts = self._answer(dict(self.init, op="init"))["facts"]
+        self.facts = facts_of(self._answer(dict(self.init, op="init")))
         return self.facts
 
     def submit(self, requests: list[tuple[str, dict[str, Any], str]]) -> None:

@@ -118,7 +118,7 @@ class ConformanceRun:
         for name in names:
             ep = self._ready(name, launched[name])
             loading.refuse_twice(self.eps, ep)
-            ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
+            ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts.declared else None
             self.eps.append(ep)
         self.folder.journal.eps([ep.facts for ep in self.eps], self.catalogue.digest, _machine())
         _warn_of_unknown_options(self)
@@ -256,7 +256,7 @@ def _warn_of_unknown_options(run: ConformanceRun) -> None:
     """A pytest warning for each --ep-option key an EP does not report (options.unknown_options)."""
     if run.primary:
         for ep in run.eps:
-            for text in unknown_options(run.options, ep.facts["provider"], ep.facts["devices"]):
+            for text in unknown_options(run.options, ep.facts.provider, [device.ep_options for device in ep.facts.devices]):
                 run.config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
 
 
@@ -328,8 +328,8 @@ def _machine() -> str:
 def _selection(run: ConformanceRun) -> dict[str, Any]:
     """Which part of the catalogue ran: its checks for these EP devices against the results
     (conformance.plugin.selection says why by comparison, not by the options)."""
-    expected = (case_key(ep.facts["provider"], contract.id, device["label"], params) for contract in run.catalogue.contracts
-                for ep in run.eps for device in ep.facts["devices"] for params in contract.cases())
+    expected = (case_key(ep.facts.provider, contract.id, device.label, params) for contract in run.catalogue.contracts
+                for ep in run.eps for device in ep.facts.devices for params in contract.cases())
     ran = (case_key(r.ep, r.contract, r.device, r.params) for r in run.results)
     # Named as the user wrote them, not as the shipped copy they stand for (see _spec_selections).
     given = [arg for arg in run.config.invocation_params.args if arguments.names_specs(arg)]
@@ -383,7 +383,7 @@ def _start_listing(run: ConformanceRun, names: list[str]) -> None:
     for name in names:
         ep = loading.unprobed(run.catalogue, name)
         loading.refuse_twice(run.eps, ep)
-        ep.spec = run.catalogue.ep_spec(ep.label) if ep.facts["declared"] else None
+        ep.spec = run.catalogue.ep_spec(ep.label) if ep.facts.declared else None
         run.eps.append(ep)
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pytest
 
 from conformance.catalogue import selectors
+from conformance.facts import DeviceFacts
 from conformance.outcomes import PYTEST_ERRORS, CaseReply, Outcome, Result
 from conformance.plugin import ids, terminal
 from conformance.run.pool import EpUnderTest
@@ -48,9 +49,9 @@ class ContractFile(pytest.File):
         run = self.config.stash[CASES_KEY]
         for contract in run.contract_files.get(self.path.resolve(), ()):
             for ep in run.eps:
-                for device in ep.facts["devices"]:
+                for device in ep.facts.devices:
                     for params in contract.cases():
-                        label = "-".join([device["label"], *map(str, params.values())])
+                        label = "-".join([device.label, *map(str, params.values())])
                         # The id given as text, parsed by pytest as it parses its cache's (pytest 9 would
                         # otherwise keep `[label]` in the name, and --lf would find no item it knows).
                         yield ContractItem.from_parent(self, name=f"{contract.id}[{label}]", nodeid=ids.case_id(self.nodeid, contract.id, label),
@@ -65,7 +66,7 @@ class ContractFailure(KitError):
 
 
 class ContractItem(pytest.Item):
-    def __init__(self, *, contract: Contract, ep: EpUnderTest, device: dict[str, Any], params: dict[str, Any], **kwargs):
+    def __init__(self, *, contract: Contract, ep: EpUnderTest, device: DeviceFacts, params: dict[str, Any], **kwargs):
         super().__init__(**kwargs)
         self.contract = contract
         self.ep = ep
@@ -88,15 +89,15 @@ class ContractItem(pytest.Item):
     def planned(self) -> Planned:
         """This case as the scheduler takes it: plain data, not this item."""
         if self._planned is None:
-            request = {"op": "run", "contract": self.contract.id, "device": self.device["index"], "params": self.params}
-            self._planned = Planned(self.nodeid, request, f"{self.contract.id} on {self.device['label']}", ep=self.ep.requested,
+            request = {"op": "run", "contract": self.contract.id, "device": self.device.index, "params": self.params}
+            self._planned = Planned(self.nodeid, request, f"{self.contract.id} on {self.device.label}", ep=self.ep.requested,
                                     isolated=self.contract.isolated, own_process=self.contract.own_process,
                                     check=self.contract.check, direction=self.params.get("direction"))
         return self._planned
 
     def _result(self, reply: CaseReply) -> Result:
         return Result(
-            contract=self.contract.id, ep=self.ep.facts["provider"], device=self.device["label"], params=self.params,
+            contract=self.contract.id, ep=self.ep.facts.provider, device=self.device.label, params=self.params,
             outcome=reply.outcome, message=reply.message, spec=str(self.contract.location), severity=self.contract.severity,
             subject=reply.details.subject or self.contract.subject, nodeid=self.nodeid, duration=reply.duration, details=reply.details,
             contested=selectors.contested_rule(self.contract, self.ep.facts, self.device),
@@ -123,7 +124,7 @@ class ContractItem(pytest.Item):
     def _run(self) -> Result:
         result = self._result(self.run.scheduler.run_case(self.planned()))
         if result.outcome in (Outcome.CRASH, Outcome.TIMEOUT):
-            self.ep.quarantine(self.device["index"]).record(result, self.contract.check, self.params.get("direction"), self.name)
+            self.ep.quarantine(self.device.index).record(result, self.contract.check, self.params.get("direction"), self.name)
         return self._finish(result)
 
     def _finish(self, result: Result) -> Result:

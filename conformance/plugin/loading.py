@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Sequence
 import pytest
 
 from conformance.errors import SpecError
+from conformance.facts import DeviceFacts, EpFacts
 from conformance.run.pool import EpUnderTest
 
 if TYPE_CHECKING:
@@ -55,12 +56,11 @@ def unprobed(catalogue: Catalogue, name: str) -> EpUnderTest:
 
     spec = catalogue.ep_spec(name)
     target = EpTarget(name, spec.provider if spec else name, spec, [], {})
-    facts = {"requested": name, "provider": target.provider, "label": target.label, "declared": spec is not None,
-             "devices": [{"index": 0, "label": target.label}]}
+    facts = EpFacts(name, target.provider, target.label, declared=spec is not None, devices=(DeviceFacts(0, target.label),))
     return EpUnderTest(name, facts, None)
 
 
 def refuse_twice(eps: list[EpUnderTest], ep: EpUnderTest) -> None:
-    same = next((other for other in eps if other.facts["provider"] == ep.facts["provider"]), None)
+    same = next((other for other in eps if other.facts.provider == ep.facts.provider), None)
     if same:
-        raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts['provider']}): give it once")
+        raise pytest.UsageError(f"--ep {same.requested} and --ep {ep.requested} name the same EP ({ep.facts.provider}): give it once")

@@ -133,14 +133,14 @@ def ep_lines(eps: list[EpUnderTest]) -> Iterator[tuple[str, dict[str, bool]]]:
     """The terminal summary's line for each EP that ran nothing, or whose spec is the user's own,
     and the plugin package each plugin EP came from."""
     for ep in eps:
-        if ep.facts.get("plugin_package"):
-            package = ep.facts["plugin_package"]
-            yield (f"{ep.label}: {ep.facts['provider']} from {package['name']} {package['version']}, library sha256 "
-                   f"{(ep.facts.get('library_sha256') or '?')[:16]}"), {}
-        if ep.facts.get("unusable"):
-            yield f"{ep.label}: nothing ran: {ep.facts['unusable']}", {"yellow": True}
-        if ep.facts.get("spec") and "overrides the shipped" in ep.facts["spec"]:
-            yield f"{ep.label}: EP spec {ep.facts['spec']}", {}
+        package = ep.facts.plugin_package
+        if package:
+            yield (f"{ep.label}: {ep.facts.provider} from {package.name} {package.version}, library sha256 "
+                   f"{(ep.facts.library_sha256 or '?')[:16]}"), {}
+        if ep.facts.unusable:
+            yield f"{ep.label}: nothing ran: {ep.facts.unusable}", {"yellow": True}
+        if ep.facts.spec and "overrides the shipped" in ep.facts.spec:
+            yield f"{ep.label}: EP spec {ep.facts.spec}", {}
 
 
 def verdict_label(strict: bool, selection: dict[str, Any] | None) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from conformance import safe_io
 from conformance.version import __version__
+from conformance.facts import EpFacts
 from conformance.catalogue.claims import draft_of, spec_claims
 from conformance.testbed.eps import memory_label
 from conformance.rules import waivers as waiver_rules
@@ -42,7 +43,8 @@ def build(record: RunRecord) -> dict[str, Any]:
     decided, reasons = verdict(results, interrupted=interrupted or len(results) < record.collected, strict=strict, subset=subset,
                                shard=record.shard["text"] if record.shard else "", draft=draft_reason(drafts))
     lost = [r for r in results if r.outcome in (Outcome.CRASH, Outcome.TIMEOUT)]
-    first = record.eps[0].facts if record.eps else {}
+    first = record.eps[0].facts.onnxruntime if record.eps else None
+    version = first.version if first else None
     as_dicts = [r.to_dict() for r in results]
     matrices = [matrix for ep in record.eps for matrix in ep.capabilities]
     eps = [_ep(ep.facts, ep.spec, as_dicts, matrices) for ep in record.eps]
@@ -50,14 +52,14 @@ def build(record: RunRecord) -> dict[str, Any]:
         "schema": SCHEMA,
         "kit_version": __version__,
         "spec_digest": record.spec_digest,
-        "onnxruntime": first.get("onnxruntime", {}),
+        "onnxruntime": first.to_wire() if first else {},
         "ep": eps[0] if eps else {},
         "eps": eps,
-        "devices": [dict(device, ep=ep.facts["provider"]) for ep in record.eps for device in ep.facts["devices"]],
+        "devices": [dict(device.to_wire(), ep=ep.facts.provider) for ep in record.eps for device in ep.facts.devices],
         "verdict": decided.value,
         "verdict_reasons": reasons,
-        "api_level": api_level(first.get("onnxruntime", {}).get("version")),
-        "verdict_text": verdict_text(decided.value, api_level(first.get("onnxruntime", {}).get("version"))),
+        "api_level": api_level(version),
+        "verdict_text": verdict_text(decided.value, api_level(version)),
         "summary": counts(results),
         "findings": [r.to_dict() for r in results if r.is_finding],
         "results": as_dicts,
@@ -142,21 +144,21 @@ def emulation_note(emulator: str, cpu: str) -> str:
             f"models, not the machine's{machine_cpu}; no throughput was measured, as it would be the emulator's")
 
 
-def _ep(facts: dict[str, Any], spec, results: list[dict[str, Any]], matrices: list[dict[str, Any]]) -> dict[str, Any]:
+def _ep(facts: EpFacts, spec, results: list[dict[str, Any]], matrices: list[dict[str, Any]]) -> dict[str, Any]:
     return {
-        "name": facts["provider"],
-        "label": facts["label"],
-        "requested": facts["requested"],
-        "declared": facts["declared"],
-        "spec": facts["spec"],
-        "library": facts["library"],
-        "library_sha256": facts["library_sha256"],
-        "plugin_module": facts["plugin_module"],
-        "plugin_package": facts.get("plugin_package"),
-        "ep_device": facts["ep_device"],
-        "options": facts["options"],
-        "version": next((d["ep_metadata"].get("version") for d in facts["devices"] if d.get("ep_metadata")), None),
-        "claims": evidence.in_this_run(spec_claims(spec), facts["provider"], results, matrices, facts.get("ep_device", True)),
+        "name": facts.provider,
+        "label": facts.label,
+        "requested": facts.requested,
+        "declared": facts.declared,
+        "spec": facts.spec,
+        "library": facts.library,
+        "library_sha256": facts.library_sha256,
+        "plugin_module": facts.plugin_module,
+        "plugin_package": facts.plugin_package.to_wire() if facts.plugin_package else None,
+        "ep_device": facts.ep_device,
+        "options": dict(facts.options),
+        "version": next((d.ep_version for d in facts.devices if d.ep_metadata), None),
+        "claims": evidence.in_this_run(spec_claims(spec), facts.provider, results, matrices, facts.ep_device),
         "unverified": list(spec.unverified) if spec else [],
         "draft": draft_of(spec),
     }

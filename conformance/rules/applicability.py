@@ -12,6 +12,7 @@ from typing import Any
 from conformance import apis
 from conformance.catalogue import selectors, versions
 from conformance.catalogue.contracts import Contract, EpSpec
+from conformance.facts import DeviceFacts, EpFacts
 from conformance.outcomes import Outcome
 
 
@@ -21,25 +22,25 @@ class Skip:
     reason: str
 
 
-def decide(contract: Contract, run: dict[str, Any], device: dict[str, Any], spec: EpSpec | None) -> Skip | None:
-    if run.get("unusable") and contract.subject != "package":
+def decide(contract: Contract, ep: EpFacts, device: DeviceFacts, spec: EpSpec | None) -> Skip | None:
+    if ep.unusable and contract.subject != "package":
         # A package's contract is about exactly this: a listed EP that cannot run here.
-        return Skip(Outcome.NOT_RUN, run["unusable"])
+        return Skip(Outcome.NOT_RUN, ep.unusable)
     if spec and contract.id in spec.not_applicable:
         return Skip(Outcome.NOT_APPLICABLE, f"declared not applicable by {spec.location}: {spec.not_applicable[contract.id]}")
-    facts = selectors.device_facts(run, device)
+    facts = selectors.device_facts(ep, device)
     for key, wanted in contract.applies_when.items():
         if facts[key] != wanted:
             return Skip(Outcome.NOT_APPLICABLE, _explain(key, wanted, facts[key]))
     # The API level matters only for a contract that applies: an EP with CPU DEFAULT memory on
     # an older onnxruntime has device-copy contracts not_applicable for that reason, not this one.
-    version = run["onnxruntime"]["version"]
+    version = ep.onnxruntime_version
     if contract.since and version and not versions.at_least(version, contract.since):
         return Skip(Outcome.NOT_APPLICABLE, versions.below_api_level(contract.since, version, contract.requires_api))
     # A build at the contract's API level that still lacks an API it needs is not the EP's
     # doing, nor a level the run can certify without it: not_run.
     for api in contract.requires_api:
-        if not run["api"].get(api, False):
+        if not ep.has_api(api):
             return Skip(Outcome.NOT_RUN, f"needs {api} (onnxruntime >= {apis.since(api)}); onnxruntime {version} lacks it")
     return None
 

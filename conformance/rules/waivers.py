@@ -16,6 +16,7 @@ from typing import Any
 
 from conformance.catalogue.contracts import EpSpec, Waiver
 from conformance.catalogue.versions import at_least, selects
+from conformance.facts import EpFacts
 from conformance.outcomes import BROKEN, Outcome, Result, WaiverStatus
 
 NO_LONGER_NEEDED = "waiver no longer needed"
@@ -30,18 +31,16 @@ def expiry(waiver: Waiver, onnxruntime_version: str, ep_version: str | None) -> 
     return ""
 
 
-def ep_version_of(facts: dict[str, Any], device_label: str) -> str | None:
-    for device in facts.get("devices", []):
-        if device.get("label") == device_label and device.get("ep_metadata"):
-            return device["ep_metadata"].get("version")
-    return None
+def ep_version_of(facts: EpFacts | None, device_label: str) -> str | None:
+    """The version EP device `device_label`'s metadata gives, where it gives one."""
+    device = next((d for d in facts.devices if d.label == device_label), None) if facts else None
+    return device.ep_version if device else None
 
 
-def matching(result: Result, spec: EpSpec | None, facts: dict[str, Any] | None = None) -> Waiver | None:
+def matching(result: Result, spec: EpSpec | None, facts: EpFacts | None = None) -> Waiver | None:
     if spec is None:
         return None
-    facts = facts or {}
-    ort_version = facts.get("onnxruntime", {}).get("version")
+    ort_version = facts.onnxruntime_version if facts else None
     ep_version = ep_version_of(facts, result.device)
     for waiver in spec.waivers:
         if waiver.contract != result.contract or waiver.device not in (None, result.device):
@@ -57,11 +56,11 @@ def _status(waiver: Waiver, status: str) -> WaiverStatus:
                         str(waiver.location) if waiver.location else None)
 
 
-def apply(result: Result, spec: EpSpec | None, facts: dict[str, Any]) -> Result:
+def apply(result: Result, spec: EpSpec | None, facts: EpFacts) -> Result:
     waiver = matching(result, spec, facts)
     if waiver is None:
         return result
-    version = facts["onnxruntime"]["version"]
+    version = facts.onnxruntime_version or ""
     why_expired = expiry(waiver, version, ep_version_of(facts, result.device))
     if why_expired:
         details = dataclasses.replace(result.details, waiver=f"expired: {why_expired} ({waiver.location})", waiver_status=_status(waiver, "expired"))

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from conformance import safe_io
+from conformance.facts import EpFacts
 from conformance.outcomes import Result
 from conformance.record import EpRecord, RunRecord
 from conformance.errors import KitError
@@ -45,10 +46,10 @@ class Journal:
         self._file: IO[str] | None = safe_io.open_in(folder, NAME, "w") if folder is not None else None
         self._write({"kind": "run", "schema": SCHEMA, **run})
 
-    def eps(self, facts: list[dict[str, Any]], spec_digest: str, platform: str) -> None:
+    def eps(self, facts: list[EpFacts], spec_digest: str, platform: str) -> None:
         """The EPs' facts, the digest of the spec files the run read (rebuild reads them
         again) and the machine's platform (asked while the workers start, not before)."""
-        self._write({"kind": "eps", "eps": facts, "spec_digest": spec_digest, "platform": platform})
+        self._write({"kind": "eps", "eps": [ep.to_wire() for ep in facts], "spec_digest": spec_digest, "platform": platform})
 
     def collected(self, count: int) -> None:
         self._write({"kind": "collected", "count": count})
@@ -96,7 +97,7 @@ class Contents:
     each EP's copy matrices, and the `finished` line (None when the run did not end)."""
 
     run: dict[str, Any]
-    eps: list[dict[str, Any]] = field(default_factory=list)
+    eps: list[EpFacts] = field(default_factory=list)
     digest: str = ""  # of the spec files the run read
     collected: int = 0
     results: list[Result] = field(default_factory=list)
@@ -159,7 +160,7 @@ def _contents(path: Path, lines: list[str], cut_short: bool) -> Contents:
 def _take(contents: Contents, kind: str, line: dict[str, Any], where: str) -> None:
     try:
         if kind == "eps":
-            contents.eps = list(line["eps"])
+            contents.eps = [facts for wire in list(line["eps"]) if (facts := EpFacts.from_wire(wire)) is not None]
             contents.digest = str(line.get("spec_digest", ""))
             contents.run.setdefault("platform", str(line.get("platform", "")))
         elif kind == "collected":
@@ -195,7 +196,8 @@ def text(contents: Contents) -> str:
     """The journal that holds `contents`, as `parse` reads it back: the journal of a run made of
     others' results (`ort-conformance merge` of shards)."""
     lines: list[dict[str, Any]] = [{**contents.run, "kind": "run", "schema": SCHEMA},
-                                   {"kind": "eps", "eps": contents.eps, "spec_digest": contents.digest, "platform": contents.run.get("platform", "")},
+                                   {"kind": "eps", "eps": [ep.to_wire() for ep in contents.eps], "spec_digest": contents.digest,
+                                    "platform": contents.run.get("platform", "")},
                                    {"kind": "collected", "count": contents.collected}]
     lines += [{"kind": "result", "result": result.to_dict()} for result in contents.results]
     lines += [{"kind": "capabilities", "ep": label, "matrices": matrices} for label, matrices in contents.capabilities.items()]
@@ -208,8 +210,8 @@ def record(contents: Contents, catalogue: Any) -> RunRecord:
     `catalogue` (the run's spec files, read again), interrupted unless the run finished."""
     run = contents.run
     finished = contents.finished
-    eps = tuple(EpRecord(facts, catalogue.ep_spec(facts["label"]) if facts.get("declared") else None,
-                         tuple(contents.capabilities.get(facts["label"], ()))) for facts in contents.eps)
+    eps = tuple(EpRecord(facts, catalogue.ep_spec(facts.label) if facts.declared else None, tuple(contents.capabilities.get(facts.label, ())))
+                for facts in contents.eps)
     # A run that did not end ended, as far as is known, when its journal was last written.
     ended = finished["finished"] if finished else max(run["started"], contents.last_written)
     return RunRecord(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from conformance.facts import EpFacts
 from conformance.isolation.fork_client import ForkServer
 from conformance.isolation.controller import Waiting, Worker, handover
 from conformance.isolation.in_process import InProcessWorker
@@ -25,7 +26,7 @@ AnyWorker = Worker | InProcessWorker
 @dataclass
 class EpUnderTest:
     requested: str
-    facts: dict[str, Any]
+    facts: EpFacts
     worker: AnyWorker | None  # None only where nothing runs (--collect-only)
     capabilities: list[dict[str, Any]] = field(default_factory=list)
     quarantines: dict[int, Quarantine] = field(default_factory=dict)  # device index -> its quarantine
@@ -38,10 +39,10 @@ class EpUnderTest:
 
     @property
     def label(self) -> str:
-        return self.facts["label"]
+        return self.facts.label
 
     def quarantine(self, device: int) -> Quarantine:
-        """What is not tried again on EP device `device` (an index into facts['devices'])."""
+        """What is not tried again on EP device `device` (an index into facts.devices)."""
         if device not in self.quarantines:
             self.quarantines[device] = Quarantine(device)
         return self.quarantines[device]

@@ -36,16 +36,15 @@ def probe_eps(ep: str | None, *, library: str | None = None, options: dict[str, 
         try:
             facts = worker.start()
             devices = []
-            for device in facts["devices"]:
+            for device in facts.devices:
                 try:
-                    answer = worker.request({"op": "probe", "device": device["index"], **request}, what="the copy probe")
+                    answer = worker.request({"op": "probe", "device": device.index, **request}, what="the copy probe")
                     devices.append(Device.from_dict(answer["capabilities"]))
                 except WorkerLost as lost:
-                    devices.append(Device(facts["provider"], device["label"], error=f"{lost.outcome}: {message_of(lost)}"))
+                    devices.append(Device(facts.provider, device.label, error=f"{lost.outcome}: {message_of(lost)}"))
             # ep_device False: get_ep_devices() does not list the EP, so it advertised no memory
             # infos; its one "device" stands for sessions made with providers=[...].
-            eps.append(Ep(facts["provider"], facts["label"], facts["onnxruntime"]["version"], facts["ep_device"], tuple(devices),
-                          facts.get("unusable")))
+            eps.append(Ep(facts.provider, facts.label, facts.onnxruntime_version or "", facts.ep_device, tuple(devices), facts.unusable))
         finally:
             worker.close()
     return CapabilityMatrix(tuple(eps))

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from conformance.facts import DeviceFacts
 from conformance.isolation.controller import WorkerLost, WorkerRefused
 from conformance.outcomes import CaseReply
 from conformance.run import reruns
@@ -93,7 +94,7 @@ class Scheduler:
 
     def probe(self, ep: EpUnderTest) -> None:
         assert ep.worker is not None, "the probe runs where cases run (only --collect-only has no worker)"
-        for device in ep.facts["devices"]:
+        for device in ep.facts.devices:
             try:
                 ep.capabilities.append(self._collect(ep.worker, self.planned_probe(device))["capabilities"])
                 continue
@@ -103,7 +104,7 @@ class Scheduler:
                 error = f"the copy matrix could not be computed: {exc}"
             except Exception as exc:  # anything else is the matrix's failure too, never the run's
                 error = f"the copy matrix could not be computed: {type(exc).__name__}: {exc}"
-            ep.capabilities.append({"ep": ep.facts["provider"], "device": device["label"], "error": error, "pairs": []})
+            ep.capabilities.append({"ep": ep.facts.provider, "device": device.label, "error": error, "pairs": []})
 
     def probe_all(self) -> bool:
         """The copy matrix of every EP device; False when Ctrl-C stopped it."""
@@ -117,12 +118,12 @@ class Scheduler:
     def mark_not_probed(self) -> None:
         """Each device the probe did not reach has a matrix saying so."""
         for ep in self.eps:
-            ep.capabilities += [{"ep": ep.facts["provider"], "device": device["label"], "error": "not probed: the run was interrupted", "pairs": []}
-                                for device in ep.facts["devices"][len(ep.capabilities):]]
+            ep.capabilities += [{"ep": ep.facts.provider, "device": device.label, "error": "not probed: the run was interrupted", "pairs": []}
+                                for device in ep.facts.devices[len(ep.capabilities):]]
 
-    def planned_probe(self, device: dict[str, Any]) -> Planned:
-        request = {"op": "probe", "device": device["index"], "sizes": self.probe_sizes}
-        return Planned(f"probe:{device['index']}", request, "the copy probe")
+    def planned_probe(self, device: DeviceFacts) -> Planned:
+        request = {"op": "probe", "device": device.index, "sizes": self.probe_sizes}
+        return Planned(f"probe:{device.index}", request, "the copy probe")
 
     # --- planning and sending ahead --------------------------------------------------------
 
@@ -138,7 +139,7 @@ class Scheduler:
                 self.plans.setdefault(self.worker_for(case), []).append(case)
         for ep in self.eps:
             if ep.worker:
-                self.plans.setdefault(ep.worker, []).extend(self.planned_probe(device) for device in ep.facts["devices"])
+                self.plans.setdefault(ep.worker, []).extend(self.planned_probe(device) for device in ep.facts.devices)
         for case in planned:
             if case.isolated:
                 self.plans.setdefault(self.worker_for(case), []).append(case)

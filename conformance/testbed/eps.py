@@ -2,7 +2,7 @@
 
 Built-in providers are found by alias or provider name, plugin EP packages through their
 `get_library_path()` / `get_ep_name()`, and an unreleased library through `--ep-library`.
-`describe()` reports what each EP device advertises, as plain data. This module runs inside the
+`describe()` reports what each EP device advertises (`conformance.facts.EpFacts`). This module runs inside the
 worker process; it knows nothing of contracts or reports.
 """
 
@@ -12,7 +12,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from conformance.findings import message_line
 from conformance.catalogue.contracts import Catalogue, EpSpec
 from conformance.options import reason_of
 from conformance.errors import KitError
+from conformance.facts import DeviceFacts, EpFacts, HardwareFacts, MemoryFacts, OnnxruntimeFacts, PackageFacts
 
 ONNXRUNTIME_FLAVOURS = (
     "onnxruntime (CPU; `pip install ort-ep-conformance[cpu]`)",
@@ -67,8 +68,18 @@ class EpTarget:
     library_sha256: str | None = None
     registration: str | None = None
     plugin_module: str | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: EpFacts | None = None  # what describe() found, once a worker or runner loaded the EP
     unusable: str | None = None  # why the EP cannot run here although the build lists it
+
+    def has_api(self, name: str) -> bool:
+        """Whether the onnxruntime the EP was described under has API `name` (False before it is described)."""
+        return self.facts is not None and self.facts.has_api(name)
+
+    def device_facts(self, index: int) -> DeviceFacts:
+        """What EP device `index` advertises, as describe() found it."""
+        if self.facts is None:
+            raise KitError(f"EP {self.requested} was not described yet: load it (Runner) before asking its devices' facts")
+        return self.facts.devices[index]
 
     @property
     def provider_options(self) -> dict[str, str]:
@@ -127,13 +138,13 @@ def _module_of(library: str) -> str | None:
     return None
 
 
-def plugin_package(module_name: str) -> dict[str, str] | None:
+def plugin_package(module_name: str) -> PackageFacts | None:
     """The distribution that installed plugin module `module_name`, and its version."""
     import importlib.metadata  # only here: see installed_plugin_modules
 
     for dist in importlib.metadata.packages_distributions().get(module_name, []):
         try:
-            return {"name": dist, "version": importlib.metadata.version(dist)}
+            return PackageFacts(dist, importlib.metadata.version(dist))
         except importlib.metadata.PackageNotFoundError:
             continue
     return None
@@ -302,26 +313,21 @@ def install_hint(spec: EpSpec) -> str:
 # --- what the EP advertises -----------------------------------------------------------------
 
 
-def memory_label(facts: dict[str, Any] | None) -> str:
-    """How reports and messages name a memory: 'WebGPU_Buf (gpu, vendor 0x0000, device 0, default)'."""
-    if facts is None:
+def memory_label(facts: MemoryFacts | dict[str, Any] | None) -> str:
+    """How reports and messages name a memory: 'WebGPU_Buf (gpu, vendor 0x0000, device 0, default)'.
+    The parent's readers (reports, drafts, the fleet table) still hold memories as their wire
+    dicts, read here through the record."""
+    memory = MemoryFacts.from_wire(facts)
+    if memory is None:
         return "plain CPU memory"
-    return f"{facts['name']} ({facts['device_type']}, vendor 0x{facts['vendor_id']:04x}, device {facts['device_id']}, {facts['device_mem_type']})"
+    return f"{memory.name} ({memory.device_type}, vendor 0x{memory.vendor_id:04x}, device {memory.device_id}, {memory.device_mem_type})"
 
 
-def memory_facts(ort, info) -> dict[str, Any] | None:
+def memory_facts(ort, info) -> MemoryFacts | None:
     if info is None:
         return None
-    facts = {
-        "name": info.name,
-        "device_id": int(info.device_id),
-        "vendor_id": int(info.device_vendor_id),
-        "device_mem_type": info.device_mem_type.name.lower(),
-        "allocator_type": info.allocator_type.name.lower(),
-        "mem_type": info.mem_type.name.lower(),
-    }
-    facts["device_type"] = memory_device_type(ort, info)
-    return facts
+    return MemoryFacts(info.name, int(info.device_id), int(info.device_vendor_id), info.device_mem_type.name.lower(),
+                       info.allocator_type.name.lower(), info.mem_type.name.lower(), memory_device_type(ort, info))
 
 
 def memory_device_type(ort, info) -> str:
@@ -348,53 +354,37 @@ def spec_used(spec: EpSpec) -> str:
     return f"{spec.location}" + (f" (overrides the shipped {spec.overrides.path})" if spec.overrides else "")
 
 
-def describe(target: EpTarget) -> dict[str, Any]:
+def describe(target: EpTarget) -> EpFacts:
     ort = import_onnxruntime()
     devices = []
     for index, device in enumerate(target.devices):
         hardware = device.device
-        devices.append(
-            {
-                "index": index,
-                "label": target.device_label(index),
-                "ep_name": device.ep_name,
-                "ep_vendor": device.ep_vendor,
-                "ep_metadata": dict(device.ep_metadata),
-                "ep_options": dict(device.ep_options),
-                "hardware": {
-                    "type": hardware.type.name.lower(),
-                    "vendor": hardware.vendor,
-                    "vendor_id": int(hardware.vendor_id),
-                    "device_id": int(hardware.device_id),
-                },
-                "memory": {
-                    "default": memory_facts(ort, device.memory_info(ort.OrtDeviceMemoryType.DEFAULT)),
-                    "host_accessible": memory_facts(ort, device.memory_info(ort.OrtDeviceMemoryType.HOST_ACCESSIBLE)),
-                },
-            }
-        )
+        devices.append(DeviceFacts(
+            index, target.device_label(index), device.ep_name, device.ep_vendor, dict(device.ep_metadata), dict(device.ep_options),
+            HardwareFacts(hardware.type.name.lower(), hardware.vendor, int(hardware.vendor_id), int(hardware.device_id)),
+            default_memory=memory_facts(ort, device.memory_info(ort.OrtDeviceMemoryType.DEFAULT)),
+            host_accessible_memory=memory_facts(ort, device.memory_info(ort.OrtDeviceMemoryType.HOST_ACCESSIBLE))))
     if not devices:
         # A built-in provider that get_ep_devices() does not list (older builds, or hardware
         # absent): checks create sessions with providers=[...] and learn memory from them.
-        devices.append({"index": 0, "label": target.label, "ep_name": target.provider, "ep_vendor": None, "ep_metadata": {},
-                        "ep_options": {}, "hardware": None, "memory": {"default": None, "host_accessible": None}})
-    return {
-        "requested": target.requested,
-        "provider": target.provider,
-        "label": target.label,
-        "declared": target.spec is not None,
-        "spec": spec_used(target.spec) if target.spec else None,
-        "library": target.library,
-        "library_sha256": target.library_sha256,
-        "plugin_module": target.plugin_module,
-        "plugin_package": plugin_package(target.plugin_module) if target.plugin_module else None,
-        "ep_device": bool(target.devices),
-        "unusable": target.unusable,
-        "options": target.options,
-        "devices": devices,
-        "onnxruntime": {"version": ort.__version__, "package": package_name(ort), "build": ort.get_build_info()},
-        "api": apis.support(ort),
-    }
+        devices.append(DeviceFacts(0, target.label, target.provider))
+    return EpFacts(
+        requested=target.requested,
+        provider=target.provider,
+        label=target.label,
+        declared=target.spec is not None,
+        spec=spec_used(target.spec) if target.spec else None,
+        library=target.library,
+        library_sha256=target.library_sha256,
+        plugin_module=target.plugin_module,
+        plugin_package=plugin_package(target.plugin_module) if target.plugin_module else None,
+        ep_device=bool(target.devices),
+        unusable=target.unusable,
+        options=target.options,
+        devices=tuple(devices),
+        onnxruntime=OnnxruntimeFacts(ort.__version__, package_name(ort), ort.get_build_info()),
+        api=apis.support(ort),
+    )
 
 
 def package_name(ort) -> str:

@@ -21,6 +21,7 @@ import yaml
 from conformance.catalogue import selectors
 from conformance.catalogue.contracts import CLAIMS, OPTIONAL_CLAIMS, Catalogue
 from conformance.errors import KitError
+from conformance.facts import DeviceFacts, EpFacts, MemoryFacts, OnnxruntimeFacts
 from conformance.testbed.eps import memory_label
 
 HOW = "observed by init; confirm"
@@ -49,7 +50,7 @@ class Observed:
     (engine.capabilities, its `imports` included), the sessions of the kit's models on it
     (engine.observe), when (an ISO date) and the command that saw it."""
 
-    facts: dict[str, Any]
+    facts: EpFacts
     matrix: dict[str, Any]
     sessions: dict[str, Any]
     date: str
@@ -88,7 +89,7 @@ class Draft:
 
 
 def draft(seen: Observed, catalogue: Catalogue) -> Draft:
-    facts, device = seen.facts, seen.facts["devices"][0]
+    facts, device = seen.facts, seen.facts.devices[0]
     out = Draft({})
     severity = {contract.id: contract.severity for contract in catalogue.contracts}
 
@@ -100,21 +101,20 @@ def draft(seen: Observed, catalogue: Catalogue) -> Draft:
     ep.update(_names(facts, device, catalogue))
     ep.update(_packages(facts))
     out.note("packages", _packages_note(facts))
-    attached = device.get("hardware") or {}
-    hardware = attached.get("type")
-    if hardware in DEVICE_TYPES:
+    hardware = device.hardware.type if device.hardware else None
+    if device.hardware and hardware in DEVICE_TYPES:
         ep["device_type"] = hardware
-        out.note("device_type", f"the type of the hardware device the EP device is attached to ({attached.get('vendor') or 'no vendor named'})")
+        out.note("device_type", f"the type of the hardware device the EP device is attached to ({device.hardware.vendor or 'no vendor named'})")
     else:
         out.leave_out("memory", f"no hardware device type known to the spec format ({hardware or 'none listed'}): device_type left out")
     for kind in ("default", "host_accessible"):
-        advertised = device["memory"][kind]
-        if advertised is not None and advertised["device_type"] not in DEVICE_TYPES:
+        advertised = device.memory(kind)
+        if advertised is not None and advertised.device_type not in DEVICE_TYPES:
             # onnxruntime's Python API names a memory's device type only through a value allocated
             # from it (eps.memory_device_type): a type the draft cannot state, and will not guess.
-            raise Unobservable(f"the EP device's {kind.upper()} memory {advertised['name']!r} could not be allocated from, so its "
+            raise Unobservable(f"the EP device's {kind.upper()} memory {advertised.name!r} could not be allocated from, so its "
                                "device type is not known; `pytest --ep ... -k memory-info.allocatable` shows why")
-    ep["memory"] = {kind: _memory(device["memory"][kind]) for kind in ("default", "host_accessible")}
+    ep["memory"] = {kind: _memory(device.memory(kind)) for kind in ("default", "host_accessible")}
     out.note("memory", "as the EP device advertises them (memory_info(DEFAULT) and (HOST_ACCESSIBLE); null: none, plain CPU memory)"
              + "".join(f"; {kind} vendor_id 0x{m['vendor_id']:04X}" for kind, m in ep["memory"].items() if m))
     _other_devices(out, facts, breach)
@@ -122,7 +122,7 @@ def draft(seen: Observed, catalogue: Catalogue) -> Draft:
     ep["copy_directions"] = _copy_directions(seen.matrix, device, breach)
     out.note("copy_directions", "the directions copy_tensors moved bytes in intact (the copy probe, as `ort-conformance probe` tries them)")
     _importer(out, ep, seen.matrix.get("imports"), breach)
-    _ops(out, ep, seen.sessions, facts["provider"], breach)
+    _ops(out, ep, seen.sessions, facts.provider, breach)
     stated = [claim for claim in (*CLAIMS, *OPTIONAL_CLAIMS) if _states(ep, claim)]
     ep["sources"] = [_source(seen, stated)]
     ep["verification"] = {claim: {"verified": False, "how": HOW} for claim in stated}
@@ -130,74 +130,81 @@ def draft(seen: Observed, catalogue: Catalogue) -> Draft:
     return out
 
 
-def _names(facts: dict[str, Any], device: dict[str, Any], catalogue: Catalogue | None = None) -> dict[str, Any]:
-    provider = facts["provider"]
+def _names(facts: EpFacts, device: DeviceFacts, catalogue: Catalogue | None = None) -> dict[str, Any]:
+    provider = facts.provider
     stripped = re.sub(r"(ExecutionProvider|_EP)$", "", provider) or provider
-    name = re.sub(r"[^a-z0-9-]+", "-", str(facts.get("label") or stripped).lower()).strip("-")
+    name = re.sub(r"[^a-z0-9-]+", "-", str(facts.label or stripped).lower()).strip("-")
     name = re.sub(r"^[^a-z]+", "", name) or "ep"
     other = catalogue.ep_spec(stripped) if catalogue is not None else None
     # an alias another EP's spec answers to would replace that spec too (openvino's, for the OpenVINO plugin)
     aliases = [stripped] if stripped.lower() not in (name, provider.lower()) and (other is None or other.name == name) else []
-    vendor = device.get("ep_vendor") or "its vendor"
-    version = (device.get("ep_metadata") or {}).get("version")
+    vendor = device.ep_vendor or "its vendor"
+    version = device.ep_version
     summary = f"{provider} from {vendor}" + (f", version {version}" if version else "") + ", as ort-conformance init saw it"
     return {"name": name, "provider": provider, "aliases": aliases, "summary": summary}
 
 
-def _packages(facts: dict[str, Any]) -> dict[str, Any]:
+def _packages(facts: EpFacts) -> dict[str, Any]:
     """The PyPI packages that provide the EP: the plugin package, or the onnxruntime build for
     a built-in EP; none for a library of one's own (its path and sha256 are in the sources)."""
-    if facts.get("plugin_module"):
-        package = facts.get("plugin_package") or {}
-        return {"packages": [package["name"]] if package.get("name") else [], "plugin_module": facts["plugin_module"]}
-    if facts.get("library"):
+    if facts.plugin_module:
+        package = facts.plugin_package
+        return {"packages": [package.name] if package and package.name else [], "plugin_module": facts.plugin_module}
+    if facts.library:
         return {"packages": []}
-    return {"packages": [facts["onnxruntime"]["package"]]}
+    return {"packages": [facts.onnxruntime.package] if facts.onnxruntime and facts.onnxruntime.package else []}
 
 
-def _packages_note(facts: dict[str, Any]) -> str:
-    if facts.get("plugin_module"):
-        package = facts.get("plugin_package") or {}
-        named = " ".join(str(part) for part in (package.get("name"), package.get("version")) if part) or "its distribution not found"
-        return f"the plugin package whose module {facts['plugin_module']} gave the library ({named})"
-    if facts.get("library"):
+def _packages_note(facts: EpFacts) -> str:
+    if facts.plugin_module:
+        package = facts.plugin_package
+        named = " ".join(part for part in ((package.name, package.version) if package else ()) if part) or "its distribution not found"
+        return f"the plugin package whose module {facts.plugin_module} gave the library ({named})"
+    if facts.library:
         return "no PyPI package: a library of its own, whose path and sha256 are under sources"
-    return f"the onnxruntime build the EP is part of ({facts['onnxruntime']['package']} {facts['onnxruntime']['version']})"
+    build = facts.onnxruntime or OnnxruntimeFacts()
+    return f"the onnxruntime build the EP is part of ({build.package} {build.version})"
 
 
-def _memory(advertised: dict[str, Any] | None) -> dict[str, Any] | None:
+def _memory(advertised: MemoryFacts | None) -> dict[str, Any] | None:
+    """A memory as the spec declares it."""
     if advertised is None:
         return None
-    return {"device_type": advertised["device_type"], "vendor_id": advertised["vendor_id"], "name": advertised["name"]}
+    return {"device_type": advertised.device_type, "vendor_id": advertised.vendor_id, "name": advertised.name}
 
 
-def _other_devices(out: Draft, facts: dict[str, Any], breach) -> None:
+def _other_devices(out: Draft, facts: EpFacts, breach) -> None:
     """One spec declares every device of the EP: a device whose memory differs from the first's
     breaks memory-info.declaration on it, whatever the spec says."""
-    devices = facts["devices"]
+    devices = facts.devices
     if len(devices) < 2:
         return
-    out.note("memory", f"the EP lists {len(devices)} devices; this draft is of the first ({devices[0]['label']}), and the spec declares them all")
-    first = [_memory(devices[0]["memory"][kind]) for kind in ("default", "host_accessible")]
+    out.note("memory", f"the EP lists {len(devices)} devices; this draft is of the first ({devices[0].label}), and the spec declares them all")
+    first = [_memory(devices[0].memory(kind)) for kind in ("default", "host_accessible")]
     for device in devices[1:]:
-        if [_memory(device["memory"][kind]) for kind in ("default", "host_accessible")] != first:
-            breach("memory", "memory-info.declaration", f"device {device['label']} advertises other memory than {devices[0]['label']}")
+        if [_memory(device.memory(kind)) for kind in ("default", "host_accessible")] != first:
+            breach("memory", "memory-info.declaration", f"device {device.label} advertises other memory than {devices[0].label}")
 
 
-def memory_kind(facts: dict[str, Any] | None, device: dict[str, Any]) -> str:
+def memory_kind(facts: MemoryFacts | None, device: DeviceFacts) -> str:
     """cpu, default or host_accessible: which memory of the EP device (or plain CPU memory) a
     session value's memory facts are; 'other' for any other."""
     if facts is None:
         return "cpu"
     for kind in ("default", "host_accessible"):
-        advertised = device["memory"][kind]
-        if advertised is not None and all(facts[k] == advertised[k] for k in ("name", "vendor_id", "device_id", "device_mem_type")):
+        advertised = device.memory(kind)
+        if advertised is not None and _place(facts) == _place(advertised):
             return kind
-    return "cpu" if facts["device_type"] == "cpu" and facts["device_mem_type"] == "default" else "other"
+    return "cpu" if facts.on_cpu and facts.device_mem_type == "default" else "other"
+
+
+def _place(memory: MemoryFacts) -> tuple[str, int, int, str]:
+    """What makes a session value's memory one the EP device advertises."""
+    return (memory.name, memory.vendor_id, memory.device_id, memory.device_mem_type)
 
 
 def _session_memory(out: Draft, ep: dict[str, Any], seen: Observed, catalogue: Catalogue, breach) -> None:
-    device, provider = seen.facts["devices"][0], seen.facts["provider"]
+    device, provider = seen.facts.devices[0], seen.facts.provider
     taken = [s for s in seen.sessions["sessions"] if s["ops_on_ep"] or (s["inputs"] and not seen.sessions["assignment_known"])]
     if not taken:
         out.leave_out("session_memory", f"{provider} took no node of the kit's models (models/recipes.yaml) in any element type: "
@@ -209,7 +216,8 @@ def _session_memory(out: Draft, ep: dict[str, Any], seen: Observed, catalogue: C
     kinds: dict[str, list[str]] = {"inputs": [], "outputs": []}
     for which, contract in (("inputs", "memory-info.session-inputs"), ("outputs", "memory-info.session-outputs")):
         for session in taken:
-            for facts in session[which]:
+            # The observe request's answer holds each value's memory as its JSON (null: plain CPU memory).
+            for facts in (MemoryFacts.from_wire(wire) for wire in session[which]):
                 kind = memory_kind(facts, device)
                 where = f"a session {which[:-1]} of model '{session['recipe']}' ({session['dtype']}) lives in {memory_label(facts)}"
                 if kind == "other":
@@ -226,12 +234,12 @@ def _session_memory(out: Draft, ep: dict[str, Any], seen: Observed, catalogue: C
         out.leave_out("session_memory", "no session's inputs and outputs lived in memory the spec format names: session_memory left out")
 
 
-def _copy_directions(matrix: dict[str, Any], device: dict[str, Any], breach) -> list[str]:
+def _copy_directions(matrix: dict[str, Any], device: DeviceFacts, breach) -> list[str]:
     """The directions copy_tensors moved the bytes in; each one a contract requires that did not
     is a breach beside the claim."""
     status = {f"{p['source']}>{p['destination']}": p for p in matrix.get("pairs", ())}
-    device_default = device["memory"]["default"] is not None and device["memory"]["default"]["device_type"] != "cpu"
-    held = {"default": device_default, "host_accessible": device["memory"]["host_accessible"] is not None}
+    device_default = device.default_memory is not None and not device.default_memory.on_cpu
+    held = {"default": device_default, "host_accessible": device.host_accessible_memory is not None}
     directions = []
     for direction, (contract, needs) in DIRECTION_CONTRACTS.items():
         pair = status.get(direction)
@@ -305,19 +313,20 @@ def _states(ep: dict[str, Any], claim: str) -> bool:
 
 def _source(seen: Observed, stated: list[str]) -> dict[str, Any]:
     facts = seen.facts
-    source: dict[str, Any] = {"kind": "observed", "ref": seen.command, "date": seen.date, "onnxruntime": facts["onnxruntime"]["version"]}
-    if facts.get("library_sha256"):
-        source["library_sha256"] = facts["library_sha256"]
-    versions = {facts["onnxruntime"]["package"]: facts["onnxruntime"]["version"]}
-    package = facts.get("plugin_package") or {}
-    if package.get("name"):
-        versions[package["name"]] = package.get("version") or "unknown"
-    ep_version = (facts["devices"][0].get("ep_metadata") or {}).get("version")
+    build = facts.onnxruntime or OnnxruntimeFacts()
+    source: dict[str, Any] = {"kind": "observed", "ref": seen.command, "date": seen.date, "onnxruntime": build.version}
+    if facts.library_sha256:
+        source["library_sha256"] = facts.library_sha256
+    versions = {build.package: build.version}
+    package = facts.plugin_package
+    if package and package.name:
+        versions[package.name] = package.version or "unknown"
+    ep_version = facts.devices[0].ep_version
     if ep_version:
-        versions[facts["provider"]] = ep_version
+        versions[facts.provider] = ep_version
     source["versions"] = versions
-    if facts.get("library"):
-        source["note"] = f"the EP library {facts['library']}"
+    if facts.library:
+        source["note"] = f"the EP library {facts.library}"
     source["claims"] = stated
     return source
 

@@ -87,8 +87,8 @@ def observe(request: Request, catalogue: Catalogue | None = None) -> Observed:
     step = "while onnxruntime loaded it (registering the library, listing its devices)"
     try:
         facts = worker.start()
-        if facts.get("unusable"):
-            raise InitError(facts["unusable"])
+        if facts.unusable:
+            raise InitError(facts.unusable)
         step = "while the copy probe tried its copies"
         matrix = worker.request({"op": "probe", "device": 0, "sizes": []}, what="the copy probe")["capabilities"]
         step = "while sessions of the kit's models ran on it"

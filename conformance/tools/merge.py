@@ -26,6 +26,7 @@ from typing import Any
 
 from conformance import safe_io
 from conformance.errors import KitError
+from conformance.facts import EpFacts
 from conformance.outcomes import Result
 from conformance.plugin.selection import Selection, case_key
 from conformance.report import junit_schema
@@ -94,8 +95,8 @@ def _require_junit(path: Path, data: bytes) -> None:
 
 def _build_of(run: ShardRun) -> list[tuple]:
     """What makes two shards runs of one EP build: each EP's provider, library hash, options and devices."""
-    return [(facts.get("provider"), facts.get("library_sha256"), sorted((facts.get("options") or {}).items()),
-             [device.get("label") for device in facts.get("devices", [])]) for facts in run.contents.eps]
+    return [(facts.provider, facts.library_sha256, sorted(facts.options.items()), [device.label for device in facts.devices])
+            for facts in run.contents.eps]
 
 
 def _differ(shards: list[ShardRun], what: str, value) -> list[str]:
@@ -156,10 +157,10 @@ def catalogue_of(shards: list[ShardRun]):
     return catalogue
 
 
-def _expected(catalogue, eps: list[dict[str, Any]]) -> list[tuple]:
+def _expected(catalogue, eps: list[EpFacts]) -> list[tuple]:
     """Every case of the catalogue on the run's EP devices, in catalogue order."""
-    return [case_key(facts["provider"], contract.id, device["label"], params) for contract in catalogue.contracts
-            for facts in eps for device in facts["devices"] for params in contract.cases()]
+    return [case_key(facts.provider, contract.id, device.label, params) for contract in catalogue.contracts
+            for facts in eps for device in facts.devices for params in contract.cases()]
 
 
 def merge(shards: list[ShardRun], catalogue, command: str) -> tuple[dict[str, Any], dict[str, bytes], list[Result]]:

@@ -27,6 +27,7 @@ from conformance.checks.context.progress import CallGuard
 from conformance.checks.context.sessions import SessionInfo, Sessions
 from conformance.checks.context.snippets import ASSIGNMENT_CONFIG, Snippets
 from conformance.checks.context.taken import TakenModels
+from conformance.facts import DeviceFacts
 from conformance.testbed.eps import EpTarget, import_onnxruntime
 from conformance.testbed.models import ModelCache
 
@@ -92,7 +93,7 @@ class CheckContext:
         self.under_test.device = device
 
     @property
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> DeviceFacts:
         return self.under_test.facts
 
     @property

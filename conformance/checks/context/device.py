@@ -7,6 +7,7 @@ from typing import Any
 
 from conformance import apis
 from conformance.catalogue import versions
+from conformance.facts import DeviceFacts
 from conformance.testbed.eps import EpTarget
 from conformance.findings import NotApplicable, NotRun
 
@@ -21,11 +22,11 @@ class DeviceUnderTest:
     target: EpTarget
     index: int
     device: Any
-    facts: dict[str, Any]
+    facts: DeviceFacts
 
     @classmethod
     def of(cls, ort, target: EpTarget, index: int) -> "DeviceUnderTest":
-        return cls(ort, target, index, target.devices[index] if target.devices else None, target.facts["devices"][index])
+        return cls(ort, target, index, target.devices[index] if target.devices else None, target.device_facts(index))
 
     def memory_info(self, kind: str):
         """The OrtMemoryInfo of a memory kind (cpu, default, host_accessible); None means plain CPU memory."""
@@ -39,7 +40,7 @@ class DeviceUnderTest:
         where the build is older than the API (the case is above the API level the run
         certifies), else NotRun, saying the build `lacking` (e.g. 'has no copy_tensors') and the
         version that has it."""
-        if not self.target.facts["api"][name]:
+        if not self.target.has_api(name):
             version = self.ort.__version__
             if not versions.at_least(version, apis.since(name)):
                 raise NotApplicable(f"{versions.below_api_level(apis.since(name), version, (name,))} (this build {lacking})")

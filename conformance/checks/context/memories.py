@@ -7,7 +7,6 @@ device's DEFAULT memory; plain CPU memory when it advertises none) and `host_acc
 from __future__ import annotations
 
 import ctypes
-from typing import Any
 
 import numpy as np
 
@@ -16,6 +15,7 @@ from conformance.calls import Call
 from conformance.testbed.guard import GuardedArray
 from conformance.checks.context.device import DeviceUnderTest
 from conformance.checks.context.progress import CallGuard
+from conformance.facts import MemoryFacts
 from conformance.testbed.eps import memory_label
 from conformance.findings import ImpossibleResult, NotApplicable, NotRun, Violation
 
@@ -67,12 +67,12 @@ class Memories:
         self.touched.add(kind)
         return self.under_test.memory_info(kind)
 
-    def memory_facts(self, kind: str) -> dict[str, Any] | None:
-        return None if kind == "cpu" else self.under_test.facts["memory"][kind]
+    def memory_facts(self, kind: str) -> MemoryFacts | None:
+        return None if kind == "cpu" else self.under_test.facts.memory(kind)
 
     def is_cpu_memory(self, kind: str) -> bool:
         facts = self.memory_facts(kind)
-        return facts is None or facts["device_type"] == "cpu"
+        return facts is None or facts.on_cpu
 
     def require_memory(self, kind: str) -> None:
         self.touched.add(kind)

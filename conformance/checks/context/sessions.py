@@ -164,7 +164,7 @@ class Sessions:
 
     def assignment_of(self, session) -> dict[str, list[str]]:
         """{EP name: op types of the nodes it runs}; {} where onnxruntime cannot say (before 1.24)."""
-        if not self.under_test.target.facts["api"]["graph_assignment_info"]:
+        if not self.under_test.target.has_api("graph_assignment_info"):
             return {}
         assignment: dict[str, list[str]] = {}
         for subgraph in session.get_provider_graph_assignment_info():
@@ -184,7 +184,7 @@ class Sessions:
         ops = list(self.models.recipes[info.recipe].ops)
         if not ops:
             return []
-        if not target.facts["api"]["graph_assignment_info"]:
+        if not target.has_api("graph_assignment_info"):
             if target.provider not in info.session.get_providers():
                 raise NotRun(f"the session did not register {target.provider}: {info.session.get_providers()}")
             self.evidence.prove("providers", info.session.get_providers())

@@ -199,7 +199,7 @@ class Snippets:
         if target.registration and target.library:
             lines.append(f"ort.register_execution_provider_library({target.registration!r}, {os.path.abspath(target.library)!r})")
         if self.under_test.device is not None:
-            hardware = (self.under_test.facts.get("hardware") or {}).get("type")
+            hardware = self.under_test.facts.hardware.type if self.under_test.facts.hardware else None
             lines.append(f"dev = device_as_in_the_run({target.provider!r}, {self.under_test.index}, {hardware!r})")
             lines += [f"{kind.upper()} = memory_as_in_the_run(dev, {kind.upper()!r})" for kind in ("default", "host_accessible")
                       if self.under_test.memory_info(kind) is not None]
@@ -281,7 +281,7 @@ call('CreateCpuMemoryInfo', ctypes.c_int(0), ctypes.c_int(0), ctypes.byref(cpu_i
             lines.append(f"s = works('creating the session', ort.InferenceSession, {path!r}, so, "
                          f"providers=[({target.provider!r}, {options!r}), 'CPUExecutionProvider'], enable_fallback=0)")
         lines.append("s.disable_fallback()  # an EP failure at run time is an error, not a silent rerun on the CPU EP")
-        if target.facts.get("api", {}).get("graph_assignment_info"):
+        if target.has_api("graph_assignment_info"):
             lines.append(f"nodes_as_in_the_run(s, {target.provider!r}, {self.taken.get(path)!r})")
         else:
             lines.append(f"assert {target.provider!r} in s.get_providers(), f'expected {target.provider} among the providers, got {{s.get_providers()}}'")

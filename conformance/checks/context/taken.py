@@ -24,7 +24,7 @@ class TakenModels:
         info = self.sessions.session(recipe, dtype, shape)
         provider = self.sessions.under_test.target.provider
         if (not self.sessions.models.recipes[recipe].ops or info.assignment.get(provider)
-                or not self.sessions.under_test.target.facts["api"]["graph_assignment_info"]):
+                or not self.sessions.under_test.target.has_api("graph_assignment_info")):
             return info
         substitute = self._model_the_ep_takes(dtype, shape)
         if substitute is None:
