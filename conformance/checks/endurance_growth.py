@@ -3,8 +3,8 @@ allocator's statistics) read at regular calls after a warm-up, and judged by the
 samples, never by one of them.
 
 The judgement (`judge`) is a pure function of the samples. Its slope is the least-squares slope
-of the samples over the call number, after one step is discounted: the largest rise between two
-neighbouring samples counts as the median rise. A one-off jump (an arena extended once, a cache
+of the samples over the call number, after one step each way is discounted: the largest rise
+and the largest fall between two neighbouring samples count as the median rise. A one-off jump (an arena extended once, a cache
 filled once, a page of the interpreter's heap) is one step, not a rate; a leak rises between
 every pair of samples, so discounting one rise leaves its slope as it was.
 
@@ -35,16 +35,19 @@ MIN_SAMPLES = 8  # fewer than this is no slope: the growth is not judged
 
 def slope_per_call(calls, values):
     """The least-squares slope of `values` over `calls` (units per call), after the largest rise
-    between neighbouring samples is counted as the median rise; and the rise discounted (0 when
-    none was). Fewer than 3 samples: (0.0, 0)."""
+    between neighbouring samples is counted as the median rise, and the largest fall too (a cache
+    freed once is a step as well: it would hide a leak's slope behind one drop); and the rise
+    discounted (0 when none was). Fewer than 3 samples: (0.0, 0)."""
     n = len(calls)
     if n < 3:
         return 0.0, 0
     rises = [values[i + 1] - values[i] for i in range(n - 1)]
     largest = max(range(n - 1), key=lambda i: rises[i])
+    smallest = min(range(n - 1), key=lambda i: rises[i])
     median = sorted(rises)[(n - 1) // 2]
     discounted = rises[largest] - median if rises[largest] > median else 0
-    adjusted = [values[i] - (discounted if i > largest else 0) for i in range(n)]
+    fallen = median - rises[smallest] if rises[smallest] < median else 0
+    adjusted = [values[i] - (discounted if i > largest else 0) + (fallen if i > smallest else 0) for i in range(n)]
     mean_x, mean_y = sum(calls) / n, sum(adjusted) / n
     spread = sum((x - mean_x) ** 2 for x in calls)
     if not spread:
