@@ -610,8 +610,11 @@ def _measured(call: int) -> int:
 
 
 @pytest.mark.parametrize("memory, grows, rounds", [
-    # the bounded count reads 6.4 KiB per session there; one more round (flat) dilutes it below the threshold
-    (_measured, False, 1),
+    # least squares read 6.4 KiB per session there (a false failure); the median slope reads 1.2 KiB
+    (_measured, False, 0),
+    # memory that grows through the bounded count (caches filled over its 100 sessions) and then
+    # stops: the rounds added to confirm the growth show it stopped
+    (lambda call: (16 << 10) * min(call, 100), False, 2),
     # a leak of 16 KiB per session keeps its slope over the rounds added to confirm it
     (lambda call: (16 << 10) * call, True, 2),
     # ... even where the process frees 200 MiB of something else once among them (a fall is a step too)
@@ -635,3 +638,28 @@ def test_a_growth_of_the_bounded_count_is_confirmed_over_more_calls_before_it_is
     violations = list(loop.judged(made, made, False))
     assert stopped is None and bool(violations) is grows, [v.message for v in violations]
     assert made == 100 * (1 + rounds) and ctx.proved.get("confirming_rounds", 0) == rounds
+
+
+# Process RSS of endurance.session-lifecycle on the ggml plugin EP (300 sessions, the bounded count
+# and two rounds confirming it), less its first sample: ggml maps and unmaps ~15 MiB per session,
+# so a sample falls at one of two levels.
+GGML_SESSIONS = [
+    10, 16, 22, 28, 34, 40, 46, 52, 58, 64, 70, 76, 82, 88, 94, 100, 106, 112, 118, 124, 130, 136, 142, 148, 154, 160, 166, 172, 178, 184,
+    190, 196, 202, 208, 214, 220, 226, 232, 238, 244, 250, 256, 262, 268, 274, 280, 286, 292, 298,
+]
+GGML_RSS = [
+    0, -15958016, 0, -15958016, -15085568, -4096, -16097280, -15085568, -7938048, -270336, -16097280, -229376, -16097280, -16097280, 32768,
+    -4096, -270336, -229376, 9043968, 9072640, -4096, 36864, 0, 15724544, -229376, 0, -16097280, -16134144, -16134144, -4096, 32768,
+    -16134144, 4096, -15081472, 28672, 28672, 69632, -233472, -225280, -16121856, 8003584, -16084992, -15802368, 671744, 368640, -14413824,
+    8663040, 9678848, 667648,
+]
+
+
+def test_memory_that_swings_between_two_levels_does_not_grow():
+    # least squares read 14.3 KiB per session from these samples (a false failure on the ggml lane)
+    growth = judge("rss", "process RSS", "session", GGML_SESSIONS, [333 * 2**20 + value for value in GGML_RSS])
+    assert not growth.grows and growth.slope < THRESHOLD_PER_CALL and not growth.discounted, growth.slope
+    # the same swings over a leak of 16 KiB per session: the leak shows through them
+    leaking = judge("rss", "process RSS", "session", GGML_SESSIONS,
+                    [333 * 2**20 + value + 16 * KIB * call for value, call in zip(GGML_RSS, GGML_SESSIONS, strict=True)])
+    assert leaking.grows and 12 * KIB < leaking.slope < 20 * KIB, leaking.slope

@@ -140,7 +140,7 @@ class _Loop:
         for growth in growths:
             if growth.grows:
                 yield Violation(f"{growth.describe()}: above {size_text(growth.threshold)} per {self.per}",
-                                expected=f"at most {size_text(growth.threshold)} per {self.per} (the least-squares slope of the samples after the warm-up)",
+                                expected=f"at most {size_text(growth.threshold)} per {self.per} (the median slope between every two samples after the warm-up)",
                                 actual=f"{growth.slope:,.0f} bytes per {self.per}, {growth.per_1000_calls:,.0f} per 1,000 {plural(self.per)}",
                                 reproducer=self.snippet)
         if not stopped and not any(growth.judged for growth in growths):
