@@ -73,7 +73,7 @@ def test_a_worker_starts_under_the_wrapper(recording_wrapper, cpu_init):
     script, log = recording_wrapper
     worker = Worker(cpu_init, timeout=60, wrapper=(str(script),))
     try:
-        assert worker.start()["provider"] == "CPUExecutionProvider"
+        assert worker.start().provider == "CPUExecutionProvider"
     finally:
         worker.close()
     assert started(log) == [f"{sys.executable} -m conformance.engine.serve"]
