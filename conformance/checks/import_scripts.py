@@ -238,11 +238,9 @@ for index, block in enumerate(blocks):
     same(f"tensor {index} at offset 256 + {index * 1024}", block, read(tensor(handle, COUNT, index * 1024), len(block)))'''
 
 
-def session_io(model: bytes) -> str:
-    return f'''MODEL = {model!r}  # y = Relu(x), float32 [{24}]
-import struct
-values = pattern(0)
-allocation = fresh(values)
+# A session of MODEL on the EP device, its input `source` and preallocated output `output` two
+# tensors of one imported handle (the output 8 KiB in): shared by session_io and run_copies.
+SESSION_ON_IMPORT = '''allocation = fresh(values)
 handle = imported(allocation)
 source, output = tensor(handle, COUNT), tensor(handle, COUNT, 8192)
 options, session = P(), P()
@@ -250,7 +248,14 @@ call("CreateSessionOptions", ctypes.byref(options))
 call("SetSessionGraphOptimizationLevel", options, ctypes.c_int(0))
 call("SessionOptionsAppendExecutionProvider_V2", options, env, (P * 1)(device), ctypes.c_size_t(1), None, None, ctypes.c_size_t(0))
 call("CreateSessionFromArray", env, ctypes.c_char_p(MODEL), ctypes.c_size_t(len(MODEL)), options, ctypes.byref(session))
-outputs = (P * 1)(output.value)
+'''
+
+
+def session_io(model: bytes) -> str:
+    return f'''MODEL = {model!r}  # y = Relu(x), float32 [{24}]
+import struct
+values = pattern(0)
+{SESSION_ON_IMPORT}outputs = (P * 1)(output.value)
 call("Run", session, None, (ctypes.c_char_p * 1)(b"x"), (P * 1)(source.value), ctypes.c_size_t(1), (ctypes.c_char_p * 1)(b"y"), ctypes.c_size_t(1), outputs)
 assert outputs[0] == output.value, f"Run replaced the preallocated imported output: expected {{output.value:#x}}, got {{outputs[0] or 0:#x}}"
 relu = struct.pack(f"{{COUNT}}f", *[max(v, 0.0) for v in struct.unpack(f"{{COUNT}}f", values)])
@@ -284,15 +289,7 @@ def run_copies(model: bytes) -> str:
     return f'''MODEL = {model!r}  # y = Relu(x), float32 [{24}]
 import tempfile
 values = pattern(14)
-allocation = fresh(values)
-handle = imported(allocation)
-source, output = tensor(handle, COUNT), tensor(handle, COUNT, 8192)
-options, session = P(), P()
-call("CreateSessionOptions", ctypes.byref(options))
-call("SetSessionGraphOptimizationLevel", options, ctypes.c_int(0))
-call("SessionOptionsAppendExecutionProvider_V2", options, env, (P * 1)(device), ctypes.c_size_t(1), None, None, ctypes.c_size_t(0))
-call("CreateSessionFromArray", env, ctypes.c_char_p(MODEL), ctypes.c_size_t(len(MODEL)), options, ctypes.byref(session))
-log = os.path.join(tempfile.mkdtemp(), "copies.log")
+{SESSION_ON_IMPORT}log = os.path.join(tempfile.mkdtemp(), "copies.log")
 os.environ["ORT_REFDEV_COPY_LOG"] = log  # refdev writes down every copy it is asked for (no public API shows them)
 call("Run", session, None, (ctypes.c_char_p * 1)(b"x"), (P * 1)(source.value), ctypes.c_size_t(1), (ctypes.c_char_p * 1)(b"y"), ctypes.c_size_t(1),
      (P * 1)(output.value))
