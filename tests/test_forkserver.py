@@ -3,6 +3,7 @@ that has made the imports, and still end, crash and hang as spawned workers do."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -49,6 +50,28 @@ def replaced(worker: Worker, request: dict) -> ForkedProcess:
     return worker.process
 
 
+def killed_during_next_request(worker: Worker, *pids: int, sig: int = signal.SIGKILL) -> None:
+    """Makes the next request's worker end while that request is outstanding, never before it.
+
+    The worker is stopped first, so it cannot answer; `pids` get `sig` just after the request is
+    sent, and the worker a SIGCONT (a stopped process holds any other signal than SIGKILL). A
+    signal before the request would race the worker's next poll: one that sees the death
+    replaces the worker silently, and the request then passes."""
+    os.kill(worker.process.pid, signal.SIGSTOP)
+    channel = worker._launcher.channel
+    send = channel.send
+
+    def send_then_kill(message):
+        send(message)
+        channel.send = send
+        for pid in pids:
+            os.kill(pid, sig)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.process.pid, signal.SIGCONT)
+
+    channel.send = send_then_kill
+
+
 def test_the_host_is_spawned_and_its_replacement_forked_by_the_server_it_hosts(host, server, session_inputs):
     assert not isinstance(host.process, ForkedProcess) and parent_of(host.process.pid) == os.getpid()
     assert server.ready()
@@ -63,7 +86,7 @@ def test_the_host_is_spawned_and_its_replacement_forked_by_the_server_it_hosts(h
 
 def test_a_forked_worker_that_aborts_is_reported_with_its_signal(host, session_inputs):
     forked = replaced(host, session_inputs)
-    forked.send_signal(signal.SIGABRT)
+    killed_during_next_request(host, forked.pid, sig=signal.SIGABRT)
     with pytest.raises(WorkerLost, match="^the process running the check was killed by SIGABRT") as lost:
         host.request(session_inputs)
     assert lost.value.outcome == "crash" and forked.returncode == -signal.SIGABRT
@@ -83,7 +106,7 @@ def test_a_forked_worker_that_hangs_is_killed_at_the_timeout(host, session_input
 
 def test_a_forked_worker_killed_from_outside_is_the_machines_event(host, session_inputs):
     forked = replaced(host, session_inputs)
-    forked.send_signal(signal.SIGKILL)
+    killed_during_next_request(host, forked.pid)
     with pytest.raises(WorkerLost, match="^the process running the check was killed by SIGKILL") as lost:
         host.request(session_inputs)
     assert lost.value.machine is not None and lost.value.machine.kind == "killed" and str(forked.pid) in lost.value.machine.evidence
@@ -168,8 +191,7 @@ def test_without_a_fork_server_nothing_stands_by(cpu_init):
 
 def test_a_forked_worker_whose_server_is_gone_is_lost_without_a_made_up_status(host, server, session_inputs):
     forked = replaced(host, session_inputs)
-    os.kill(parent_of(forked.pid), signal.SIGKILL)  # the fork server
-    forked.kill()
+    killed_during_next_request(host, parent_of(forked.pid), forked.pid)  # the fork server, then its worker
     with pytest.raises(WorkerLost, match="^the process running the check ended, how is unknown: the fork server that could tell is gone"):
         host.request(session_inputs)
     assert not server.ready()
