@@ -112,7 +112,10 @@ def main(argv: list[str] | None = None) -> int:
 
     verify = command("verify", "check a submission bundle; exit 1 with the list of problems",
                      "Complete (every required contract on every device, no skip without a reason) and consistent\n"
-                     "(hashes, versions, summary, verdict and junit.xml agree). It does not prove authorship.",
+                     "(hashes, versions, summary, verdict and junit.xml agree). It does not prove authorship.\n"
+                     "Exit 0, 1 with the problems, 2 when the file is not a bundle this kit can read (not a tar, a\n"
+                     "member that is a link, FIFO, device or folder, or named outside the bundle's folder, sizes past\n"
+                     "the limits) or the library cannot be read.",
                      "  ort-conformance verify acme.tar.gz\n"
                      "  ort-conformance verify acme.tar.gz --library ./libmy_ep.so")
     verify.add_argument("bundle", metavar="BUNDLE", help="the .tar.gz written by `ort-conformance bundle`")
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
 
     found = command("found", "regenerate \"What we found\" (Markdown) from conformance reports",
                     "One section per lane: what the EP spec claims, whether the run verified it, and each failure\n"
-                    "with the upstream issue it matches. Exit 0, 1 when a report cannot be read.",
+                    "with the upstream issue it matches. Exit 0, 2 when a report cannot be read.",
                     "  ort-conformance found reports/*/report.json -o docs/found.md")
     found.add_argument("reports", nargs="+", metavar="REPORT", help="report.json files, one per lane (reports/<lane>/report.json)")
     found.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
@@ -363,18 +366,19 @@ def _bundle(args) -> int:
 
 
 def _verify(args) -> int:
+    from conformance.errors import FileError
     from conformance.tools import bundle
 
     path = Path(args.bundle)
-    files: dict[str, bytes] | None
     try:
         files = bundle.read(path)
-    except bundle.BundleError as exc:
-        files, problems = None, [bundle.Problem(exc.path, exc.message)]
-    else:
-        problems = bundle.verify(path, files, required_contracts=_shipped_required_contracts(files))
-    if args.library:
-        problems += bundle.check_library(files, Path(args.library))
+        library = bundle.check_library(files, Path(args.library)) if args.library else []
+    except FileError as exc:
+        # Not a bundle this kit can read (a member that is not a regular file under a plain name,
+        # not a tar, too large), or a library that cannot be read: the input is refused, as diff
+        # and fleet refuse it. Exit 1 is the verdict on a bundle that was read.
+        return _refused(exc)
+    problems = bundle.verify(path, files, required_contracts=_shipped_required_contracts(files)) + library
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:
@@ -427,8 +431,7 @@ def _found(args) -> int:
     try:
         text = render(load_reports(args.reports), load_catalogue(known_checks=known_checks()))
     except (ReportError, SpecErrors) as exc:
-        print(f"ort-conformance: {exc}", file=sys.stderr)
-        return 1
+        return _refused(exc)
     status = _emit(text, args.output)
     if args.output and status == 0:
         print(f"wrote {args.output} from {len(args.reports)} reports")

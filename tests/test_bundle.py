@@ -136,7 +136,7 @@ def test_bundle_without_junit_is_one_clear_error(tmp_path, capsys):
 def test_verify_of_something_that_is_not_a_bundle_is_one_clear_error(tmp_path, capsys):
     (tmp_path / "x.tar.gz").write_bytes(b"not a tar")
     code, output = verify(tmp_path / "x.tar.gz", capsys)
-    assert code == 1 and "not a bundle" in output and "Traceback" not in output
+    assert code == 2 and "not a bundle" in output and "Traceback" not in output
 
 
 def test_diff_of_a_run_with_itself_exits_zero(cpu_bundle, capsys):

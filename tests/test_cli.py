@@ -216,18 +216,18 @@ def test_diff_of_something_that_is_not_a_report_exits_2_naming_it(tmp_path, caps
 
 
 @pytest.mark.parametrize("what", ["missing.json", "folder", "empty.json", "corrupt.json", "list.json", "object.json"])
-def test_found_of_something_that_is_not_a_report_exits_1_naming_it(tmp_path, capsys, what):
+def test_found_of_something_that_is_not_a_report_exits_2_naming_it(tmp_path, capsys, what):
     path = bad_inputs(tmp_path)[what]
-    assert cli.main(["found", str(path)]) == 1
+    assert cli.main(["found", str(path)]) == 2
     one_clear_error(capsys, path)
 
 
 @pytest.mark.parametrize("what", ["missing.json", "folder", "empty.json", "not-a-bundle.tar.gz"])
-def test_verify_of_something_that_is_not_a_bundle_is_one_problem(tmp_path, capsys, what):
+def test_verify_of_something_that_is_not_a_bundle_is_refused_in_one_line(tmp_path, capsys, what):
     path = bad_inputs(tmp_path)[what]
-    assert cli.main(["verify", str(path)]) == 1
+    assert cli.main(["verify", str(path)]) == 2
     err = one_clear_error(capsys, path)
-    assert err.splitlines()[-1] == f"{path}: 1 problem"
+    assert err.count("\n") == 1 and err.startswith(f"ort-conformance: {path}: ")
 
 
 def report_dir(folder, report) -> str:
@@ -254,10 +254,13 @@ def test_bundle_to_a_place_it_cannot_write_exits_2_naming_it(tmp_path, capsys):
     assert cli.main(["bundle", "--report-dir", run, "-o", str(tmp_path / "b.tar.gz")]) == 0  # the same run, written where it can be
 
 
-def test_verify_with_a_library_that_cannot_be_read_names_it(tmp_path, capsys):
-    path = bad_inputs(tmp_path)["not-a-bundle.tar.gz"]
-    assert cli.main(["verify", str(path), "--library", str(tmp_path / "folder")]) == 1
-    assert f"{tmp_path / 'folder'}: cannot be read: Is a directory" in one_clear_error(capsys, path)
+def test_verify_with_a_library_that_cannot_be_read_is_refused_naming_it(cpu_reports, tmp_path, capsys):
+    bad_inputs(tmp_path)
+    assert cli.main(["bundle", "--report-dir", str(cpu_reports), "-o", str(tmp_path / "b.tar.gz")]) == 0
+    capsys.readouterr()
+    assert cli.main(["verify", str(tmp_path / "b.tar.gz"), "--library", str(tmp_path / "folder")]) == 2
+    err = one_clear_error(capsys, tmp_path / "folder")
+    assert err == f"ort-conformance: {tmp_path / 'folder'}: cannot be read: Is a directory\n"
 
 
 @pytest.fixture(scope="module")

@@ -222,7 +222,7 @@ def test_found_does_not_name_an_issue_whose_text_does_not_match(tmp_path):
 
 def test_found_from_a_file_that_is_not_a_report_is_one_message_and_exit_1(tmp_path, capsys):
     (tmp_path / "x.json").write_text('{"hello": 1}')
-    assert cli(["found", str(tmp_path / "x.json")]) == 1
+    assert cli(["found", str(tmp_path / "x.json")]) == 2
     assert capsys.readouterr().err.strip() == f"ort-conformance: {tmp_path / 'x.json'}: not an ort-ep-conformance report (schema None)"
 
 

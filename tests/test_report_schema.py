@@ -80,7 +80,7 @@ def _set_run(report):
 ], ids=["outcome-number", "params-string", "vendor-id-string", "pairs-object", "run-list"])
 def test_found_and_diff_name_the_file_and_the_json_path_of_a_malformed_field(cpu_reports, tmp_path, capsys, edit, path):
     report = altered(cpu_reports, tmp_path, edit)
-    assert cli.main(["found", str(report)]) == 1
+    assert cli.main(["found", str(report)]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("\n") == 1
     assert re.match(rf"ort-conformance: {re.escape(str(report))}: not a conformance report: {re.escape(path)}: ", err), err

@@ -34,6 +34,7 @@ from conformance import safe_io
 from conformance.testbed.eps import sha256_of
 from conformance.report.junit_schema import Problem  # its path: a file of the bundle, or the bundle itself
 from conformance.options import reason_of
+from conformance.errors import FileError
 from conformance.outcomes import Outcome, Result, counts, verdict
 from conformance.rules.strict import draft_reason
 from conformance.report.schema import parse_json, report_problems
@@ -291,15 +292,13 @@ def _foreign(files: dict[str, bytes]) -> list[Problem]:
     return problems
 
 
-def check_library(files: dict[str, bytes] | None, library: Path) -> list[Problem]:
-    """Whether `library` is the EP library the run of the bundle's `files` loaded (None: the
-    bundle could not be read, and only the library is checked)."""
+def check_library(files: dict[str, bytes], library: Path) -> list[Problem]:
+    """Whether `library` is the EP library the run of the bundle's `files` loaded; FileError
+    when it cannot be read."""
     try:
         actual = sha256_of(str(library))  # as eps.describe hashed it for the report
     except OSError as exc:
-        return [Problem(str(library), f"cannot be read: {reason_of(exc)}")]
-    if files is None:
-        return []
+        raise FileError(library, f"cannot be read: {reason_of(exc)}") from None
     try:
         declared = parse_json(files[MANIFEST])["ep"].get("library_sha256")
     except (LookupError, ValueError, TypeError, AttributeError):
