@@ -618,7 +618,11 @@ def test_an_interrupted_run_writes_its_report_at_once_with_what_finished(refdev_
         while not (log.exists() and "never returns" in log.read_text(errors="replace")):  # a copy hangs: the worker is stuck
             assert time.monotonic() < deadline and process.poll() is None
             time.sleep(0.2)
-        time.sleep(1)  # pytest takes the first contract's reply, already sent
+        journal = tmp_path / "reports" / "journal.jsonl"
+        while '"contract": "first.declaration"' not in (journal.read_text(errors="replace") if journal.exists() else ""):
+            # pytest has taken the first contract's reply (sent before the hang) once its journal holds it
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.2)
         if to == "pytest":
             process.send_signal(signal.SIGINT)  # what a timeout sends
         else:
