@@ -18,7 +18,7 @@ A leaf: the checks write these keys, the runner, the reports and the tools read 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Generic, Iterator, TypeVar
+from typing import Any, Generic, Iterator, Mapping, TypeVar
 
 from conformance.errors import KitError
 
@@ -154,15 +154,15 @@ class Proven:
     """What a check proved: each value under its declared key, in the order proved. Immutable;
     equal to another where their wire is."""
 
-    def __init__(self, entries: dict[str, Any] | None = None):
-        """`entries`: values by their key's name, each checked (ProofTypeError for an undeclared
-        name or a value of the wrong type)."""
+    def __init__(self, entries: Mapping[Proof[Any], Any] | Mapping[str, Any] | None = None):
+        """`entries`: values by their key (or its name), each checked: ProofTypeError for a key
+        not declared or a value of the wrong type."""
         self._values: dict[str, Any] = {}
-        for name, value in (entries or {}).items():
-            key = declared(name)
+        for named, value in (entries or {}).items():
+            key = declared(named.name if isinstance(named, Proof) else named)
             if not key.holds(value):
                 raise ProofTypeError(key.wrong_type(value))
-            self._values[name] = value
+            self._values[key.name] = value
 
     def get(self, key: Proof[V]) -> V | None:
         value: V | None = self._values.get(key.name)
