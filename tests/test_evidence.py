@@ -62,6 +62,16 @@ def test_a_pass_carries_what_its_check_proved(runner, monkeypatch):
     assert result["details"]["evidence"] == {"address_kept": True, "bytes_compared": 60, "memory": {"source": "plain CPU memory"}}
 
 
+def test_a_check_that_proves_a_value_of_the_wrong_type_is_an_error_of_the_kit(runner, monkeypatch):
+    def proves_a_word(ctx, **params):
+        ctx.prove(proofs.ADDRESS_KEPT, "yes")
+        yield from ()
+
+    replace_check(monkeypatch, "memory-info.declaration", proves_a_word)
+    result = runner.run("memory-info.declaration", 0, {})
+    assert result["outcome"] == "error" and "ProofTypeError: evidence 'address_kept' takes bool, not str" in result["message"], result
+
+
 def test_what_one_check_proved_is_not_carried_into_the_next(runner, monkeypatch):
     def proves(ctx, **params):
         ctx.prove(proofs.ADDRESS_KEPT, True)
