@@ -151,16 +151,15 @@ def _text(value: Any, default: str) -> str:
 
 
 class Proven:
-    """What a check proved: each value under its declared key, in the order proved. Immutable;
-    equal to another where their wire is."""
+    """What a check proved: each value under its declared key, in the order proved. No method
+    changes it; it is equal to another where their wire is."""
 
-    def __init__(self, entries: Mapping[Proof[Any], Any] | Mapping[str, Any] | None = None):
-        """`entries`: values by their key (or its name), each checked: ProofTypeError for a key
-        not declared or a value of the wrong type."""
+    def __init__(self, entries: Mapping[Proof[Any], Any] | None = None):
+        """`entries`: values by their key, each checked: ProofTypeError for a key that is not
+        the one declared under its name, or a value of the wrong type."""
         self._values: dict[str, Any] = {}
-        for named, value in (entries or {}).items():
-            key = declared(named.name if isinstance(named, Proof) else named)
-            if not key.holds(value):
+        for key, value in (entries or {}).items():
+            if not declared(key).holds(value):
                 raise ProofTypeError(key.wrong_type(value))
             self._values[key.name] = value
 
@@ -177,6 +176,9 @@ class Proven:
     def __iter__(self) -> Iterator[Proof[Any]]:
         return (DECLARED[name] for name in self._values)
 
+    def items(self) -> Iterator[tuple[Proof[Any], Any]]:
+        return ((DECLARED[name], value) for name, value in self._values.items())
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Proven) and self.to_wire() == other.to_wire()
 
@@ -188,7 +190,7 @@ class Proven:
 
     def plus(self, key: Proof[V], value: V) -> Proven:
         """This evidence with `key` proved (replaced where it was)."""
-        return Proven({**self._values, key.name: value})
+        return Proven({**dict(self.items()), key: value})
 
     def to_wire(self) -> dict[str, Any]:
         return {name: DECLARED[name].to_wire(value) for name, value in self._values.items()}
@@ -201,15 +203,16 @@ class Proven:
             return wire
         if not isinstance(wire, dict):
             return cls()
-        read = {name: value for name, item in wire.items() if name in DECLARED if (value := DECLARED[name].from_wire(item)) is not None}
-        return cls(read)
+        return cls({DECLARED[name]: value for name, item in wire.items() if name in DECLARED
+                    if (value := DECLARED[name].from_wire(item)) is not None})
 
 
-def declared(name: str) -> Proof[Any]:
-    """The key declared as `name` (ProofTypeError where none is)."""
-    if name not in DECLARED:
-        raise ProofTypeError(f"no evidence is declared as {name!r} (conformance.proofs)")
-    return DECLARED[name]
+def declared(key: object) -> Proof[Any]:
+    """`key`, where it is the key declared under its name: a bare name, or a key made elsewhere
+    with a declared name, is ProofTypeError."""
+    if not isinstance(key, Proof) or DECLARED.get(key.name) is not key:
+        raise ProofTypeError(f"evidence is proved under a key of conformance.proofs, not {key!r}")
+    return key
 
 
 # --- the declared evidence, by name on the wire --------------------------------------------------

@@ -72,8 +72,10 @@ def test_a_bare_name_an_undeclared_key_and_a_wrong_item_are_refused_too():
     evidence.prove(proofs.MEMORY, "DEFAULT")
     with pytest.raises(ProofTypeError, match="proved whole"):
         evidence.prove_item(proofs.MEMORY, "destination", "DEFAULT")
-    with pytest.raises(ProofTypeError, match="no evidence is declared"):
-        Proven({"bytes": 4})
+    with pytest.raises(ProofTypeError, match="key of conformance.proofs"):
+        Proven({"bytes_compared": 4})
+    with pytest.raises(ProofTypeError, match="takes int"):
+        Proven({proofs.BYTES_COMPARED: "4"})
     assert not evidence.proven().get(proofs.ADDRESS_KEPT) and evidence.proven().get(proofs.MEMORY) == "DEFAULT"
 
 

@@ -26,13 +26,13 @@ class Evidence:
         """Records that the check established `key` (`ADDRESS_KEPT`, True), replacing what the
         key held. Values are small and plain (counts, names, labels): they go into report.json.
         A value that is not of the key's declared type is the kit's defect: ProofTypeError."""
-        if not _declared(key).holds(value):
+        if not proofs.declared(key).holds(value):
             raise ProofTypeError(key.wrong_type(value))
         self._recorded[key.name] = value
 
     def prove_item(self, key: Proof[Any], name: str, value: Any) -> None:
         """Records `value` as `name` within the object under `key` (`MEMORY`, `"input x"`, its label)."""
-        _declared(key)
+        proofs.declared(key)
         if not key.holds_item(value):
             raise ProofTypeError(f"{key.wrong_type(value)} (as an item)")
         items = self._recorded.setdefault(key.name, {})
@@ -46,7 +46,7 @@ class Evidence:
 
     def get(self, key: Proof[V]) -> V | None:
         """What the check proved of `key` so far (None: nothing)."""
-        value: V | None = self._recorded.get(_declared(key).name)
+        value: V | None = self._recorded.get(proofs.declared(key).name)
         return value
 
     def __contains__(self, key: object) -> bool:
@@ -57,7 +57,7 @@ class Evidence:
 
     def proven(self) -> Proven:
         """What the check proved, as its result's details carry it."""
-        return Proven(dict(self._recorded))
+        return Proven({proofs.DECLARED[name]: value for name, value in self._recorded.items()})
 
     def compare(self, expected: tensors.Bytes | list[str], actual: tensors.Bytes | list[str]) -> tensors.ByteDiff | None:
         """`tensors.compare`, counting what was compared: `bytes_compared` (`strings_compared`
@@ -65,9 +65,3 @@ class Evidence:
         self.tally(proofs.STRINGS_COMPARED if isinstance(expected, list) else proofs.BYTES_COMPARED, len(expected))
         return tensors.compare(expected, actual)
 
-
-def _declared(key: Any) -> Proof[Any]:
-    """`key`, where it is a declared key (never a bare name: ProofTypeError)."""
-    if not isinstance(key, Proof) or proofs.DECLARED.get(key.name) is not key:
-        raise ProofTypeError(f"evidence is proved under a key of conformance.proofs, not {key!r}")
-    return key
