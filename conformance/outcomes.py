@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Iterable
 
 from conformance.calls import Call
 from conformance.findings import Violation
+from conformance.proofs import GROWTH, Proven
 
 
 class Outcome(str, enum.Enum):
@@ -164,9 +165,9 @@ class Details:
     from this kit's files and older ones (a key it does not know is ignored)."""
 
     violations: tuple[Violation, ...] = ()
-    # What the check proved, by name (CheckContext.prove): small plain values, every pass has
-    # some; report.schema.json says the names a reader relies on (growth).
-    evidence: dict[str, Any] = field(default_factory=dict)
+    # What the check proved (CheckContext.prove), under the keys conformance.proofs declares:
+    # every pass has some; report.schema.json says the names a reader relies on (growth).
+    evidence: Proven = field(default_factory=Proven)
     subject: str = ""  # whose promise the case was, where the check or the runner decided it
     subject_reason: str = ""
     step: str = ""  # the step a lost worker had announced
@@ -192,7 +193,7 @@ class Details:
                 value = [dataclasses.asdict(v) for v in value]
             elif name in ("tries", "machine_events"):
                 value = [item.to_wire() for item in value]
-            elif name in ("call", "machine", "waiver_status"):
+            elif name in ("call", "machine", "waiver_status", "evidence"):
                 value = value.to_wire()
             wire[name] = value
         return wire
@@ -208,7 +209,7 @@ class Details:
         return cls(
             violations=tuple(Violation(**{"message": "", **{k: v for k, v in item.items() if k in _FIELDS_OF_VIOLATION}})
                              for item in _list(wire.get("violations")) if isinstance(item, dict)),
-            evidence=dict(evidence) if isinstance(evidence, dict) else {},
+            evidence=Proven.from_wire(evidence),
             call=Call.from_wire(call) if isinstance(call, dict) and isinstance(call.get("kind"), str) else None,
             machine=MachineEvent.from_wire(wire.get("machine")),
             tries=tuple(tried for item in _list(wire.get("tries")) if isinstance(item, dict) if (tried := Tried.from_wire(item)) is not None),
@@ -293,11 +294,9 @@ class Result:
 def growth_properties(details: Details) -> list[tuple[str, str]]:
     """`growth.<gauge>.slope_per_call` and `growth.<gauge>.per_1000_calls` (bytes) of each memory
     curve in the result's evidence (`evidence.growth`, the stress tier's endurance checks)."""
-    growth = details.evidence.get("growth")
-    if not isinstance(growth, dict):
-        return []
-    return [(f"growth.{key}.{figure}", str(curve[figure])) for key, curve in growth.items() if isinstance(curve, dict)
-            for figure in ("slope_per_call", "per_1000_calls") if isinstance(curve.get(figure), (int, float))]
+    growth = details.evidence.get(GROWTH) or {}
+    return [(f"growth.{key}.{name}", str(figure)) for key, curve in growth.items()
+            for name, figure in (("slope_per_call", curve.slope_per_call), ("per_1000_calls", curve.per_1000_calls)) if figure is not None]
 
 
 def counts(results: Iterable[Result]) -> dict[str, int]:

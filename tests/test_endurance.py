@@ -25,6 +25,7 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 
+from conformance import proofs
 from conformance.checks import endurance
 from conformance.checks.endurance_growth import MIN_SAMPLES, RSS, THRESHOLD_PER_CALL, Gauge, Sampler, judge, slope_per_call
 from conformance.engine.runner import Runner
@@ -585,15 +586,16 @@ class _LoopContext:
     """What _Loop asks of a check's context, and what it proves."""
 
     def __init__(self):
+        from conformance.checks.context.evidence import Evidence
         from conformance.checks.context.load import Load
 
-        self.load, self.proved = Load(), {}
+        self.load, self.proved = Load(), Evidence()
 
     def attempt(self, *args):
         pass
 
     def prove(self, key, value):
-        self.proved[key] = value
+        self.proved.prove(key, value)
 
 
 # Process RSS after sessions 10, 13, ..., 100 of endurance.session-lifecycle on the OpenVINO plugin
@@ -637,7 +639,7 @@ def test_a_growth_of_the_bounded_count_is_confirmed_over_more_calls_before_it_is
     stopped, made = loop.repeat(step, lambda call, exc: None, None)
     violations = list(loop.judged(made, made, False))
     assert stopped is None and bool(violations) is grows, [v.message for v in violations]
-    assert made == 100 * (1 + rounds) and ctx.proved.get("confirming_rounds", 0) == rounds
+    assert made == 100 * (1 + rounds) and (ctx.proved.get(proofs.CONFIRMING_ROUNDS) or 0) == rounds
 
 
 # Process RSS of endurance.session-lifecycle on the ggml plugin EP (300 sessions, the bounded count

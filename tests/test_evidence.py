@@ -14,6 +14,7 @@ import json
 import pytest
 from onnxruntime.capi import onnxruntime_pybind11_state as C
 
+from conformance import proofs
 from conformance.checks import CHECKS
 from conformance.outcomes import Outcome
 from conformance.report.schema import report_problems
@@ -49,10 +50,10 @@ def test_a_pass_that_recorded_nothing_is_an_error(runner, monkeypatch):
 
 def test_a_pass_carries_what_its_check_proved(runner, monkeypatch):
     def proves(ctx, **params):
-        ctx.prove("address_kept", True)
-        ctx.tally("bytes_compared", 24)
-        ctx.tally("bytes_compared", 36)
-        ctx.prove_item("memory", "source", "plain CPU memory")
+        ctx.prove(proofs.ADDRESS_KEPT, True)
+        ctx.tally(proofs.BYTES_COMPARED, 24)
+        ctx.tally(proofs.BYTES_COMPARED, 36)
+        ctx.prove_item(proofs.MEMORY, "source", "plain CPU memory")
         yield from ()
 
     replace_check(monkeypatch, "memory-info.declaration", proves)
@@ -61,9 +62,19 @@ def test_a_pass_carries_what_its_check_proved(runner, monkeypatch):
     assert result["details"]["evidence"] == {"address_kept": True, "bytes_compared": 60, "memory": {"source": "plain CPU memory"}}
 
 
+def test_a_check_that_proves_a_value_of_the_wrong_type_is_an_error_of_the_kit(runner, monkeypatch):
+    def proves_a_word(ctx, **params):
+        ctx.prove(proofs.ADDRESS_KEPT, "yes")
+        yield from ()
+
+    replace_check(monkeypatch, "memory-info.declaration", proves_a_word)
+    result = runner.run("memory-info.declaration", 0, {})
+    assert result["outcome"] == "error" and "ProofTypeError: evidence 'address_kept' takes bool, not str" in result["message"], result
+
+
 def test_what_one_check_proved_is_not_carried_into_the_next(runner, monkeypatch):
     def proves(ctx, **params):
-        ctx.prove("address_kept", True)
+        ctx.prove(proofs.ADDRESS_KEPT, True)
         yield from ()
 
     def proves_nothing(ctx, **params):

@@ -17,6 +17,8 @@ import pytest
 import yaml
 from conftest import build_failure_reason, conformance_run
 
+from conformance import proofs
+from conformance.checks.context.evidence import Evidence
 from conformance.findings import NotApplicable, NotRun
 from conformance.testbed.interop.capi import OrtError
 from conformance.testbed.interop.handed import Handed
@@ -263,13 +265,13 @@ class _Ctx:
         library, registration, provider = "/nonexistent/libep.so", "ep", "EpExecutionProvider"
 
     def __init__(self):
-        self.evidence = {}
+        self.evidence = Evidence()
 
     def attempt(self, step, reproducer=None):
         pass
 
     def prove(self, key, value):
-        self.evidence[key] = value
+        self.evidence.prove(key, value)
 
 
 class _RefusingRig:
@@ -311,7 +313,7 @@ def test_a_refusal_whose_valid_twin_is_refused_too_proves_nothing(monkeypatch):
     ctx = _Ctx()
     with pytest.raises(NotRun, match="valid twin: ImportMemory: Bad file descriptor; bad request: ImportMemory: Bad file descriptor"):
         list(imported_refusals.rejects_bad(ctx, "size-past-allocation", HOST))
-    assert "refused" not in ctx.evidence
+    assert proofs.REFUSED not in ctx.evidence
 
 
 def test_a_denied_type_refused_beside_a_refused_twin_proves_nothing(monkeypatch):
@@ -321,7 +323,7 @@ def test_a_denied_type_refused_beside_a_refused_twin_proves_nothing(monkeypatch)
     ctx.step = ""
     with pytest.raises(NotRun, match="valid twin: Bad file descriptor; labelled D3D12_RESOURCE: Bad file descriptor"):
         list(imported_memory.capability(ctx, "d3d12-resource"))
-    assert "refused" not in ctx.evidence
+    assert proofs.REFUSED not in ctx.evidence
 
 
 def test_a_crash_in_one_interop_call_stops_only_calls_of_that_kind(importing_library, tmp_path):

@@ -12,11 +12,12 @@ from conformance.facts import EpFacts
 from conformance.isolation.controller import WorkerRefused
 from conformance.isolation.in_process import InProcessWorker
 from conformance.outcomes import CaseReply, Details, Outcome
+from conformance.proofs import BYTES_COMPARED, Proven
 from conformance.run.pool import EpUnderTest
 from conformance.run.scheduler import Planned, Scheduler
 
 FACTS = {"label": "x", "provider": "XExecutionProvider", "devices": [{"index": 0, "label": "x"}]}
-PASSED = {"outcome": "pass", "message": "", "details": {"evidence": {"bytes": 4}}, "duration": 0.5}
+PASSED = {"outcome": "pass", "message": "", "details": {"evidence": {"bytes_compared": 4}}, "duration": 0.5}
 
 
 def handler(seen: list):
@@ -50,7 +51,7 @@ def test_the_scheduler_runs_a_planned_case_on_the_eps_worker_and_an_isolated_one
     pool = SimpleNamespace(isolated=lambda ep: "the EP's worker of isolated contracts")
     scheduler = Scheduler([ep], pool, lookahead=True)  # type: ignore[arg-type]
     planned = Planned("c[x]", {"op": "run", "contract": "c", "device": 0, "params": {}}, "c on x", ep="x", check="c")
-    assert scheduler.run_case(planned) == CaseReply(Outcome.PASS, "c[x]", Details(evidence={"bytes": 4}), 0.5)
+    assert scheduler.run_case(planned) == CaseReply(Outcome.PASS, "c[x]", Details(evidence=Proven({BYTES_COMPARED: 4})), 0.5)
     # A bad request never runs in pytest's process, even planned ahead.
     assert scheduler.worker_for(dataclasses.replace(planned, isolated=True)) == "the EP's worker of isolated contracts"
     assert scheduler.worker_for(planned) is worker

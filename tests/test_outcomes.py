@@ -13,6 +13,7 @@ from conformance.rules import applicability, waivers
 from conformance.catalogue.contracts import Contract, EpSpec, Location, MemoryDeclaration, Waiver
 from conformance.facts import DeviceFacts, EpFacts, MemoryFacts, OnnxruntimeFacts
 from conformance.outcomes import Details, Outcome, Result, Verdict, counts, verdict
+from conformance.proofs import BYTES_COMPARED, Proven
 
 # --- helpers -------------------------------------------------------------------------------
 
@@ -173,7 +174,7 @@ def test_details_of_every_kind_round_trip_through_json_as_the_records_they_are()
 
     killed = MachineEvent(MachineEvent.KILLED, "wait status: SIGKILL")
     details = Details(violations=(Violation("bytes differ", "0x01", "0x02", {"destination": {"name": "Dev"}}, "print(1)", "both"),),
-                      evidence={"bytes_compared": 364}, subject="both", subject_reason="why", step="copying",
+                      evidence=Proven({BYTES_COMPARED: 364}), subject="both", subject_reason="why", step="copying",
                       call=Call("copy_tensors", "cpu>default"), machine=killed,
                       tries=(Tried(Outcome.CRASH, "killed", counted=False), Tried(Outcome.PASS, "")),
                       machine_events=(ExcusedTry(1, killed, "not counted"),), quarantined_call="copy_tensors cpu>default",
@@ -192,7 +193,7 @@ def test_details_read_back_from_a_file_keep_what_they_can_and_drop_what_is_not_o
             "call": {"no": "kind"}, "machine": {"kind": "eaten"}, "machine_events": [{"kind": "killed"}], "evidence": [1], "other": 2}
     details = Details.from_wire(wire)
     assert [v.message for v in details.violations] == ["m"] and [t.outcome for t in details.tries] == [Outcome.PASS]
-    assert (details.call, details.machine, details.machine_events, details.evidence) == (None, None, (), {})
+    assert (details.call, details.machine, details.machine_events, details.evidence) == (None, None, (), Proven())
     assert Details.from_wire(None) == Details.from_wire("x") == Details()
 
 

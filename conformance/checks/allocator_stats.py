@@ -22,6 +22,7 @@ from conformance.findings import NotApplicable, Violation
 from conformance.testbed.interop import capi as C
 from conformance.testbed.interop import rig
 from conformance.testbed.interop.default_allocator import DefaultAllocator
+from conformance import proofs
 
 
 @check("memory-info.allocator-stats-optional")
@@ -33,7 +34,7 @@ def allocator_stats_optional(ctx: CheckContext) -> Iterator[Violation]:
     if allocator.memory is None:
         raise NotApplicable("the EP device advertises no DEFAULT memory: its allocator is onnxruntime's own CPU allocator, not the EP's")
     version = C.allocator_version(allocator.allocator)
-    ctx.prove("allocator", {"memory": allocator.label, "version": version})
+    ctx.prove(proofs.ALLOCATOR, {"memory": allocator.label, "version": version})
     if C.implements_stats(allocator.allocator):
         raise NotApplicable(f"the EP's shared allocator for {allocator.label} implements GetStats: the allocator without one, "
                             "which the header's promise is about, does not arise here")
@@ -59,7 +60,7 @@ def allocator_stats_optional(ctx: CheckContext) -> Iterator[Violation]:
         api.call("GetKeyValuePairs", pairs, ctypes.byref(keys), ctypes.byref(values), ctypes.byref(count))
     finally:
         api.call("ReleaseKeyValuePairs", pairs)
-    ctx.prove("stats", f"{count.value} pairs")
+    ctx.prove(proofs.STATS, f"{count.value} pairs")
     if count.value:
         yield Violation(f"AllocatorGetStats gave {count.value} figures for an allocator without GetStats",
                         expected="empty key-value pairs", actual=f"{count.value} pairs", reproducer=snippet)

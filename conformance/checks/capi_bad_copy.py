@@ -17,6 +17,7 @@ from conformance.testbed import tensors
 from conformance.testbed.interop import capi as C
 from conformance.testbed.interop import rig
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 REQUESTS = ("size-mismatch", "fewer-elements", "type-mismatch", "other-element-size")
 
@@ -50,7 +51,7 @@ def c_api_bad_requests(ctx: CheckContext, request: str, direction: str) -> Itera
         try:
             copier.copy(source, destination, direction, note=f"bad request {request}")
         except C.OrtError as exc:
-            ctx.prove("refused", exc.message[:200])
+            ctx.prove(proofs.REFUSED, exc.message[:200])
         else:
             yield Violation(f"CopyTensors {direction} through the C API accepted a bad request ({request})", expected="a clear error",
                             actual="accepted", reproducer=snippet, subject="both" if passed_through else "")

@@ -22,6 +22,7 @@ from conformance.testbed.guard import GuardedArray
 from conformance.testbed.interop import capi as C
 from conformance.testbed.interop import rig
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 SENTINEL = 0x5A  # what a CPU destination holds before the copy
 READ_BACK = "the read-back destination (default>cpu)"
@@ -64,7 +65,7 @@ class _Copier:
     def overrun_violations(self, what: str, snippet: str, subject: str = "") -> Iterator[Violation]:
         """`what` (the copies made) wrote outside a host tensor: the canaries of every guarded buffer, proved intact or not."""
         overruns = self.overruns()
-        self.ctx.prove("canaries_intact", not overruns)
+        self.ctx.prove(proofs.CANARIES_INTACT, not overruns)
         if overruns:
             yield Violation(f"{what} wrote outside a host tensor: {'; '.join(overruns)}", expected="canaries intact", actual="; ".join(overruns),
                             reproducer=snippet, subject=subject)
@@ -112,7 +113,7 @@ def c_api_copy(ctx: CheckContext, direction: str, dtype: str = "float32", shape:
             with ctx.precondition("reading the destination back (CopyTensors default>cpu)"):
                 copier.copy(destination, landing, "default>cpu")
         got = copier.guards["destination" if destination_kind == "cpu" else READ_BACK].array
-        ctx.prove("memory", {"device": f"{advertised['name']} ({advertised['device_type']}, {advertised['memory_type']})", "direction": direction})
+        ctx.prove(proofs.MEMORY, {"device": f"{advertised['name']} ({advertised['device_type']}, {advertised['memory_type']})", "direction": direction})
         diff = ctx.compare(expected, tensors.payload(got, dt))
         if diff:
             yield Violation(f"CopyTensors {direction} through the C API did not deliver the source bytes: {diff.describe()}",

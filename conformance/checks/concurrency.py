@@ -28,6 +28,7 @@ from conformance.testbed.interop import capi as C
 from conformance.testbed.interop import rig
 from conformance.testbed.interop.threaded_copies import ConcurrentCopies, CopiesRun, Ends, probe
 from conformance.testbed.spans import on_another_thread, overlap
+from conformance import proofs
 
 # The bounded form: the same counts on every machine (a soak adds rounds until its deadline).
 ROUNDS = 150  # per thread: each direction of the chain once a round
@@ -46,7 +47,7 @@ def _chain(ctx: CheckContext, found: dict[str, str], device_memory: bool) -> tup
     thread, is the functional tier's to judge (copy.*): here it is skipped, or, where the chain
     needs it, the case is not run."""
     skipped = {direction: why for direction, why in found.items() if why}
-    ctx.prove("skipped_directions", skipped)
+    ctx.prove(proofs.SKIPPED_DIRECTIONS, skipped)
     needed = {key: why for key, why in skipped.items() if key != "default>default"}
     if not needed:
         return ("cpu>default",) + (() if skipped.get("default>default") else ("default>default",)) + ("default>cpu",)
@@ -117,8 +118,8 @@ def copies(ctx: CheckContext) -> Iterator[Violation]:
         found.update({"host buffers": f"written past on one thread ({overruns[0]})"} if (overruns := _overruns(ends, 0)) else {})
         chain = _chain(ctx, found, device_memory)
         label = f"{advertised['name']} ({advertised['device_type']}, {advertised['memory_type']})" if advertised else "plain CPU memory"
-        ctx.prove("memory", {"default": label})
-        ctx.prove("threads", threads)
+        ctx.prove(proofs.MEMORY, {"default": label})
+        ctx.prove(proofs.THREADS, threads)
         deadline = ctx.load.deadline()
         halfway = time.monotonic() + (deadline - time.monotonic()) / 2  # a soak gives each form half its time
         overlapping = 0
@@ -135,14 +136,14 @@ def copies(ctx: CheckContext) -> Iterator[Violation]:
             with ctx.calling(Call("CopyTensors", note=f"{threads} threads at once, {form}")):
                 run = copier.run(rounds, until, functools.partial(_announce, ctx, what, snippet))
             figures = _figures(run)
-            ctx.prove_item("copies", form, figures)
-            ctx.tally("bytes_compared", run.bytes_checked)
+            ctx.prove_item(proofs.COPIES, form, figures)
+            ctx.tally(proofs.BYTES_COMPARED, run.bytes_checked)
             overlapping += figures["overlapping"]
             yield from _violations(run, what, snippet)
             if not figures["overlapping"] and not run.wrong and not run.failed:
                 raise NotRun(f"{what}: no two calls of different threads overlapped in time ({figures['calls']} calls, "
                              f"{figures['seconds']} s): nothing was shown of copies made at once")
-        ctx.prove("overlapping_calls", overlapping)
+        ctx.prove(proofs.OVERLAPPING_CALLS, overlapping)
     finally:
         for role, guarded in ends.guarded:
             ctx.watch(guarded, role, "ep" if device_memory else "")
@@ -242,7 +243,7 @@ def any_thread(ctx: CheckContext) -> Iterator[Violation]:
             del ctx.memories.guarded[watched:]  # what went wrong here is the functional tier's to report
             continue
         done.append(name)
-    ctx.prove("skipped", skipped)
+    ctx.prove(proofs.SKIPPED, skipped)
     if not done:
         raise NotApplicable(f"no call to make from another thread: each was skipped on the thread that registered the library: {skipped}")
     snippet = scripts.any_thread(ctx, done, session)
@@ -266,6 +267,6 @@ def any_thread(ctx: CheckContext) -> Iterator[Violation]:
     _, error, other = on_another_thread(elsewhere)
     if error is not None:
         raise error  # the kit's own failure, or a call quarantined: as on this thread
-    ctx.prove("threads", {"registered_and_created_on": threading.get_native_id(), "called_from": other})
-    ctx.prove("calls_from_another_thread", {name: "failed" if name in found else "worked" for name in done})
+    ctx.prove(proofs.THREADS, {"registered_and_created_on": threading.get_native_id(), "called_from": other})
+    ctx.prove(proofs.CALLS_FROM_ANOTHER_THREAD, {name: "failed" if name in found else "worked" for name in done})
     yield from found.values()

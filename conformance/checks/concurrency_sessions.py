@@ -29,6 +29,7 @@ from conformance.checks.registry import check
 from conformance.findings import NotRun, Violation, first_line
 from conformance.testbed import tensors
 from conformance.testbed.spans import Overlap, Span, at_once, on_another_thread, overlap
+from conformance import proofs
 
 LOAD_SHAPE = (256, 512)  # 512 KiB a float32 tensor: a run long enough for runs of other threads to overlap it
 RUNS = 60  # per thread, in the bounded form
@@ -159,11 +160,11 @@ def _run_violations(ctx: CheckContext, lanes: list[Lane], what: str, snippet: st
 
 
 def _prove_runs(ctx: CheckContext, lanes: list[Lane], measured: Overlap, seconds: float) -> None:
-    ctx.prove("runs", {"threads": len(lanes), "runs_per_thread": sorted({lane.runs for lane in lanes}), **measured.to_dict(),
+    ctx.prove(proofs.RUNS, {"threads": len(lanes), "runs_per_thread": sorted({lane.runs for lane in lanes}), **measured.to_dict(),
                        "seconds": round(seconds, 3)})
-    ctx.prove("overlapping_runs", measured.overlapping)
-    ctx.tally("bytes_compared", sum(lane.runs * lane.expected[0].nbytes for lane in lanes))
-    ctx.tally("runs_on_ep", sum(lane.runs for lane in lanes) - 1)  # ctx.running counted one
+    ctx.prove(proofs.OVERLAPPING_RUNS, measured.overlapping)
+    ctx.tally(proofs.BYTES_COMPARED, sum(lane.runs * lane.expected[0].nbytes for lane in lanes))
+    ctx.tally(proofs.RUNS_ON_EP, sum(lane.runs for lane in lanes) - 1)  # ctx.running counted one
 
 
 def _no_overlap(measured: Overlap, what: str, seconds: float) -> NotRun:
@@ -253,7 +254,7 @@ def sessions(ctx: CheckContext) -> Iterator[Violation]:
             yield Violation(f"{what}: the sessions got different nodes on {ctx.target.provider}: thread 0's {infos[0].assignment}, "
                             f"thread {index}'s {info.assignment}", expected="the same nodes on the EP in every session",
                             actual=str(info.assignment), reproducer=snippet)
-    ctx.prove("sessions", {"count": count, "intra_op_threads": INTRA_OP_THREADS, "shape": list(shape), "creation_rounds": rounds,
+    ctx.prove(proofs.SESSIONS, {"count": count, "intra_op_threads": INTRA_OP_THREADS, "shape": list(shape), "creation_rounds": rounds,
                            "creations": creations.to_dict()})
     lanes = lanes_of(made, recipe, inputs, shape)
     measured, seconds = _run_lanes(ctx, lanes, infos[0], f"{what}, then run at once", snippet)
@@ -278,7 +279,7 @@ def shared_session(ctx: CheckContext) -> Iterator[Violation]:
         if ctx.target.provider in info.assignment or shape == SESSION_SHAPE:
             break
     ctx.require_nodes_on_ep(info)
-    ctx.prove("session", {"intra_op_threads": INTRA_OP_THREADS, "shape": list(shape)})
+    ctx.prove(proofs.SESSION, {"intra_op_threads": INTRA_OP_THREADS, "shape": list(shape)})
     what = f"one session of model '{recipe}' ({list(shape)}) run from {count} threads at once"
     lanes = lanes_of([info.session] * count, recipe, inputs, shape)
     measured, seconds = _run_lanes(ctx, lanes, info, what, snippet)

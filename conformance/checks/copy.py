@@ -13,6 +13,7 @@ from conformance.checks.context.snippets import Snippets
 from conformance.checks.context import steps
 from conformance.testbed.eps import memory_label
 from conformance.findings import NotApplicable, Violation, message_line
+from conformance import proofs
 
 
 def _copy(ctx: CheckContext, direction: str, dtype: str, shape: str, *, may_refuse: bool = False) -> Iterator[Violation]:
@@ -37,7 +38,7 @@ def _copy(ctx: CheckContext, direction: str, dtype: str, shape: str, *, may_refu
         yield Violation(f"copy_tensors {direction} failed: {exc}", expected="the copy", actual=f"{type(exc).__name__}: {exc}", memory=memory,
                         reproducer=snippet)
         return
-    ctx.prove("memory", {end: memory_label(facts) for end, facts in memory.items()})
+    ctx.prove(proofs.MEMORY, {end: memory_label(facts) for end, facts in memory.items()})
     diff = ctx.compare(tensors.payload(values, dt), ctx.read(destination, destination_kind, dt, shp))
     if diff:
         yield Violation(f"copy_tensors {direction} did not deliver the source bytes: {diff.describe()}",
@@ -83,7 +84,7 @@ def source_unchanged(ctx: CheckContext, direction: str, dtype: str, shape: str) 
     with ctx.precondition(f"reading the source back from {source_kind} memory"):
         after = ctx.read(source, source_kind, dt, shp)
     memory = {"source": ctx.memory_facts(source_kind), "destination": ctx.memory_facts(destination_kind)}
-    ctx.prove("memory", {end: memory_label(facts) for end, facts in memory.items()})
+    ctx.prove(proofs.MEMORY, {end: memory_label(facts) for end, facts in memory.items()})
     diff = ctx.compare(before, after)
     if diff:
         yield Violation(f"copy_tensors {direction} changed its source ({source_kind} memory): {diff.describe()}",
@@ -113,7 +114,7 @@ def roundtrip(ctx: CheckContext, dtype: str, shape: str) -> Iterator[Violation]:
     snippet = _copy_script(ctx.snippets, "cpu", "default", dt, shp)  # read back through copy_tensors: the round trip
     ctx.attempt("copy_tensors CPU → DEFAULT → CPU", snippet)
     device_value = ctx.place(values, "default", dt)
-    ctx.prove("memory", {"default": memory_label(ctx.memory_facts("default"))})
+    ctx.prove(proofs.MEMORY, {"default": memory_label(ctx.memory_facts("default"))})
     diff = ctx.compare(tensors.payload(values, dt), ctx.read(device_value, "default", dt, shp))
     if diff:
         yield Violation(f"CPU → DEFAULT → CPU changed the bytes: {diff.describe()}", expected="byte-identical round trip",
@@ -140,8 +141,8 @@ def host_accessible_alias(ctx: CheckContext, dtype: str = "float32") -> Iterator
         yield Violation("numpy() of a HOST_ACCESSIBLE value does not alias its memory", expected=f"0x{value.data_ptr():x}",
                         actual=f"0x{first_view.ctypes.data:x}", memory=memory, reproducer=snippet)
     else:
-        ctx.prove("numpy_aliases", True)
-    ctx.prove("memory", {"host_accessible": memory_label(memory["host_accessible"])})
+        ctx.prove(proofs.NUMPY_ALIASES, True)
+    ctx.prove(proofs.MEMORY, {"host_accessible": memory_label(memory["host_accessible"])})
     written = tensors.sample(dt, shp, seed=6)
     first_view[...] = written
     diff = ctx.compare(tensors.payload(written, dt), tensors.payload(value.numpy(), dt))
@@ -171,7 +172,7 @@ def bad_requests(ctx: CheckContext, request: str, direction: str) -> Iterator[Vi
         ctx.copy(src_values, dst_values, direction, note=f"bad request {request}")
     except Exception as exc:
         refused = True
-        ctx.prove("refused", message_line(exc)[:200])
+        ctx.prove(proofs.REFUSED, message_line(exc)[:200])
         if not str(exc).strip():
             yield Violation(f"copy_tensors refused a bad request ({request}) without saying why", expected="an error message",
                             actual=repr(exc), reproducer=snippet)
@@ -215,7 +216,7 @@ def _after_refusal(ctx: CheckContext, request: str, sources, src_values, destina
             yield Violation(f"after the refused bad request ({request}), a valid copy into destination {index} ({kind} memory) "
                             f"did not deliver the source bytes: {diff.describe()}", expected="byte-identical destination",
                             actual=diff.describe(), reproducer=snippet)
-    ctx.prove("usable_after_refusal", {"sources": len(sources), "destinations": len(destinations)})
+    ctx.prove(proofs.USABLE_AFTER_REFUSAL, {"sources": len(sources), "destinations": len(destinations)})
 
 
 # --- the reproducers: standalone scripts of each check's step ------------------------------

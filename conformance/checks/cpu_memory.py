@@ -24,6 +24,7 @@ from conformance.checks.context import steps
 from conformance.checks.context.snippets import Snippets
 from conformance.findings import NotApplicable, Violation
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 SHAPE = (3, 5)
 SENTINEL = 0x5A
@@ -86,7 +87,7 @@ def copy_paths(ctx: CheckContext, path: str, dtype: str) -> Iterator[Violation]:
     snippet = _cpu_path_script(ctx.snippets, path, dt, SHAPE, ctx.models.get("identity", dt, SHAPE)[1] if path.startswith("iobinding") else None)
     ctx.attempt(f"{path} between CPU values", snippet)
     got = _cpu_path(ctx, path, dt, values)
-    ctx.prove("memory", {"source": "plain CPU memory", "destination": "plain CPU memory"})
+    ctx.prove(proofs.MEMORY, {"source": "plain CPU memory", "destination": "plain CPU memory"})
     diff = ctx.compare(tensors.payload(values, dt), got)
     if diff:
         yield Violation(f"{path} between CPU values did not deliver the source bytes: {diff.describe()}", expected="byte-identical destination",
@@ -121,7 +122,7 @@ def host_accessible_writes(ctx: CheckContext, path: str, dtype: str) -> Iterator
             info.session.run_with_iobinding(binding)
         else:
             raise ValueError(f"unknown HOST_ACCESSIBLE write path {path!r}")
-    ctx.prove("memory", {"destination": ctx.describe_memory("host_accessible"), "read": "through data_ptr(), as the CPU sees it"})
+    ctx.prove(proofs.MEMORY, {"destination": ctx.describe_memory("host_accessible"), "read": "through data_ptr(), as the CPU sees it"})
     if destination.data_ptr() != address:
         yield Violation(f"{path} moved the HOST_ACCESSIBLE destination", expected=f"0x{address:x}", actual=f"0x{destination.data_ptr():x}",
                         reproducer=snippet)

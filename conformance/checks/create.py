@@ -22,6 +22,7 @@ from conformance.testbed.eps import memory_label
 from conformance.findings import NotApplicable, Violation, message_line
 from conformance.testbed.guard import GuardedArray
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 DESTINATION_SENTINEL = 0x5A
 # What ortvalue_from_numpy is asked with: no device arguments, or the CPU named explicitly
@@ -49,7 +50,7 @@ def _described(ctx: CheckContext, value, dt: tensors.DType, shape: tuple[int, ..
     """What the value says of itself against what was asked: shape, element type, size in bytes."""
     said = {"shape()": list(value.shape()), "element_type()": value.element_type(), "tensor_size_in_bytes()": value.tensor_size_in_bytes()}
     asked = {"shape()": list(shape), "element_type()": dt.onnx_type, "tensor_size_in_bytes()": dt.nbytes(tensors.element_count(shape))}
-    ctx.prove("described", asked)
+    ctx.prove(proofs.DESCRIBED, asked)
     for accessor, expected in asked.items():
         if said[accessor] != expected:
             yield Violation(f"{what}: {accessor} is {said[accessor]}, not the {expected} asked for", expected=str(expected),
@@ -80,7 +81,7 @@ def from_numpy(ctx: CheckContext, dtype: str, shape: str, layout: str = "contigu
     if value.device_name().lower() != "cpu":
         yield Violation(f"{what}: the value is in {value.device_name()} memory", expected="cpu", actual=value.device_name(), reproducer=snippet)
         return
-    ctx.prove("aliases_the_array", bool(source.size) and value.data_ptr() == source.ctypes.data)
+    ctx.prove(proofs.ALIASES_THE_ARRAY, bool(source.size) and value.data_ptr() == source.ctypes.data)
     diff = ctx.compare(tensors.payload(values, dt), np.frombuffer(_host_bytes(value), np.uint8))
     if diff:
         yield Violation(f"{what}: the value does not hold the array's values: {diff.describe()}", expected="the array's logical values",
@@ -101,12 +102,12 @@ def read_only_source(ctx: CheckContext, dtype: str = "float32", shape: str = "2x
     with ctx.calling(Call("ortvalue_from_numpy", "read-only")):
         value = ctx.ort.OrtValue.ortvalue_from_numpy(source)
     aliases = value.data_ptr() == guarded.address
-    ctx.prove("aliases_the_array", aliases)
+    ctx.prove(proofs.ALIASES_THE_ARRAY, aliases)
     try:
         with ctx.calling(Call("update_inplace", "numpy>cpu", "read-only destination's array")):
             value.update_inplace(tensors.sentinel(dt, shp, DESTINATION_SENTINEL))
     except Exception as exc:
-        ctx.prove("refused", message_line(exc)[:200])
+        ctx.prove(proofs.REFUSED, message_line(exc)[:200])
     diff = ctx.compare(tensors.payload(values, dt), tensors.payload(guarded.array, dt))
     if diff:
         yield Violation("a write through the value made by ortvalue_from_numpy reached the read-only array it was made from"
@@ -143,7 +144,7 @@ def from_shape_and_type(ctx: CheckContext, dtype: str, shape: str, memory: str, 
     with ctx.calling(Call("allocate", memory, form)):
         value = ctx.ort.OrtValue.ortvalue_from_shape_and_type(list(shp), dt.onnx_type, **args)
     yield from _described(ctx, value, dt, shp, what, snippet)
-    ctx.prove_item("memory", memory, memory_label(ctx.memory_facts(memory)))
+    ctx.prove_item(proofs.MEMORY, memory, memory_label(ctx.memory_facts(memory)))
     # The value holds what is copied into it, all of it: its buffer is as large as it says.
     values = tensors.sample(dt, shp, seed=13)
     source = ctx.place(values, "cpu", dt)

@@ -41,6 +41,7 @@ from conformance.testbed.guard import GuardedArray
 from conformance.testbed.interop import capi as C
 from conformance.testbed.interop import rig
 from conformance.testbed.interop.default_allocator import DefaultAllocator
+from conformance import proofs
 
 COPIES, ALLOCATIONS, RUNS, SESSIONS = 10_000, 10_000, 1_000, 100
 ELEMENTS = 4096  # float32: 16 KiB a tensor, so that a leak of the tensor's size per call crosses the threshold too
@@ -128,15 +129,15 @@ class _Loop:
         could be sampled (no /proc/self/statm, an allocator that reports nothing) the memory half
         of the contract was not shown: not_run, unless the loop already failed."""
         ctx = self.ctx
-        ctx.prove("calls", {"made": made, "bounded": self.count, "per": self.per, "load": ctx.load.describe()})
+        ctx.prove(proofs.CALLS, {"made": made, "bounded": self.count, "per": self.per, "load": ctx.load.describe()})
         if self.confirming:
-            ctx.prove("confirming_rounds", self.confirming)
-        ctx.prove("checkpoints", checks)
-        ctx.prove("seconds", round(time.monotonic() - self.started, 2))
+            ctx.prove(proofs.CONFIRMING_ROUNDS, self.confirming)
+        ctx.prove(proofs.CHECKPOINTS, checks)
+        ctx.prove(proofs.SECONDS, round(time.monotonic() - self.started, 2))
         growths = self.sampler.growths()
-        ctx.prove("growth", {growth.key: growth.evidence() for growth in growths})
+        ctx.prove(proofs.GROWTH, {growth.key: growth.curve() for growth in growths})
         if self.sampler.dropped:
-            ctx.prove("gauges_dropped", dict(self.sampler.dropped))
+            ctx.prove(proofs.GAUGES_DROPPED, dict(self.sampler.dropped))
         for growth in growths:
             if growth.grows:
                 yield Violation(f"{growth.describe()}: above {size_text(growth.threshold)} per {self.per}",
@@ -181,8 +182,8 @@ def copies(ctx: CheckContext, direction: str) -> Iterator[Violation]:
     with ctx.precondition(f"placing the sources ({source_kind}) and the destination ({destination_kind}) of the copies"):
         sources = [ctx.place(pattern, source_kind, FLOAT32) for pattern in patterns]
         destination = _Destination(ctx, destination_kind)
-    ctx.prove("memory", {"source": memory_label(ctx.memory_facts(source_kind)), "destination": memory_label(ctx.memory_facts(destination_kind))})
-    ctx.prove("tensor_bytes", ELEMENTS * 4)
+    ctx.prove(proofs.MEMORY, {"source": memory_label(ctx.memory_facts(source_kind)), "destination": memory_label(ctx.memory_facts(destination_kind))})
+    ctx.prove(proofs.TENSOR_BYTES, ELEMENTS * 4)
     ctx.attempt(f"copy_tensors {direction}: copy 1 of {COPIES:,}", loop.snippet)
     try:
         ctx.copy([sources[1]], [destination.value], direction)
@@ -264,7 +265,7 @@ class _Bytes:
         except C.OrtError as exc:
             if call == 1:
                 self.refusal = f"CopyTensors refused: {exc.message}"
-                self.ctx.prove("bytes_not_checked", f"the EP copies nothing into its DEFAULT memory through the C API ({exc.message})")
+                self.ctx.prove(proofs.BYTES_NOT_CHECKED, f"the EP copies nothing into its DEFAULT memory through the C API ({exc.message})")
                 return None
             return Violation(f"after {call - 1:,} allocations and frees, the bytes of allocation {call:,} could not be written and read back: {exc}",
                              expected="the pattern written and read back, as at the first allocation", actual=str(exc))
@@ -311,14 +312,14 @@ def allocations(ctx: CheckContext) -> Iterator[Violation]:
         gauges.append(Gauge(f"allocator_{stat}", f"the DEFAULT allocator's {stat}", lambda: allocator.stat(stat)))
     loop = _Loop(ctx, ALLOCATIONS, "allocation", gauges, f"allocations and frees in {allocator.label}")
     loop.snippet = scripts.allocations(ctx.snippets, C.API_VERSION, ALLOCATIONS, loop.sampler, ELEMENTS, stat or None)
-    ctx.prove("memory", {"default": allocator.label})
-    ctx.prove("tensor_bytes", ELEMENTS * 4)
+    ctx.prove(proofs.MEMORY, {"default": allocator.label})
+    ctx.prove(proofs.TENSOR_BYTES, ELEMENTS * 4)
     checker = _Bytes(ctx, allocator)
     try:
         made, stopped = yield from _allocate(ctx, loop, allocator, checker)
     finally:
         checker.close()
-    ctx.prove("allocator_stats", {"before": before, "after": allocator.stats()} if before else
+    ctx.prove(proofs.ALLOCATOR_STATS, {"before": before, "after": allocator.stats()} if before else
               f"the allocator reports none{f' ({allocator.stats_refusal})' if allocator.stats_refusal else ''}")
     yield from loop.judged(made, checker.checks, stopped)
 

@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from conformance.proofs import GrowthCurve
+
 # Bytes per call above which memory grows. A leak of 16 KiB per call (issue 36's EP) has a slope
 # of 16,384 and crosses it fourfold; what a healthy process shows lies far under it: resident
 # memory moves by whole pages (4 KiB) now and then, and a sample is taken every few hundred
@@ -104,11 +106,14 @@ class Growth:
         return (f"{self.gauge} {verb} {size_text(abs(self.slope))} per {self.per} ({size_text(abs(self.per_1000_calls))} per 1,000 "
                 f"{plural(self.per)}) {span}{jump}")
 
+    def curve(self) -> GrowthCurve:
+        """The curve as the evidence holds it (report/curve.py draws it; JUnit has its figures)."""
+        return GrowthCurve(self.calls, self.values, round(self.slope, 1), self.gauge, "bytes", self.per, round(self.per_1000_calls), self.threshold,
+                           self.discounted, self.grows)
+
     def evidence(self) -> dict:
-        """The curve as report.json carries it (report/curve.py draws it; JUnit has its figures)."""
-        return {"gauge": self.gauge, "unit": "bytes", "per": self.per, "calls": list(self.calls), "values": list(self.values),
-                "slope_per_call": round(self.slope, 1), "per_1000_calls": round(self.per_1000_calls), "threshold_per_call": self.threshold,
-                "step_discounted": self.discounted, "grows": self.grows}
+        """The curve as report.json carries it."""
+        return self.curve().to_wire()
 
 
 def judge(key: str, gauge: str, per: str, calls: Sequence[int], values: Sequence[int], threshold: float = THRESHOLD_PER_CALL) -> Growth:

@@ -23,6 +23,7 @@ from conformance.checks.context.sessions import SESSION_SHAPE
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, NotRun, Violation, first_line
 from conformance.testbed import tensors
+from conformance import proofs
 
 EP_CONTEXT_OP = "EPContext"
 SCRIPT_MODEL = "ep_context_ctx.onnx"  # where a reproducer has its session write the model, beside it
@@ -77,8 +78,8 @@ def ep_context_model(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
         context = read_context_model(written)
     nodes = list(context.graph.node) if context is not None else []
     marked = [node for node in nodes if node.op_type == EP_CONTEXT_OP]
-    ctx.prove("taken", sorted(taken))
-    ctx.prove("ep_context_nodes", len(marked))
+    ctx.prove(proofs.TAKEN, sorted(taken))
+    ctx.prove(proofs.EP_CONTEXT_NODES, len(marked))
     if len(marked) > len(taken):
         what = "took no node" if not taken else f"took {len(taken)} ({', '.join(sorted(taken))})"
         yield Violation(f"the EPContext model has {len(marked)} EPContext nodes, but {provider} {what}: an EPContext node stands only for "

@@ -15,6 +15,7 @@ from conformance.findings import NotApplicable, Violation
 from conformance.testbed import tensors
 from conformance.testbed.eps import memory_label
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 
 def _devices(ctx: CheckContext) -> list:
@@ -50,7 +51,7 @@ assert {provider!r} and first == second, f'get_ep_devices(): expected the same E
         yield Violation(f"get_ep_devices() lists {len(first)} then {len(second)} devices of {provider}",
                         expected=f"the same devices on every call (at least {index + 1})", actual=f"{len(first)}, then {len(second)}", reproducer=snippet)
         return
-    ctx.prove("ep_devices_listed", [len(first), len(second)])
+    ctx.prove(proofs.EP_DEVICES_LISTED, [len(first), len(second)])
     # Two sessions made for the EP: each is an instance of the EP from the same source.
     model, path = ctx.models.get("relu", tensors.DTYPES["float32"], SESSION_SHAPE)
     session_snippet = _script(ctx, f"two sessions made for {provider} both name it among their providers",
@@ -60,7 +61,7 @@ assert {provider!r} and first == second, f'get_ep_devices(): expected the same E
     for _ in range(2):
         with ctx.calling(Call("InferenceSession creation")):
             providers.append(list(ctx.create_session(model).get_providers()))
-    ctx.prove("session_providers", providers)
+    ctx.prove(proofs.SESSION_PROVIDERS, providers)
     for listed in providers:
         if not listed or listed[0] != provider:
             yield Violation(f"a session made for {provider} lists its providers as {listed}",
@@ -100,7 +101,7 @@ assert first == second, f'expected the same answers, got {{first}} then {{second
         except Exception as exc:  # a query that raises is this contract broken
             yield Violation(f"a read-only query of {provider}'s EP device failed: {exc}", expected="an answer", actual=str(exc), reproducer=snippet)
             return
-    ctx.prove("queries", sorted(answers[0]))
+    ctx.prove(proofs.QUERIES, sorted(answers[0]))
     differs = {key: (answers[0][key], answers[1][key]) for key in answers[0] if answers[0][key] != answers[1][key]}
     if differs:
         yield Violation(f"{provider}'s EP device answers {', '.join(differs)} differently on a second listing",
@@ -132,7 +133,7 @@ addresses = [v.data_ptr() for v in values]
 assert all(addresses) and len(set(addresses)) == len(addresses), f'expected {ALLOCATIONS} distinct non-null buffers, got {{[hex(a) for a in addresses]}}'""")
     ctx.attempt(f"reading the {kind} memory info and allocating from it {ALLOCATIONS} times", snippet)
     said = {"name": info.name, "allocator_type": info.allocator_type.name, "device_mem_type": info.device_mem_type.name}
-    ctx.prove("memory_info", said)
+    ctx.prove(proofs.MEMORY_INFO, said)
     # a valid allocator type: any but onnxruntime's OrtInvalidAllocator (ORT_INVALID_ALLOCATOR in Python)
     if not info.name or "INVALID" in info.allocator_type.name.upper() or info.device_mem_type.name != kind:
         yield Violation(f"the {kind} memory info is malformed: {said}", expected=f"a name, a valid allocator type, memory type {kind}",
@@ -146,7 +147,7 @@ assert all(addresses) and len(set(addresses)) == len(addresses), f'expected {ALL
                             memory={memory: facts}, reproducer=snippet)
             return
     addresses = [value.data_ptr() for value in values]
-    ctx.prove("allocations", [hex(a) for a in addresses])
+    ctx.prove(proofs.ALLOCATIONS, [hex(a) for a in addresses])
     if not all(addresses) or len(set(addresses)) != len(addresses):
         yield Violation(f"{ALLOCATIONS} allocations from the {kind} memory info gave {[hex(a) for a in addresses]}",
                         expected=f"{ALLOCATIONS} distinct non-null buffers", actual=repr([hex(a) for a in addresses]), memory={memory: facts},
@@ -163,7 +164,7 @@ def _usable_from_the_cpu(ctx: CheckContext, values, label: str, snippet: str) ->
     for value in values:
         ctypes.memset(value.data_ptr(), 0xAB, ALLOCATION_BYTES)
     seen = [ctypes.string_at(value.data_ptr(), ALLOCATION_BYTES) for value in values]
-    ctx.prove("cpu_written_bytes", ALLOCATION_BYTES * len(values))
+    ctx.prove(proofs.CPU_WRITTEN_BYTES, ALLOCATION_BYTES * len(values))
     if any(bytes_ != b"\xab" * ALLOCATION_BYTES for bytes_ in seen):
         yield Violation(f"{label}: bytes the CPU wrote read back otherwise", expected="0xab throughout",
                         actual=repr([b[:8].hex() for b in seen]), reproducer=snippet + "\n" + f"""\

@@ -23,6 +23,7 @@ from conformance.checks.context import CheckContext, bad_bindings, bad_copies, b
 from conformance.checks.context.snippets import Snippets
 from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
+from conformance import proofs
 
 # How a message may write an element type: onnxruntime says 'tensor(float)', numpy 'float32',
 # C 'float'. A name must stand as a word, so that 'float' is not read in 'float64'.
@@ -96,9 +97,9 @@ def device(name: str) -> Naming:
 def _judge(ctx: CheckContext, what: str, exc: Exception, naming: Naming, snippet: str, subject: str = "") -> Iterator[Violation]:
     """The refusal's message against what it must name."""
     text = str(exc)
-    ctx.prove("refused", message_line(exc)[:200])
+    ctx.prove(proofs.REFUSED, message_line(exc)[:200])
     if naming.said_in(text):
-        ctx.prove("names", naming.what)
+        ctx.prove(proofs.NAMES, naming.what)
         return
     yield Violation(f"the refusal of {what} does not name {naming.what}: it says {message_line(exc)[:160]!r}",
                     expected=f"a message naming {naming.what}", actual=text.strip()[:400] or repr(exc), reproducer=snippet, subject=subject)

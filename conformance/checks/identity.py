@@ -21,6 +21,7 @@ from conformance.findings import NotApplicable, Violation
 from conformance.testbed.interop import capi as C
 from conformance.testbed.interop import rig
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 # What OrtValue.device_name() may say beside the device type: the name of the EP family that a
 # vendor's devices of that type belong to (PCI vendor ids: NVIDIA 0x10de, Huawei 0x19e5).
@@ -63,7 +64,7 @@ def identity(ctx: CheckContext, memory: str, recipe: str = "relu") -> Iterator[V
         yield Violation(f"OrtEpDevice.memory_info({memory.upper()}) gives a memory info that the C API's EpDevice_MemoryInfo does not",
                         expected="the same memory info through both", actual=f"Python: {info.name}; C: none", reproducer=snippet)
         return
-    ctx.prove("advertised", label(advertised))
+    ctx.prove(proofs.ADVERTISED, label(advertised))
     said = _python_identity(info)
     if _differences(said, advertised):
         yield Violation(f"OrtEpDevice.memory_info({memory.upper()}) says {_differences(said, advertised)}", expected=label(advertised),
@@ -72,7 +73,7 @@ def identity(ctx: CheckContext, memory: str, recipe: str = "relu") -> Iterator[V
     with ctx.calling(Call("OrtValue.device_name", memory)):
         name = value.device_name()
     names = device_names(advertised["device_type"], advertised["vendor_id"], advertised["name"])
-    ctx.prove("device_name", name)
+    ctx.prove(proofs.DEVICE_NAME, name)
     if name.lower() not in names:
         yield Violation(f"device_name() of a value in {memory} memory ({label(advertised)}) says {name!r}",
                         expected=" or ".join(repr(n) for n in sorted(names)), actual=repr(name), reproducer=snippet)
@@ -97,7 +98,7 @@ def _session_identities(ctx: CheckContext, memory: str, advertised: dict[str, An
             said = _python_identity(mi)
             if said["name"].lower() in PLAIN_CPU_NAMES or said["memory_type"] != advertised["memory_type"]:
                 continue
-            ctx.prove_item("session_memory", f"{which} {index}", said["name"])
+            ctx.prove_item(proofs.SESSION_MEMORY, f"{which} {index}", said["name"])
             if _differences(said, advertised):
                 yield Violation(f"session {which} {index}'s memory info says {_differences(said, advertised)}", expected=label(advertised),
                                 actual=str(said), reproducer=snippet)

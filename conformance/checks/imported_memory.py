@@ -21,6 +21,7 @@ from conformance.testbed.interop.capi import OrtError
 from conformance.testbed.interop.handed import Handed
 from conformance.testbed.interop.rig import HANDLE_KINDS, ImportRig, pattern
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 @check("import.capability")
 @interop_outputs
@@ -53,12 +54,12 @@ def capability(ctx: CheckContext, request: str) -> Iterator[Violation]:
     elif refusal is not None and handle_type == HANDLE_KINDS[kind]:
         raise NotApplicable(f"the importer does not import {handle_type.upper()} (CanImportMemory is false, ImportMemory refuses it)")
     elif refusal is not None:
-        ctx.prove("refused", refusal[:200])
+        ctx.prove(proofs.REFUSED, refusal[:200])
     elif not claimed:
         yield Violation(f"CanImportMemory says {handle_type.upper()} is not importable, but ImportMemory accepted it",
                         expected="ImportMemory refuses what CanImportMemory denies", actual="a handle")
     else:
-        ctx.prove("imported", handle_type)
+        ctx.prove(proofs.IMPORTED, handle_type)
 
 
 def _import_once(rig: ImportRig, producer, handle_type: str) -> str | None:
@@ -99,8 +100,8 @@ def host_accessible(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Vi
             raise NotApplicable(f"imported tensors report {memory['memory_type']} memory ({memory['name']}), not HOST_ACCESSIBLE")
         ctx.attempt("reading the imported HOST_ACCESSIBLE tensor directly")
         got = rig.read(tensor, TENSOR)
-        ctx.prove("memory", memory["memory_type"])
-        ctx.tally("bytes_compared", 2 * TENSOR)  # the read here, the producer's read of the write below
+        ctx.prove(proofs.MEMORY, memory["memory_type"])
+        ctx.tally(proofs.BYTES_COMPARED, 2 * TENSOR)  # the read here, the producer's read of the write below
         if got != values.tobytes():
             yield Violation("a CPU read of the imported HOST_ACCESSIBLE tensor did not give the producer's bytes",
                             expected="the producer's bytes", actual=f"{np.frombuffer(got, np.float32)[:4]}...")
@@ -126,8 +127,8 @@ def default_copy(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Viola
             raise NotApplicable(f"imported tensors report {memory['memory_type']} {memory['device_type']} memory ({memory['name']}), not device DEFAULT")
         ctx.attempt("CopyTensors imported DEFAULT > CPU")
         got = rig.read(tensor, TENSOR)
-        ctx.prove("memory", memory["memory_type"])
-        ctx.tally("bytes_compared", 2 * TENSOR)  # the copy to CPU here, the producer's read of the copy in below
+        ctx.prove(proofs.MEMORY, memory["memory_type"])
+        ctx.tally(proofs.BYTES_COMPARED, 2 * TENSOR)  # the copy to CPU here, the producer's read of the copy in below
         if got != values.tobytes():
             yield Violation("CopyTensors of the imported DEFAULT tensor to CPU did not give the producer's bytes",
                             expected=f"{values[:4]}...", actual=f"{np.frombuffer(got, np.float32)[:4]}...")
@@ -158,7 +159,7 @@ def offsets(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violation]
                 got = rig.read(tensor, TENSOR)
             finally:
                 rig.release_tensor(tensor)
-            ctx.tally("bytes_compared", TENSOR)
+            ctx.tally(proofs.BYTES_COMPARED, TENSOR)
             if got != block.tobytes():
                 yield Violation(f"tensor {index} (offset {base} + {index * 1024}) did not read its slice of the producer's memory",
                                 expected=f"{block[:4]}...", actual=f"{np.frombuffer(got, np.float32)[:4]}...")
@@ -183,8 +184,8 @@ def session_io(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violati
             source, output = made
             with imported_session(ctx, rig, model) as session:
                 left = run_into(ctx, rig, session, source, output)
-            ctx.prove("address_kept", left == output.value)
-            ctx.tally("bytes_compared", TENSOR)
+            ctx.prove(proofs.ADDRESS_KEPT, left == output.value)
+            ctx.tally(proofs.BYTES_COMPARED, TENSOR)
             if left != output.value:
                 yield Violation("Run replaced the preallocated imported output with a value of its own", expected=hex(output.value),
                                 actual=hex(left))

@@ -23,6 +23,7 @@ from conformance.testbed.interop.capi import HANDLE_TYPES, OrtError
 from conformance.testbed.interop.handed import Handed
 from conformance.testbed.interop.rig import HANDLE_KINDS, ImportRig, NoImporter, c_device, create_importer, pattern
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 BAD_IMPORTS = {
     "size-past-allocation": "ImportMemory with size_bytes 1 MiB past the allocation",
@@ -103,8 +104,8 @@ def rejects_bad(ctx: CheckContext, request: str, handle: str = "opaque-fd") -> I
     call, message = refused
     if request in TENSOR_REQUESTS and call != "CreateTensorFromMemory":
         raise NotRun(f"the import before the bad tensor descriptor was refused ({call}: {message}), so the bad descriptor was never tried")
-    ctx.prove("refused", f"{call}: {message[:200]}")
-    ctx.prove("valid_twin", "accepted")
+    ctx.prove(proofs.REFUSED, f"{call}: {message[:200]}")
+    ctx.prove(proofs.VALID_TWIN, "accepted")
     if not message.strip():
         yield Violation(f"{BAD_IMPORTS[request]} was refused without a message", actual=repr(message))
 
@@ -129,7 +130,7 @@ def lifetime(ctx: CheckContext, request: str, handle: str = "opaque-fd") -> Iter
                 released = True
                 own.release_handle(item.handle)
                 item.handle = None
-                ctx.prove("released", "importer, then handle")
+                ctx.prove(proofs.RELEASED, "importer, then handle")
                 return
             tensor = own.tensor(item.handle, (COUNT,))
             own.release_handle(item.handle)
@@ -141,7 +142,7 @@ def lifetime(ctx: CheckContext, request: str, handle: str = "opaque-fd") -> Iter
             ctx.attempt(f"using a tensor after its {outlived} was released")
             try:
                 got = rig.read(tensor, TENSOR)
-                ctx.tally("bytes_compared", 2 * TENSOR)  # this read, the producer's read of the write below
+                ctx.tally(proofs.BYTES_COMPARED, 2 * TENSOR)  # this read, the producer's read of the write below
                 if got != values.tobytes():
                     yield Violation(f"a tensor that outlived its {outlived} no longer reads the producer's bytes",
                                     expected=f"{values[:4]}...", actual=f"{np.frombuffer(got, np.float32)[:4]}...")
@@ -215,7 +216,7 @@ def unregister_while_imported(ctx: CheckContext, handle: str = "opaque-fd") -> I
         with ctx.calling(Call("UnregisterExecutionProviderLibrary")):
             api.call("UnregisterExecutionProviderLibrary", env.env, name.encode())
     except OrtError as exc:
-        ctx.prove("unregister", f"refused: {exc.message[:200]}")
+        ctx.prove(proofs.UNREGISTER, f"refused: {exc.message[:200]}")
         rig.release_tensor(tensor)
         rig.release_handle(handle_value)
         handed.close()
@@ -229,13 +230,13 @@ def unregister_while_imported(ctx: CheckContext, handle: str = "opaque-fd") -> I
                         expected="an error status, or the library kept until its imported objects are released",
                         actual="the library's mapping is gone and the tensor and handle are still alive")
         return
-    ctx.prove("unregister", "the library stayed loaded while its imports were alive")
+    ctx.prove(proofs.UNREGISTER, "the library stayed loaded while its imports were alive")
     rig.release_tensor(tensor)
     rig.release_handle(handle_value)
     handed.close()
     seen = producer.read(allocation, TENSOR)
     producer.free(allocation)
-    ctx.tally("bytes_compared", TENSOR)
+    ctx.tally(proofs.BYTES_COMPARED, TENSOR)
     if seen != values.tobytes():
         yield Violation("the producer's memory changed when the EP library was unregistered and its imports released",
                         expected=f"{values[:4]}...", actual=f"{np.frombuffer(seen, np.float32)[:4]}...")
@@ -256,7 +257,7 @@ def unsupported_is_success(ctx: CheckContext) -> Iterator[Violation]:
                             expected="OK with a NULL importer (onnxruntime's interop guide: how an EP reports 'unsupported')",
                             actual=f"an error status: {exc.error[:200]}")
             return
-        ctx.prove("importer", "none, with an OK status")
+        ctx.prove(proofs.IMPORTER, "none, with an OK status")
         return
     api.interop("ReleaseExternalResourceImporter", importer)
     raise NotApplicable("the EP device has an importer: it does not say 'unsupported'")

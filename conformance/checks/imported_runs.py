@@ -26,6 +26,7 @@ from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.testbed.interop import capi as C
 from conformance.testbed.interop.rig import ImportRig, pattern
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 # The one EP that writes down the copies it is asked for, and how it is told where to
 COPY_LOGGING_EP = "RefDevExecutionProvider"
@@ -47,7 +48,7 @@ def handle_release(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Vio
         # relied on: the application's handle is the EP's own struct (onnxruntime_ep_c_api.h says the
         # EP derives its handle from it; onnxruntime 1.32 hands it over unwrapped)
         head = C.ExternalMemoryHandle.from_address(item.handle.value)
-        ctx.prove("release", "set" if head.Release else "NULL")
+        ctx.prove(proofs.RELEASE, "set" if head.Release else "NULL")
         if not head.Release:
             yield Violation("the handle ImportMemory returned has no Release function: ReleaseExternalMemoryHandle cannot free it "
                             "(onnxruntime returns without a word, and the EP's ReleaseMemory is not called either), so every import leaks",
@@ -80,8 +81,8 @@ def self_copy(ctx: CheckContext, handle: str = "opaque-fd") -> Iterator[Violatio
             except C.OrtError as exc:
                 raise NotApplicable(f"CopyTensors of an imported tensor onto itself is refused, which the EP may do: {exc.message[:200]}") from None
             seen = item.producer.read(item.allocation, TENSOR)
-            ctx.tally("bytes_compared", TENSOR)
-            ctx.prove("self_copy", "bytes kept" if seen == values.tobytes() else "bytes changed")
+            ctx.tally(proofs.BYTES_COMPARED, TENSOR)
+            ctx.prove(proofs.SELF_COPY, "bytes kept" if seen == values.tobytes() else "bytes changed")
             if seen != values.tobytes():
                 yield Violation("CopyTensors of an imported tensor onto itself (source and destination the same memory) changed its bytes",
                                 expected=f"{values[:4]}...", actual=f"{np.frombuffer(seen, np.float32)[:4]}...")
@@ -153,7 +154,7 @@ def _run_copies(ctx: CheckContext, handle: str, memory_type: str) -> Iterator[Vi
                 raise NotApplicable(f"imported tensors report {memory['memory_type']} memory ({memory['name']}), not {memory_type.upper()}")
             with imported_session(ctx, rig, model) as session, asked_copies(ctx) as asked:
                 run_into(ctx, rig, session, *made)
-            ctx.prove("copies_asked", len(asked))
+            ctx.prove(proofs.COPIES_ASKED, len(asked))
             if asked:
                 yield Violation(f"a Run on imported {memory_type.upper()} tensors asked the EP for {len(asked)} {'copy' if len(asked) == 1 else 'copies'}: "
                                 + "; ".join(copy.describe() for copy in asked[:4]),

@@ -12,6 +12,7 @@ from conformance.checks.context import steps
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.checks.context.reference import reference, small_integers
 from conformance.testbed.eps import memory_label
+from conformance import proofs
 
 
 
@@ -38,8 +39,8 @@ def in_place(ctx: CheckContext, recipe: str, dtype: str, shape: str, memory: str
     with ctx.calling(Call("run_with_iobinding", memory)), ctx.running(info):
         info.session.run_with_iobinding(binding)
     produced = binding.get_outputs()[0]
-    ctx.prove("address_kept", produced.data_ptr() == output.data_ptr())
-    ctx.prove("memory", {memory: memory_label(ctx.memory_facts(memory))})
+    ctx.prove(proofs.ADDRESS_KEPT, produced.data_ptr() == output.data_ptr())
+    ctx.prove(proofs.MEMORY, {memory: memory_label(ctx.memory_facts(memory))})
     if produced.data_ptr() != output.data_ptr():
         yield Violation("the bound output was not used in place", expected=f"0x{output.data_ptr():x}", actual=f"0x{produced.data_ptr():x}",
                         memory={memory: ctx.memory_facts(memory)}, reproducer=snippet)
@@ -86,8 +87,8 @@ def host_accessible_in_place(ctx: CheckContext, binding: str, recipe: str = "rel
         info.session.run_with_iobinding(bindings)
     memory = {"host_accessible": ctx.memory_facts("host_accessible")}
     produced = bindings.get_outputs()[0]
-    ctx.prove("address_kept", produced.data_ptr() == output.data_ptr())
-    ctx.prove("memory", {binding: memory_label(memory["host_accessible"])})
+    ctx.prove(proofs.ADDRESS_KEPT, produced.data_ptr() == output.data_ptr())
+    ctx.prove(proofs.MEMORY, {binding: memory_label(memory["host_accessible"])})
     if produced.data_ptr() != output.data_ptr():
         yield Violation("the bound output was not used in place", expected=f"0x{output.data_ptr():x}",
                         actual=f"0x{produced.data_ptr():x}", memory=memory, reproducer=snippet)
@@ -127,7 +128,7 @@ def rejects_bad_output(ctx: CheckContext, request: str, memory: str = "default")
     except (NotApplicable, NotRun):
         raise
     except Exception as exc:
-        ctx.prove("refused", message_line(exc)[:200])
+        ctx.prove(proofs.REFUSED, message_line(exc)[:200])
         if not str(exc).strip():
             yield Violation(f"run_with_iobinding refused {bad.bound or request} without saying why", expected="an error message", actual=repr(exc),
                             reproducer=snippet)
@@ -188,7 +189,7 @@ def rebind_after_failure(ctx: CheckContext, binding: str, request: str, memory: 
         refusal = f"refused: {message_line(exc)[:120]}"
     else:
         refusal = "accepted"  # not this contract's concern (iobinding.rejects-bad-output): the rebind must work all the same
-    ctx.prove("bad_binding", refusal)
+    ctx.prove(proofs.BAD_BINDING, refusal)
     output = bad_bindings.valid_output(ctx, setup)
     ctx.attempt(f"binding the {binding} again with a valid value and running, after the bad binding was {refusal.split(':')[0]}")
     try:
@@ -206,7 +207,7 @@ def rebind_after_failure(ctx: CheckContext, binding: str, request: str, memory: 
         yield Violation(f"after a bad {binding} binding ({bound}; {refusal}), the run with the valid binding gave wrong values: {wrong}",
                         expected=f"numpy's {bad_bindings.BINDING_RECIPE} of the input", actual=wrong, reproducer=snippet)
     produced = io.get_outputs()[0]
-    ctx.prove("address_kept", produced.data_ptr() == output.data_ptr())
+    ctx.prove(proofs.ADDRESS_KEPT, produced.data_ptr() == output.data_ptr())
     if produced.data_ptr() != output.data_ptr():
         yield Violation(f"after a bad {binding} binding, the rebound output was not used in place", expected=f"0x{output.data_ptr():x}",
                         actual=f"0x{produced.data_ptr():x}", reproducer=snippet)

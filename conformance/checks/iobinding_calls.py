@@ -21,6 +21,7 @@ from conformance.testbed.eps import memory_device_type
 from conformance.findings import NotRun, Violation
 from conformance.testbed.guard import GuardedArray
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 INPUT_REQUESTS = ("bind-input-pointer", "bind-cpu-input", "bind-cpu-input-readonly", "bind-ortvalue-input")
 OUTPUT_REQUESTS = ("bind-output-device", "bind-output-pointer", "bind-ortvalue-output")
@@ -101,7 +102,7 @@ def bind_calls(ctx: CheckContext, request: str, dtype: str, shape: str, recipe: 
         said_out, written_buffer, bound = _bind_output(ctx, io, y_name, request if request in OUTPUT_REQUESTS else "", dt, shp)
     with ctx.calling(Call("run_with_iobinding", request)), ctx.running(info):
         info.session.run_with_iobinding(io)
-    ctx.prove("bound", f"{said_in}; {said_out}")
+    ctx.prove(proofs.BOUND, f"{said_in}; {said_out}")
     yield from _outputs_right(ctx, io, dt, shp, expected, snippet)
     if written_buffer is not None:
         yield from _right(ctx, "the output buffer bound by address", expected, tensors.payload(written_buffer.array, dt), snippet)
@@ -113,7 +114,7 @@ def bind_calls(ctx: CheckContext, request: str, dtype: str, shape: str, recipe: 
         yield from _right(ctx, "the input buffer after the run", tensors.payload(values, dt), tensors.payload(read_buffer.array, dt), snippet)
     for what, guarded in (("input", read_buffer), ("output", written_buffer)):
         if guarded is not None:
-            ctx.prove_item("canaries_checked", what, guarded.buffer.size - guarded.array.nbytes)
+            ctx.prove_item(proofs.CANARIES_CHECKED, what, guarded.buffer.size - guarded.array.nbytes)
             for overrun in guarded.check():
                 yield Violation(f"the run {overrun.describe()} of the {what} buffer handed to onnxruntime", expected="the canaries around it intact",
                                 actual=overrun.describe(), reproducer=snippet)
@@ -144,7 +145,7 @@ def _outputs_right(ctx: CheckContext, io, dt: tensors.DType, shp: tuple[int, ...
     value = produced[0]
     reported = (list(value.shape()), value.element_type(), value.tensor_size_in_bytes())
     wanted = (list(shp), dt.onnx_type, dt.nbytes(tensors.element_count(shp)))
-    ctx.prove("output_reports", {"shape": reported[0], "element_type": reported[1], "bytes": reported[2]})
+    ctx.prove(proofs.OUTPUT_REPORTS, {"shape": reported[0], "element_type": reported[1], "bytes": reported[2]})
     if reported != wanted:
         yield Violation("the bound output reports another shape, element type or size than the model gives it",
                         expected=f"shape {wanted[0]}, element type {wanted[1]}, {wanted[2]} bytes",
@@ -164,7 +165,7 @@ def _right(ctx: CheckContext, what: str, expected, got, snippet: str) -> Iterato
 def _same_address(ctx: CheckContext, what: str, address: int, produced, shp: tuple[int, ...], snippet: str) -> Iterator[Violation]:
     if not tensors.element_count(shp):
         return  # an empty value has no address to keep
-    ctx.prove("address_kept", produced.data_ptr() == address)
+    ctx.prove(proofs.ADDRESS_KEPT, produced.data_ptr() == address)
     if produced.data_ptr() != address:
         yield Violation(f"{what} was not used in place: get_outputs() gives a value elsewhere", expected=f"0x{address:x}",
                         actual=f"0x{produced.data_ptr():x}", reproducer=snippet)

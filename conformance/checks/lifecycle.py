@@ -21,6 +21,7 @@ from conformance.checks.context import SessionInfo
 from conformance.checks.context.snippets import Snippets
 from conformance.checks.context import steps
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 RECIPE, SHAPE = "relu", (2, 3)
 
@@ -106,7 +107,7 @@ def plugin_library(ctx: CheckContext) -> Iterator[Violation]:
         if wrong:
             yield Violation(f"{step}: {wrong}", reproducer=snippet)
             return
-        ctx.tally("steps_done", 1)
+        ctx.tally(proofs.STEPS_DONE, 1)
 
 
 # --- the reproducer ---------------------------------------------------------------------------

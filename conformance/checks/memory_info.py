@@ -11,6 +11,7 @@ from conformance.findings import NotApplicable, Violation
 from conformance.checks.context.sessions import SESSION_SHAPE  # the session checks' shape: their sessions serve these too
 from conformance.testbed.eps import DEVICE_NAMES, memory_facts, memory_label
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 
 def _same_memory(a: MemoryFacts | None, b: MemoryFacts | None) -> bool:
@@ -32,7 +33,7 @@ def _session_memory(ctx: CheckContext, recipe: str, dtype: str, which: str):
     if not seen:
         raise NotApplicable(f"model '{recipe}' has no session {which}")
     for name, facts in seen:
-        ctx.prove_item("memory", f"{which} {name}", memory_label(facts))
+        ctx.prove_item(proofs.MEMORY, f"{which} {name}", memory_label(facts))
     return info, seen
 
 
@@ -52,7 +53,7 @@ def session_inputs(ctx: CheckContext, recipe: str, dtype: str) -> Iterator[Viola
     # is lawful too; the runner says whether it holds for this EP device and build.
     own_host = ctx.memory_facts("host_accessible") if ctx.contested_rule_holds else None
     if ctx.contested_rule_holds:
-        ctx.prove("rule", "contested: plain CPU, DEFAULT or the EP device's own HOST_ACCESSIBLE memory")
+        ctx.prove(proofs.RULE, "contested: plain CPU, DEFAULT or the EP device's own HOST_ACCESSIBLE memory")
     allowed = "plain CPU memory or " + ctx.describe_memory("default") + (
         " or " + ctx.describe_memory("host_accessible") + " (the rule held for plugin EPs on onnxruntime >= 1.27)" if own_host else "")
     for name, facts in inputs:
@@ -118,8 +119,8 @@ def allocatable(ctx: CheckContext, memory: str) -> Iterator[Violation]:
         yield Violation(f"allocating from the advertised {memory.upper()} memory info failed: {exc}", expected="an OrtValue", actual=str(exc),
                         memory={memory: facts}, reproducer=snippet)
         return
-    ctx.prove("memory", {memory: memory_label(facts)})
-    ctx.prove("allocated_bytes", value.tensor_size_in_bytes())
+    ctx.prove(proofs.MEMORY, {memory: memory_label(facts)})
+    ctx.prove(proofs.ALLOCATED_BYTES, value.tensor_size_in_bytes())
     if value.data_ptr() == 0:
         yield Violation("the allocator returned a null buffer", memory={memory: facts}, reproducer=snippet)
     if memory == "host_accessible":
@@ -128,7 +129,7 @@ def allocatable(ctx: CheckContext, memory: str) -> Iterator[Violation]:
         except Exception as exc:
             yield Violation(f"HOST_ACCESSIBLE memory is not CPU-visible: numpy() failed: {exc}", memory={memory: facts}, reproducer=snippet + "\nv.numpy()")
             return
-        ctx.prove("numpy_aliases", view.ctypes.data == value.data_ptr())
+        ctx.prove(proofs.NUMPY_ALIASES, view.ctypes.data == value.data_ptr())
         if view.ctypes.data != value.data_ptr():
             yield Violation(
                 "numpy() of a HOST_ACCESSIBLE value is a copy, not a view of the memory",
@@ -144,7 +145,7 @@ def tensor_size(ctx: CheckContext, dtype: str, shape: str) -> Iterator[Violation
     with ctx.precondition(f"allocating a {dt.name} {list(shp)} value in DEFAULT memory"):
         value = ctx.allocate("default", dt, shp)
     expected, reported = dt.nbytes(tensors.element_count(shp)), value.tensor_size_in_bytes()
-    ctx.prove("tensor_size_in_bytes", {"reported": reported, "expected": expected})
+    ctx.prove(proofs.TENSOR_SIZE_IN_BYTES, {"reported": reported, "expected": expected})
     if reported != expected:
         memory = ctx.memory_expr("default")
         snippet = ctx.snippets.script(f"tensor_size_in_bytes() of a {dt.name} {list(shp)} value in DEFAULT memory",
@@ -168,7 +169,7 @@ def declaration(ctx: CheckContext) -> Iterator[Violation]:
     if spec is None:
         raise NotApplicable("no vendor declaration (EP spec) was given for this EP")
     hardware = ctx.facts.hardware
-    ctx.prove_item("compared", "hardware", hardware.type if spec.device_type and hardware else "not declared")
+    ctx.prove_item(proofs.COMPARED, "hardware", hardware.type if spec.device_type and hardware else "not declared")
     if spec.device_type and hardware and hardware.type != spec.device_type:
         yield Violation("the EP device's hardware type differs from the declaration",
                         expected=spec.device_type, actual=hardware.type,
@@ -177,7 +178,7 @@ def declaration(ctx: CheckContext) -> Iterator[Violation]:
     for kind, memory in (("default", spec.default_memory), ("host_accessible", spec.host_accessible)):
         declared, advertised = _declared(memory), ctx.memory_facts(kind)
         snippet = _declaration_snippet(ctx, kind, declared)
-        ctx.prove_item("compared", kind, memory_label(advertised) if advertised else "none")
+        ctx.prove_item(proofs.COMPARED, kind, memory_label(advertised) if advertised else "none")
         if declared is None and advertised is None:
             continue
         if declared is None or advertised is None:

@@ -26,6 +26,7 @@ from conformance.checks.registry import check
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.testbed import tensors
 from conformance.testbed.eps import memory_facts, memory_label
+from conformance import proofs
 
 F32 = tensors.DTYPES["float32"]
 
@@ -94,7 +95,7 @@ def copy_without_stream(ctx: CheckContext, direction: str) -> Iterator[Violation
     # A copy that fails is the copy family's to judge (copy.required-directions, copy.device-to-device): here it shows no order.
     with ctx.precondition(f"copy_tensors {direction} and the copies around it"):
         got = _copied_now(ctx, direction, values, overwrite)
-    ctx.prove("direction", direction)
+    ctx.prove(proofs.DIRECTION, direction)
     yield from _wrong(ctx, f"copy_tensors {direction} with no stream was not complete when it returned", values, got, snippet, shape,
                       **{"the bytes its source was overwritten with after the return": overwrite})
 
@@ -144,8 +145,8 @@ def copy_on_stream(ctx: CheckContext) -> Iterator[Violation]:
     with ctx.calling(Call("release sync stream")):
         del stream
     got = _bytes(landing)
-    ctx.prove("copies_on_stream", 3)
-    ctx.prove("queued_at_return", tensors.compare(_bytes(values), before_release) is not None)
+    ctx.prove(proofs.COPIES_ON_STREAM, 3)
+    ctx.prove(proofs.QUEUED_AT_RETURN, tensors.compare(_bytes(values), before_release) is not None)
     diff = ctx.compare(_bytes(values), got)
     if not diff:
         return
@@ -191,7 +192,7 @@ def _run_and_read(ctx: CheckContext, info: SessionInfo, feeds: dict[str, np.ndar
     with ctx.calling(Call("run_with_iobinding", "default", "EPs not synchronised")), ctx.running(info):
         info.session.run_with_iobinding(binding, options)
     early = _read_now(ctx, output, SESSION_SHAPE, "before synchronize_outputs")
-    ctx.prove("complete_before_synchronize", tensors.compare(_bytes(_expected_of(info, feeds)), early) is None)
+    ctx.prove(proofs.COMPLETE_BEFORE_SYNCHRONIZE, tensors.compare(_bytes(_expected_of(info, feeds)), early) is None)
     with ctx.calling(Call("IOBinding synchronize_outputs")):
         binding.synchronize_outputs()
     return _read_now(ctx, output, SESSION_SHAPE, "the bound output")
@@ -211,9 +212,9 @@ def _outputs(ctx: CheckContext, recipe: str, path: str, *, unsynchronized: bool 
     when = "synchronize_outputs() returned" if unsynchronized else "the run returned"
     ctx.attempt(f"running model '{recipe}' ({path}) and reading its output when {when}", snippet)
     got = _run_and_read(ctx, info, feeds, path, unsynchronized=unsynchronized)
-    ctx.prove("path", path)
+    ctx.prove(proofs.PATH, path)
     if crossing:
-        ctx.prove("nodes_elsewhere", elsewhere)
+        ctx.prove(proofs.NODES_ELSEWHERE, elsewhere)
     expected = _bytes(_expected_of(info, feeds))
     for violation in _wrong(ctx, f"the output of model '{recipe}' was not complete when {when}", _expected_of(info, feeds), got, snippet, SESSION_SHAPE):
         if unsynchronized and ctx.contested_rule_holds and _untouched(expected, got, scripts.SENTINEL):
@@ -281,8 +282,8 @@ def bound_input(ctx: CheckContext, path: str, request: str) -> Iterator[Violatio
         binding.bind_ortvalue_output("y", output)
         with ctx.calling(Call("run_with_iobinding", path)), ctx.running(info):
             info.session.run_with_iobinding(binding, options if round == 1 else None)
-    ctx.prove("runs", len(xs))
-    ctx.prove("path", path)
+    ctx.prove(proofs.RUNS, len(xs))
+    ctx.prove(proofs.PATH, path)
     for round, (x, output) in enumerate(zip(xs, outputs, strict=True), start=1):
         got = _read_now(ctx, output, SESSION_SHAPE, f"output of run {round}")
         yield from _wrong(ctx, f"run {round} ({request}) did not compute from the input bound just before it ({path})", np.maximum(x, 0), got,
@@ -304,7 +305,7 @@ def produced_values(ctx: CheckContext, path: str) -> Iterator[Violation]:
     with ctx.calling(Call("run_with_iobinding", "default")), ctx.running(info):
         info.session.run_with_iobinding(binding)
     produced = binding.get_outputs()[0]
-    ctx.prove("path", path)
+    ctx.prove(proofs.PATH, path)
     if path == "copy_tensors":
         got = _read_now(ctx, produced, SESSION_SHAPE, "the produced value")
         yield from _wrong(ctx, "copy_tensors of a value the run had just produced did not give the run's result", np.maximum(x, 0), got,
@@ -386,7 +387,7 @@ def concurrent_sessions(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
             return
         if overlapped or time.monotonic() > deadline:
             break
-    ctx.prove("runs", made)
-    ctx.prove("overlapping_runs", overlapped)
+    ctx.prove(proofs.RUNS, made)
+    ctx.prove(proofs.OVERLAPPING_RUNS, overlapped)
     if not overlapped:
         raise NotRun(f"the two threads' {made} runs never overlapped in time: nothing was shown about two sessions running at once")

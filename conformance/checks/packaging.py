@@ -17,6 +17,7 @@ from conformance.calls import Call
 from conformance.checks.registry import check
 from conformance.findings import NotApplicable, Violation
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 
 @check("package.listed-eps-run")
@@ -42,4 +43,4 @@ def listed_eps_run(ctx: CheckContext) -> Iterator[Violation]:
         yield Violation(f"{package} lists {target.provider} in get_available_providers(), but it cannot run here: {reason}",
                         expected=f"a session on {target.provider}, or the provider not listed", actual=reason, reproducer=snippet)
         return
-    ctx.prove("listed_and_runs", {"package": package, "provider": target.provider})
+    ctx.prove(proofs.LISTED_AND_RUNS, {"package": package, "provider": target.provider})

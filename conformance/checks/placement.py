@@ -29,6 +29,7 @@ from conformance.checks.context import steps
 from conformance.checks.context.snippets import Snippets
 from conformance.findings import NotApplicable, NotRun, Violation
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 LOG_KEY = "conformance.kernel_input_log"  # the EP device's metadata key naming the variable
 
@@ -93,12 +94,12 @@ def kernel_inputs(ctx: CheckContext, recipe: str) -> Iterator[Violation]:
                         expected="numpy's result", actual=diff.describe(), reproducer=snippet, subject="both")
         return
     if not variable:
-        ctx.prove("placement_shown_by", "values")
+        ctx.prove(proofs.PLACEMENT_SHOWN_BY, "values")
         return
     if not entries:
         raise NotRun(f"{ctx.target.provider} names {variable} as the record of its kernels' inputs ({LOG_KEY}) but recorded none")
-    ctx.prove("kernel_inputs_recorded", len(entries))
-    ctx.prove("declared", " ".join(map(str, expected[:2])) + f" 0x{expected[2]:X}")
+    ctx.prove(proofs.KERNEL_INPUTS_RECORDED, len(entries))
+    ctx.prove(proofs.DECLARED_PLACEMENT, " ".join(map(str, expected[:2])) + f" 0x{expected[2]:X}")
     for node, index, *where in entries:
         if tuple(where) != expected:
             yield Violation(f"the kernel of node {node} received input {index} in {where[0]} {where[1]} memory of vendor 0x{where[2]:X} "

@@ -16,6 +16,7 @@ from conformance.checks.context.sessions import SESSION_SHAPE, SessionInfo, cpu_
 from conformance.errors import KitError
 from conformance.findings import ClaimedButUnrunnable, NotRun, Violation, first_line
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 
 @check("session.nodes-on-ep")
@@ -97,7 +98,7 @@ def empty_tensors(ctx: CheckContext, recipe: str, dtype: str, shape: str) -> Ite
                         actual=f"the run failed: {first_line(exc)}", reproducer=snippet)
         return
     got = np.asarray(output)
-    ctx.prove("output", {"shape": list(got.shape), "dtype": str(got.dtype)})
+    ctx.prove(proofs.OUTPUT, {"shape": list(got.shape), "dtype": str(got.dtype)})
     if (got.shape, got.dtype) != (expected.shape, expected.dtype):
         yield Violation(f"model '{recipe}' on {provider} gave an output of shape {list(got.shape)} and {got.dtype} for empty inputs",
                         expected=f"shape {list(expected.shape)} and {expected.dtype} (empty, as the model defines)",

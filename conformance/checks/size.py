@@ -31,6 +31,7 @@ from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.testbed import tensors
 from conformance.testbed.interop import capi as C
 from conformance.testbed.interop import rig
+from conformance import proofs
 
 SENTINEL = 0x5A  # what a destination holds where it is compared, before the copy
 PROBE_BYTES = 4096
@@ -45,7 +46,7 @@ def _device_path(ctx: CheckContext) -> CPath:
     if advertised is None or advertised["device_type"] == "cpu":
         where = "none" if advertised is None else f"{advertised['name']}, a CPU device's"
         raise NotApplicable(f"the EP device's DEFAULT memory is plain CPU memory ({where}): CopyTensors has no device end to reach")
-    ctx.prove("memory", {"default": f"{advertised['name']} ({advertised['device_type']}, {advertised['memory_type']})"})
+    ctx.prove(proofs.MEMORY, {"default": f"{advertised['name']} ({advertised['device_type']}, {advertised['memory_type']})"})
     return CPath(ctx, api, env, device)
 
 
@@ -57,7 +58,7 @@ def _offset_views(ctx: CheckContext) -> OffsetProbe:
     it is the call in flight, so that a hang of it is that call's and quarantines it."""
     with ctx.calling(Call("CopyTensors", "cpu>default")):
         probe = size_probe.offset_views(ctx)
-    ctx.prove("device_offset_views", probe.evidence())
+    ctx.prove(proofs.DEVICE_OFFSET_VIEWS, probe.evidence())
     return probe
 
 
@@ -96,7 +97,7 @@ def large_copy(ctx: CheckContext) -> Iterator[Violation]:
             caps = path.allocator_caps()
             figures = f"{size_text(needed)} needed at once; {room.describe()}; the allocator's cap: " + (
                 ", ".join(f"{name} {size_text(value)}" for name, value in caps.items()) or "none reported")
-            ctx.prove("memory_figures", figures)
+            ctx.prove(proofs.MEMORY_FIGURES, figures)
             if caps and block_bytes + 2 * GUARD > min(caps.values()):
                 raise NotApplicable(f"the EP's allocator caps one allocation below {size_text(block_bytes)}: {figures}")
             deadline, rounds = ctx.load.deadline(), 0
@@ -109,7 +110,7 @@ def large_copy(ctx: CheckContext) -> Iterator[Violation]:
                         yield from _whole_chain(ctx, path, item, working, figures, seed=rounds * 16 + index)
                 if not ctx.load.soaking or time.monotonic() >= deadline:
                     break
-            ctx.prove("rounds", rounds)
+            ctx.prove(proofs.ROUNDS, rounds)
         yield from _staging_violations(path, ctx)
     finally:
         path.close()
@@ -154,7 +155,7 @@ def _working_directions(ctx: CheckContext, path: CPath, views: bool) -> list[str
         refused["default>default"] = exc.message
     path.free(first)
     if refused:
-        ctx.prove("refused_on_4KiB", refused)
+        ctx.prove(proofs.REFUSED_ON_4KIB, refused)
     return [direction for direction in ("cpu>default", "default>default", "default>cpu") if direction not in refused]
 
 
@@ -165,8 +166,8 @@ def _allocate(ctx: CheckContext, path: CPath, kind: str, size: int, figures: str
     started = time.monotonic()
     try:
         block = _block(path, kind, size, f"{size_text(size)} block")
-        made = ctx.evidence.recorded.get("allocation_seconds", {})
-        ctx.prove_item("allocation_seconds", f"{memory} #{len(made) + 1}", round(time.monotonic() - started, 3))
+        made = ctx.evidence.get(proofs.ALLOCATION_SECONDS) or {}
+        ctx.prove_item(proofs.ALLOCATION_SECONDS, f"{memory} #{len(made) + 1}", round(time.monotonic() - started, 3))
         return block
     except C.OrtError as exc:
         if exc.call != "CreateTensorAsOrtValue":  # the block was made; laying its guard bytes failed
@@ -191,7 +192,7 @@ def _chain(ctx: CheckContext, path: CPath, items: list[LargeTensor], working: li
         try:
             second = _allocate(ctx, path, "default", block_bytes, figures)
         except NotApplicable as refusal:  # a device that holds one large block, not two: the other directions still count
-            ctx.prove_item("refused", "default>default", str(refusal))
+            ctx.prove_item(proofs.REFUSED, "default>default", str(refusal))
         else:
             for index, item in enumerate(items):
                 yield from _large_step(ctx, path, first, second, item, "default>default", seed + 4 + index)
@@ -201,7 +202,7 @@ def _chain(ctx: CheckContext, path: CPath, items: list[LargeTensor], working: li
     assert isinstance(landing, HostBlock)
     started = time.monotonic()
     landing.fill(SENTINEL, f"the {size_text(block_bytes)} host destination of default>cpu")
-    ctx.prove("host_destination_touched_seconds", round(time.monotonic() - started, 3))
+    ctx.prove(proofs.HOST_DESTINATION_TOUCHED_SECONDS, round(time.monotonic() - started, 3))
     for index, item in enumerate(items):
         yield from _large_step(ctx, path, source, landing, item, "default>cpu", seed + 8 + index)
     path.free(landing)
@@ -227,7 +228,7 @@ def _large_step(ctx: CheckContext, path: CPath, source: Block, destination: Bloc
     element_type = ELEMENT_TYPES[item.dtype]
     source_tensor = source.tensor(element_type, item.count, item.nbytes)
     destination_tensor = destination.tensor(element_type, item.count, item.nbytes)
-    ctx.prove_item("tensor_size_in_bytes", item.describe(), path.size_of(destination_tensor))
+    ctx.prove_item(proofs.TENSOR_SIZE_IN_BYTES, item.describe(), path.size_of(destination_tensor))
     ctx.attempt(f"CopyTensors {direction} of {item.describe()}", script)
     started = time.monotonic()
     try:
@@ -254,9 +255,9 @@ def _large_step(ctx: CheckContext, path: CPath, source: Block, destination: Bloc
         yield Violation(f"CopyTensors {direction} of {item.describe()} wrote outside its tensors: {'; '.join(outside)}",
                         expected="the bytes past the end and the guard bytes unchanged", actual="; ".join(outside), reproducer=script)
     if not wrong and not outside:
-        reached = ctx.evidence.recorded.get("largest_bytes", 0)
-        ctx.prove("largest_bytes", max(reached, item.nbytes))
-    ctx.prove_item("copies", f"{direction} {item.describe()}", {
+        reached = ctx.evidence.get(proofs.LARGEST_BYTES) or 0
+        ctx.prove(proofs.LARGEST_BYTES, max(reached, item.nbytes))
+    ctx.prove_item(proofs.COPIES, f"{direction} {item.describe()}", {
         "seconds": round(seconds, 3), "bytes_compared": compared_bytes(plan),
         "checked": _what_was_checked(item, plan, every_byte)})
 
@@ -278,7 +279,7 @@ def _compare_regions(ctx: CheckContext, path: CPath, destination: Block, item: L
         expected = pattern(region.start, region.length, seed) if region.inside else np.full(region.length, SENTINEL, np.uint8)
         got = _masked(got, item.nbytes, item.half_used_last_byte, region.start)
         expected = _masked(expected, item.nbytes, item.half_used_last_byte, region.start)
-        ctx.tally("bytes_compared", region.length)
+        ctx.tally(proofs.BYTES_COMPARED, region.length)
         bad = np.flatnonzero(got != expected)
         tally = found[region.inside]
         tally[0] += region.length
@@ -337,9 +338,9 @@ def _whole_chain(ctx: CheckContext, path: CPath, item: LargeTensor, working: lis
                 yield Violation(f"CopyTensors {direction} of {item.describe()} failed, though the EP had allocated both ends: {exc.message}",
                                 expected="the copy", actual=f"status {exc.code}: {exc.message}", reproducer=script)
                 return
-            ctx.prove_item("copies", f"{direction} {item.describe()}", {"seconds": round(time.monotonic() - started, 3), "whole_tensor": True})
+            ctx.prove_item(proofs.COPIES, f"{direction} {item.describe()}", {"seconds": round(time.monotonic() - started, 3), "whole_tensor": True})
             if isinstance(destination, DeviceTensor):
-                ctx.prove_item("tensor_size_in_bytes", item.describe(), path.size_of(destination.value))
+                ctx.prove_item(proofs.TENSOR_SIZE_IN_BYTES, item.describe(), path.size_of(destination.value))
             outside += [f"the host source ({where})" for where in source.outside()]
             path.free(source)
         landing = ends[-1]
@@ -357,8 +358,8 @@ def _whole_chain(ctx: CheckContext, path: CPath, item: LargeTensor, working: lis
         yield Violation(f"{chain} wrote outside its host tensors: {'; '.join(outside)}",
                         expected="the bytes past the end and the guard bytes unchanged", actual="; ".join(outside), reproducer=script)
     if not wrong and not outside:
-        ctx.prove("largest_bytes", max(ctx.evidence.recorded.get("largest_bytes", 0), item.nbytes))
-    ctx.prove_item("chains", chain, {"bytes_compared": compared_bytes(plan), "checked": _what_was_checked(item, plan, every_byte).replace(
+        ctx.prove(proofs.LARGEST_BYTES, max(ctx.evidence.get(proofs.LARGEST_BYTES) or 0, item.nbytes))
+    ctx.prove_item(proofs.CHAINS, chain, {"bytes_compared": compared_bytes(plan), "checked": _what_was_checked(item, plan, every_byte).replace(
         "the guards around both blocks", "the guards around the host source and destination; bytes past a DEFAULT tensor and guards in "
         "DEFAULT memory cannot be placed where its data pointers are no addresses, so they are not checked")})
 
@@ -369,8 +370,8 @@ def _whole_device(ctx: CheckContext, path: CPath, item: LargeTensor, figures: st
     started = time.monotonic()
     try:
         made = path.device_tensor(ELEMENT_TYPES[item.dtype], item.count, item.nbytes, f"{size_text(item.nbytes)}, whole")
-        count = len(ctx.evidence.recorded.get("allocation_seconds", {}))
-        ctx.prove_item("allocation_seconds", f"DEFAULT #{count + 1}", round(time.monotonic() - started, 3))
+        timed = ctx.evidence.get(proofs.ALLOCATION_SECONDS) or {}
+        ctx.prove_item(proofs.ALLOCATION_SECONDS, f"DEFAULT #{len(timed) + 1}", round(time.monotonic() - started, 3))
         return made
     except C.OrtError as exc:
         raise NotApplicable(f"the EP refused to allocate {size_text(item.nbytes)} of DEFAULT memory: {exc.message} ({figures})") from None
@@ -378,7 +379,7 @@ def _whole_device(ctx: CheckContext, path: CPath, item: LargeTensor, figures: st
 
 def _staging_violations(path: CPath, ctx: CheckContext) -> Iterator[Violation]:
     """The EP's copies that filled and read the blocks wrote past a host buffer: its defect too."""
-    ctx.prove("staging_canaries_intact", not path.staging_overruns)
+    ctx.prove(proofs.STAGING_CANARIES_INTACT, not path.staging_overruns)
     if path.staging_overruns:
         shown = "; ".join(path.staging_overruns[:3])
         yield Violation(f"a CopyTensors of a chunk wrote outside its host buffer: {shown}", expected="the canaries intact", actual=shown)
@@ -403,7 +404,7 @@ def neighbours_untouched(ctx: CheckContext, direction: str, dtype: str, shape: s
                                 f"those bytes ({probe.outcome}); guard bytes in device memory cannot be placed around a DEFAULT destination. "
                                 "CPU-side guards are still judged (default>cpu)")
         if not probe.addressable:
-            ctx.prove("device_guards", "none: the DEFAULT source is a tensor of its own, copied whole (its data pointer is no address); "
+            ctx.prove(proofs.DEVICE_GUARDS, "none: the DEFAULT source is a tensor of its own, copied whole (its data pointer is no address); "
                                        "the guards around the host destination are judged")
         while True:
             rounds += 1
@@ -412,9 +413,9 @@ def neighbours_untouched(ctx: CheckContext, direction: str, dtype: str, shape: s
             if found or not ctx.load.soaking or time.monotonic() >= deadline:
                 break
         yield from _staging_violations(path, ctx)
-        ctx.prove("guard_bytes_each_side", GUARD)
-        ctx.prove("tensor", {"dtype": dtype, "elements": item.count, "bytes": item.nbytes, "last_byte_half_used": item.half_used_last_byte})
-        ctx.prove("rounds", rounds)
+        ctx.prove(proofs.GUARD_BYTES_EACH_SIDE, GUARD)
+        ctx.prove(proofs.TENSOR, {"dtype": dtype, "elements": item.count, "bytes": item.nbytes, "last_byte_half_used": item.half_used_last_byte})
+        ctx.prove(proofs.ROUNDS, rounds)
     finally:
         path.close()
 

@@ -10,6 +10,7 @@ from conformance.checks.registry import check
 from conformance.checks.context.snippets import Snippets
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.checks.context import CheckContext
+from conformance import proofs
 
 
 @check("streams.sync-stream", apis=("sync_stream", "copy_tensors",))
@@ -28,10 +29,10 @@ def sync_stream(ctx: CheckContext) -> Iterator[Violation]:
             raise NotApplicable(f"{ctx.target.provider} is not stream-aware: create_sync_stream() refused ({message_line(exc)[:200]})") from None
         if not str(exc).strip():
             yield Violation("create_sync_stream() failed without saying why", expected="an error message", actual=repr(exc), reproducer=snippet)
-        ctx.prove("refused", message_line(exc)[:200])
-        ctx.prove("stream_created", False)
+        ctx.prove(proofs.REFUSED, message_line(exc)[:200])
+        ctx.prove(proofs.STREAM_CREATED, False)
         return
-    ctx.prove("stream_created", True)
+    ctx.prove(proofs.STREAM_CREATED, True)
     if ctx.is_cpu_memory("default"):
         refusal = ctx.snippets.script("create_sync_stream() is refused for an EP device whose DEFAULT memory is CPU memory",
                                       "memory = dev.memory_info(ort.OrtDeviceMemoryType.DEFAULT)\n"
@@ -58,8 +59,8 @@ def sync_stream(ctx: CheckContext) -> Iterator[Violation]:
     ctx.attempt("releasing the sync stream: the wait for its copies", snippet)
     with ctx.calling(Call("release sync stream")):
         del stream
-    ctx.prove("copies_on_stream", 2)
-    ctx.prove("queued_at_return", tensors.compare(tensors.payload(values, dt), before_wait) is not None)
+    ctx.prove(proofs.COPIES_ON_STREAM, 2)
+    ctx.prove(proofs.QUEUED_AT_RETURN, tensors.compare(tensors.payload(values, dt), before_wait) is not None)
     diff = ctx.compare(tensors.payload(values, dt), tensors.payload(landing, dt))
     if diff:
         yield Violation(f"copies on the EP's sync stream did not deliver the bytes once the stream was released: {diff.describe()}",

@@ -15,6 +15,7 @@ from conformance.checks.context.snippets import Snippets
 from conformance.testbed.eps import memory_label
 from conformance.findings import NotApplicable, NotRun, Violation, message_line
 from conformance.testbed.guard import GuardedArray
+from conformance import proofs
 
 DESTINATION_SENTINEL = 0x5A
 
@@ -64,8 +65,8 @@ def _diff_violation(ctx: CheckContext, what: str, expected: tensors.Bytes | list
 
 
 def _address_violation(ctx: CheckContext, before: int, after: int, memory: str, snippet: str) -> Iterator[Violation]:
-    ctx.prove("address_kept", before == after)
-    ctx.prove_item("memory", "destination", memory_label(ctx.memory_facts(memory)))
+    ctx.prove(proofs.ADDRESS_KEPT, before == after)
+    ctx.prove_item(proofs.MEMORY, "destination", memory_label(ctx.memory_facts(memory)))
     if before != after:
         yield Violation("update_inplace moved the destination buffer", expected=f"data_ptr() 0x{before:x}", actual=f"data_ptr() 0x{after:x}",
                         memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
@@ -159,7 +160,7 @@ def rejects_mismatch(ctx: CheckContext, source: str, request: str, memory: str =
             destination.update_inplace(payload)
     except Exception as exc:
         refused = True
-        ctx.prove("refused", message_line(exc)[:200])
+        ctx.prove(proofs.REFUSED, message_line(exc)[:200])
     else:
         refused = False
         yield Violation(f"update_inplace({source}) accepted a {src_dtype.name} source of shape {list(src_shape)} for a float32 [2, 3] destination",
@@ -192,7 +193,7 @@ def _usable_after_refusal(ctx: CheckContext, destination, source: str, memory: s
                         f"{message_line(exc)}", expected="the update", actual=message_line(exc),
                         memory={"destination": ctx.memory_facts(memory)}, reproducer=snippet)
         return
-    ctx.prove("usable_after_refusal", True)
+    ctx.prove(proofs.USABLE_AFTER_REFUSAL, True)
     yield from _address_violation(ctx, before, destination.data_ptr(), memory, snippet)
     yield from _diff_violation(ctx, f"a valid update_inplace({source}) after the refused one ({request})", tensors.payload(values, float32),
                                ctx.read(destination, memory, float32, (2, 3)), memory, snippet)
@@ -251,7 +252,7 @@ def no_host_staging(ctx: CheckContext, dtype: str, shape: str) -> Iterator[Viola
     with ctx.calling(Call("update_inplace ortvalue", "default>cpu>default", "timed")):
         staged = best_seconds(round_trip, trials=STAGING_TRIALS, budget=2.0, finish=wait_for_the_device)
     nbytes = dt.nbytes(tensors.element_count(shp))
-    ctx.prove("timed", {"bytes": nbytes, "device_to_device_s": round(direct, 7), "round_trip_s": round(staged, 7)})
+    ctx.prove(proofs.TIMED, {"bytes": nbytes, "device_to_device_s": round(direct, 7), "round_trip_s": round(staged, 7)})
     if direct > staged * STAGING_MARGIN + STAGING_SLACK_SECONDS:
         yield Violation(
             f"update_inplace(OrtValue) device to device took {direct * 1e3:.3g} ms for {nbytes} bytes ({gbps(nbytes, direct):.3g} GB/s), "

@@ -22,6 +22,7 @@ from conformance.catalogue import selectors
 from conformance.catalogue.contracts import Catalogue
 from conformance.testbed.models import ModelCache, recipes_from
 from conformance.outcomes import Details, Outcome
+from conformance import proofs
 from conformance.catalogue.cross_checks import unknown_checks
 from conformance.catalogue.spec import load_catalogue
 from conformance.errors import SpecErrors
@@ -147,9 +148,9 @@ class Runner:
         # Whatever the check itself found, a write past a host buffer it handed out is a failure.
         guarded = len(ctx.memories.guarded)
         violations += ctx.memories.overruns()
-        evidence = dict(ctx.evidence.recorded)
+        evidence = ctx.evidence.proven()
         if evidence and guarded:
-            evidence["host_buffers_guarded"] = guarded  # besides what the check proved, never instead of it
+            evidence = evidence.plus(proofs.HOST_BUFFERS_GUARDED, guarded)  # besides what the check proved, never instead of it
         if not violations:
             if not evidence:
                 # A pass states what it proved; one that recorded nothing may have run nothing.
@@ -166,7 +167,7 @@ class Runner:
 
 
 PLAIN_CPU_CASE = "every value of this case was in onnxruntime's plain CPU memory and no node ran on the EP: the promise is onnxruntime's"
-SESSION_EVIDENCE = ("runs_on_ep", "nodes_on_ep", "providers")
+SESSION_EVIDENCE = (proofs.RUNS_ON_EP, proofs.NODES_ON_EP, proofs.PROVIDERS)
 
 
 def case_subject(subject: str, ctx: CheckContext, details: Details) -> str:
@@ -176,7 +177,7 @@ def case_subject(subject: str, ctx: CheckContext, details: Details) -> str:
     contract is worded; '' to keep what the contract and the check said."""
     if subject != "ep" or details.subject or not ctx.only_plain_cpu():
         return ""
-    if any(key in ctx.evidence.recorded for key in SESSION_EVIDENCE):
+    if any(key in ctx.evidence for key in SESSION_EVIDENCE):
         return ""
     return "runtime"
 

@@ -14,48 +14,37 @@ from html import escape
 from typing import Any
 
 from conformance.outcomes import Details
+from conformance.proofs import GROWTH, GrowthCurve
 
 WIDTH, HEIGHT = 120, 28
 GROWS, FLAT, LIMIT = "#c0392b", "#2c7be5", "#999"
 
 
-def curves(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The result's curves by gauge key ({} where it has none)."""
-    growth = Details.from_wire(result.get("details")).evidence.get("growth")
-    if not isinstance(growth, dict):
-        return {}
-    return {str(key): curve for key, curve in growth.items() if _drawable(curve)}
+def curves(result: dict[str, Any]) -> dict[str, GrowthCurve]:
+    """The result's curves by gauge key ({} where it has none; a curve of fewer than two samples
+    is no line)."""
+    growth = Details.from_wire(result.get("details")).evidence.get(GROWTH) or {}
+    return {key: curve for key, curve in growth.items() if len(curve.calls) >= 2}
 
 
-def _drawable(curve: Any) -> bool:
-    if not isinstance(curve, dict):
-        return False
-    calls, values = curve.get("calls"), curve.get("values")
-    numbers = (int, float)
-    return (isinstance(calls, list) and isinstance(values, list) and len(calls) == len(values) >= 2
-            and all(isinstance(x, numbers) and not isinstance(x, bool) for x in calls + values)
-            and isinstance(curve.get("slope_per_call"), numbers) and isinstance(curve.get("threshold_per_call", 0), numbers))
-
-
-def caption(curve: dict[str, Any]) -> str:
+def caption(curve: GrowthCurve) -> str:
     """'process RSS: 16.1 KiB per copy (15.7 MiB per 1,000), threshold 4.0 KiB; 25 samples over copies 1,000 to 10,000'."""
-    per = str(curve.get("per", "call"))
-    calls = curve["calls"]
-    return (f"{curve.get('gauge', 'memory')}: {_size(curve['slope_per_call'])} per {per} ({_size(curve['slope_per_call'] * 1000)} per 1,000), "
-            f"threshold {_size(curve.get('threshold_per_call', 0))}; {len(calls)} samples over {_plural(per)} {calls[0]:,} to {calls[-1]:,}")
+    per, calls, slope = curve.per, curve.calls, curve.slope_per_call
+    return (f"{curve.gauge}: {_size(slope)} per {per} ({_size(slope * 1000)} per 1,000), "
+            f"threshold {_size(curve.threshold_per_call)}; {len(calls)} samples over {_plural(per)} {calls[0]:,} to {calls[-1]:,}")
 
 
-def svg(curve: dict[str, Any]) -> str:
-    calls, values = curve["calls"], curve["values"]
+def svg(curve: GrowthCurve) -> str:
+    calls, values = curve.calls, curve.values
     first, last = calls[0], calls[-1]
-    rise = float(curve.get("threshold_per_call", 0)) * (last - first)  # what the threshold's slope grows over the samples
+    rise = float(curve.threshold_per_call) * (last - first)  # what the threshold's slope grows over the samples
     low, high = min(values), max(max(values), values[0] + rise)
     span_x, span_y = (last - first) or 1, (high - low) or 1
 
     def point(call: float, value: float) -> str:
         return f"{round(1 + (call - first) / span_x * (WIDTH - 2))},{round(HEIGHT - 1 - (value - low) / span_y * (HEIGHT - 2))}"
 
-    colour = GROWS if curve.get("grows") else FLAT
+    colour = GROWS if curve.grows else FLAT
     limit = f'<polyline points="{point(first, values[0])} {point(last, values[0] + rise)}" stroke="{LIMIT}" stroke-dasharray="3"/>' if rise else ""
     return (f'<svg class="curve" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" fill="none" aria-hidden="true">{limit}'
             f'<polyline points="{" ".join(point(c, v) for c, v in zip(calls, values, strict=True))}" stroke="{colour}"/></svg>')
@@ -68,7 +57,7 @@ def figures(result: dict[str, Any]) -> str:
     for curve in curves(result).values():
         try:
             drawn.append(f'<br>{svg(curve)} <small>{escape(caption(curve))}</small>')
-        except (TypeError, ValueError, KeyError, OverflowError):
+        except (TypeError, ValueError, OverflowError):
             continue
     return "".join(drawn)
 

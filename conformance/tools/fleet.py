@@ -27,6 +27,7 @@ from typing import Any, Callable
 from conformance import safe_io
 from conformance.options import reason_of
 from conformance.outcomes import Details
+from conformance.proofs import COPIES_ON_STREAM, MEMORY, REFUSED, STREAM_CREATED
 from conformance.report.schema import parse_json, problems as schema_problems
 from conformance.tools.bundle import MAX_MEMBER_BYTES, BundleError, read, require_report_shape, verify
 from conformance.testbed.eps import memory_label
@@ -222,10 +223,11 @@ def _streams(results: list[dict[str, Any]], ep: str, device: str) -> dict[str, A
     if result is None:
         return {"stream_aware": None, "outcome": None, "reason": f"the run has no {STREAM_CONTRACT} case for this device"}
     evidence = Details.from_wire(result.get("details")).evidence
-    if "stream_created" in evidence:
-        aware = bool(evidence["stream_created"])
-    elif "copies_on_stream" in evidence or "refused" in evidence:  # a report written before the kit recorded stream_created
-        aware = "copies_on_stream" in evidence
+    created = evidence.get(STREAM_CREATED)
+    if created is not None:
+        aware = created
+    elif COPIES_ON_STREAM in evidence or REFUSED in evidence:  # a report written before the kit recorded stream_created
+        aware = COPIES_ON_STREAM in evidence
     elif result["outcome"] == "not_applicable" and "not stream-aware" in result["message"]:
         aware = False
     else:
@@ -238,7 +240,7 @@ def _places(result: dict[str, Any]) -> set[tuple[str, str]]:
     and a violation's actual memory (a failing case's value)."""
     details = Details.from_wire(result.get("details"))
     places = set()
-    memory = details.evidence.get("memory")
+    memory = details.evidence.get(MEMORY)
     # evidence written elsewhere may hold one label instead of a label per role: no place to read
     for item, label in (memory.items() if isinstance(memory, dict) else ()):
         if isinstance(label, str) and str(item).startswith(("input ", "output ")):

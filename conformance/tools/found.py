@@ -20,6 +20,7 @@ from conformance.catalogue.claims import spec_claims
 from conformance.catalogue.contracts import Catalogue, EpSpec, KnownIssue
 from conformance.options import reason_of
 from conformance.outcomes import Details
+from conformance.proofs import BYTES_COMPARED
 from conformance.outcomes import BROKEN_OR_ERROR
 from conformance.report.common import advertised_memory, ep_origin, imports_lines, run_conditions, unlisted_note
 from conformance.report import evidence
@@ -141,14 +142,13 @@ def _stress(report: dict[str, Any]) -> list[str]:
             outcomes[case["outcome"]] = outcomes.get(case["outcome"], 0) + 1
         passed = [c for c in cases if c["outcome"] == "pass"]
         shown = max(passed, key=_bytes_compared) if passed else cases[0]
-        figures = _figures(Details.from_wire(shown.get("details")).evidence) or cell(shown["message"][:160])
+        figures = _figures(Details.from_wire(shown.get("details")).evidence.to_wire()) or cell(shown["message"][:160])
         out.append(f"| {contract} | {', '.join(f'{n} {o}' for o, n in outcomes.items())} | {figures} |")
     return out + [""]
 
 
 def _bytes_compared(result: dict[str, Any]) -> int:
-    compared = Details.from_wire(result.get("details")).evidence.get("bytes_compared", 0)
-    return compared if isinstance(compared, int) else 0
+    return Details.from_wire(result.get("details")).evidence.get(BYTES_COMPARED) or 0
 
 
 def _figures(recorded: dict[str, Any]) -> str:

@@ -18,6 +18,7 @@ from conformance.checks.context.progress import CallGuard
 from conformance.checks.context.snippets import ASSIGNMENT_CONFIG, Snippets
 from conformance.findings import ClaimedButUnrunnable, NotApplicable, NotRun, SilentRetry, Violation, first_line, message_line
 from conformance.testbed.models import ModelCache, UnbuildableModel
+from conformance import proofs
 
 
 @dataclass
@@ -149,7 +150,7 @@ class Sessions:
                 # The session now runs elsewhere: later checks get one of their own, on the EP.
                 self._sessions = {key: kept for key, kept in self._sessions.items() if kept is not info}
                 raise SilentRetry(retry)
-        self.evidence.tally("runs_on_ep", 1)
+        self.evidence.tally(proofs.RUNS_ON_EP, 1)
 
     def _retry_seen(self, info: SessionInfo, log: str) -> Violation | None:
         provider = self.under_test.target.provider
@@ -187,7 +188,7 @@ class Sessions:
         if not target.has_api("graph_assignment_info"):
             if target.provider not in info.session.get_providers():
                 raise NotRun(f"the session did not register {target.provider}: {info.session.get_providers()}")
-            self.evidence.prove("providers", info.session.get_providers())
+            self.evidence.prove(proofs.PROVIDERS, info.session.get_providers())
             return []
         if not info.assignment.get(target.provider):
             taken = a_model_it_takes(self)
@@ -196,10 +197,10 @@ class Sessions:
             built = f" with {info.dtype} {list(info.shape)}" if info.dtype else ""
             where = ", ".join(info.assignment) or "no EP its node assignment names"
             raise NotApplicable(f"{target.provider} declines model '{info.recipe}'{built} (it takes {taken}): onnxruntime placed the nodes on {where}")
-        self.evidence.prove("nodes_on_ep", list(info.assignment[target.provider]))
+        self.evidence.prove(proofs.NODES_ON_EP, list(info.assignment[target.provider]))
         elsewhere = [op for ep, nodes in info.assignment.items() if ep != target.provider for op in nodes]
         if elsewhere:
-            self.evidence.prove("nodes_elsewhere", elsewhere)
+            self.evidence.prove(proofs.NODES_ELSEWHERE, elsewhere)
         return elsewhere
 
 

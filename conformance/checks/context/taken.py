@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from conformance.checks.context.sessions import SessionInfo, Sessions
 from conformance.testbed import tensors
+from conformance import proofs
 
 
 class TakenModels:
@@ -29,7 +30,7 @@ class TakenModels:
         substitute = self._model_the_ep_takes(dtype, shape)
         if substitute is None:
             return info
-        self.sessions.evidence.prove("model_substituted", {"asked": recipe, "ran": substitute.recipe,
+        self.sessions.evidence.prove(proofs.MODEL_SUBSTITUTED, {"asked": recipe, "ran": substitute.recipe,
                                                   "why": f"{provider} takes no node of '{recipe}' ({', '.join(self.sessions.models.recipes[recipe].ops)})"})
         return substitute
 

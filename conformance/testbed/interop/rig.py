@@ -26,6 +26,7 @@ from conformance.findings import NotApplicable, NotRun
 from conformance.testbed.interop import capi as C
 from conformance.testbed.interop import host, vulkan
 from conformance.testbed.interop.handed import Handed
+from conformance import proofs
 
 # the handle kinds the checks ask for -> the handle type the descriptor names
 HANDLE_KINDS = {"opaque-fd": "vk_memory_opaque_fd", "host-allocation": "host_allocation"}
@@ -189,7 +190,7 @@ class ImportRig:
         finally:
             ownership = handed.settle()
             if ownership and self.ctx is not None:
-                self.ctx.prove("fd_after_import", ownership)
+                self.ctx.prove(proofs.FD_AFTER_IMPORT, ownership)
 
     def import_memory(self, descriptor: C.MemoryDescriptor) -> Any:
         handle = ctypes.c_void_p()
