@@ -113,9 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     verify = command("verify", "check a submission bundle; exit 1 with the list of problems",
                      "Complete (every required contract on every device, no skip without a reason) and consistent\n"
                      "(hashes, versions, summary, verdict and junit.xml agree). It does not prove authorship.\n"
-                     "Exit 0, 1 with the problems, 2 when the file is not a bundle this kit can read (not a tar, a\n"
-                     "member that is a link, FIFO, device or folder, or named outside the bundle's folder, sizes past\n"
-                     "the limits) or the library cannot be read.",
+                     "Exit 0, 1 with the problems, 2 when the file is not a bundle this kit can read (not a tar, a member\n"
+                     "not a regular file under a plain name, past the size limits) or the library cannot be read.",
                      "  ort-conformance verify acme.tar.gz\n"
                      "  ort-conformance verify acme.tar.gz --library ./libmy_ep.so")
     verify.add_argument("bundle", metavar="BUNDLE", help="the .tar.gz written by `ort-conformance bundle`")
@@ -374,9 +373,7 @@ def _verify(args) -> int:
         files = bundle.read(path)
         library = bundle.check_library(files, Path(args.library)) if args.library else []
     except FileError as exc:
-        # Not a bundle this kit can read (a member that is not a regular file under a plain name,
-        # not a tar, too large), or a library that cannot be read: the input is refused, as diff
-        # and fleet refuse it. Exit 1 is the verdict on a bundle that was read.
+        # Bad input, refused as diff and fleet refuse it; exit 1 is the verdict on a bundle read.
         return _refused(exc)
     problems = bundle.verify(path, files, required_contracts=_shipped_required_contracts(files)) + library
     for problem in problems:
