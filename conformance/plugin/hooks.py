@@ -224,7 +224,11 @@ def _end_session(run: ConformanceRun, session: pytest.Session, exitstatus: int) 
         # Nothing more is asked of the workers: they end while the report is written (a worker
         # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
         run.pool.ask_to_exit()
-        data = _write_report(run, session, interrupted)
+        # Building and writing the report set makes an object or more per result and field,
+        # freed as each writer ends: collections triggered meanwhile traverse every one still
+        # alive (0.4 s of a 10 000-contract run's 1.2 s report, on 2 cores under load).
+        with loading.collector_paused():
+            data = _write_report(run, session, interrupted)
     run.report_data = data
     if data is not None:
         run.config.hook.pytest_conformance_report(report=data, folder=run.report_dir, config=run.config)
