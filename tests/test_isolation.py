@@ -609,6 +609,23 @@ def test_a_crash_after_the_call_returned_is_not_blamed_on_it():
     assert lost.value.call is None and str(lost.value) == "the process running the check was killed by SIGABRT"
 
 
+def test_a_line_that_is_no_reply_read_with_the_announcement_before_it_names_the_call_in_flight():
+    # Both lines in one write: the second is decoded from what was read with the first, without
+    # a wait (Worker._answer), and still loses the worker with the call the first announced.
+    announce_and_garble = """\
+import json, sys
+sys.stdin.readline()
+call = {"kind": "copy_tensors", "direction": "cpu>default", "note": ""}
+sys.stdout.write(json.dumps({"id": None, "progress": {"call": call}}) + "\\n" + "a vendor library writing to fd 1\\n")
+sys.stdout.flush()
+sys.stdin.read()
+"""
+    w = fake_worker(announce_and_garble)
+    with pytest.raises(WorkerLost, match="not a reply") as lost:
+        w._exchange({"op": "run"}, 10, "the check")
+    assert lost.value.outcome == "crash" and lost.value.call == Call("copy_tensors", "cpu>default") and w.process is None
+
+
 def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_the_timeout():
     # Announcements for 10 s, then an exit: were the timeout extended by each, the worker's end
     # would be the outcome (a crash), not the timeout, whatever the machine's load.
