@@ -160,6 +160,9 @@ class ConformanceRun:
         # during the run, by pytest's at unconfigure and by the interpreter's at exit (a tenth
         # of a CPU run's wall time). Memory freed by reference counting is still freed.
         gc.freeze()
+        for spec_file in {item.parent for item in session.items if isinstance(item, ContractItem)}:
+            if isinstance(spec_file, ContractFile):
+                spec_file.case_hooks = session.gethookproxy(spec_file.path)  # see ContractItem.ihook
         if self.scheduler.lookahead and not self.watch.collect_only:
             self.scheduler.plan(item.planned() for item in session.items if isinstance(item, ContractItem) and item.decision() is None)
             self.scheduler.start_plans()
