@@ -885,3 +885,19 @@ def test_junit_is_valid_for_ci_tools_with_properties_on_every_case(cpu_run, xdis
     run = {"serial": cpu_run, "xdist": xdist_run}[which]
     assert junit.check_file(run.path / "junit.xml") == []
     assert len(run.junit()) == run.report["run"]["collected"]
+
+
+def test_the_catalogue_pytests_process_loads_is_out_of_the_cyclic_collectors_reach():
+    # Loaded with the collector paused and frozen before it runs again: a collection would
+    # otherwise traverse each of its objects (millions for a vendor's 10 000 contracts).
+    import gc
+
+    from conformance.catalogue.spec import shipped_spec_dirs
+    from conformance.plugin import loading
+
+    before = gc.get_freeze_count()
+    try:
+        catalogue = loading.load([str(folder) for folder in shipped_spec_dirs()], check_ids=False)
+        assert gc.get_freeze_count() - before >= len(catalogue.contracts) > 0
+    finally:
+        gc.unfreeze()

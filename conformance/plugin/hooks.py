@@ -211,6 +211,8 @@ class ConformanceRun:
 def _end_session(run: ConformanceRun, session: pytest.Session, exitstatus: int) -> None:
     """The session's end for the run: the last probe unless interrupted, the workers let go,
     the report set written, the strict run's answer."""
+    from conformance.catalogue.spec import collector_paused
+
     # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
     run.collected = max(run.collected, session.testscollected)
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
@@ -227,10 +229,9 @@ def _end_session(run: ConformanceRun, session: pytest.Session, exitstatus: int) 
         # Nothing more is asked of the workers: they end while the report is written (a worker
         # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
         run.pool.ask_to_exit()
-        # Building and writing the report set makes an object or more per result and field,
-        # freed as each writer ends: collections triggered meanwhile traverse every one still
-        # alive (0.4 s of a 10 000-contract run's 1.2 s report, on 2 cores under load).
-        with loading.collector_paused():
+        # The report set's objects (several a result) are freed as each writer ends: collections
+        # meanwhile traversed them all (0.4 s of a 10 000-contract run's 1.2 s report, loaded).
+        with collector_paused():
             data = _write_report(run, session, interrupted)
     run.report_data = data
     if data is not None:

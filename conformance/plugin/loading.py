@@ -7,10 +7,9 @@ Must not know: the run's workers and scheduling, the report.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import pytest
 
@@ -26,7 +25,7 @@ def load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
     """The catalogue, validated; `check_ids`: also that every contract names a known check
     (which imports the checks, and with them numpy and onnx)."""
     from conformance.checks import CHECKS, load_all
-    from conformance.catalogue.spec import load_catalogue
+    from conformance.catalogue.spec import collector_paused, load_catalogue
     from conformance.errors import SpecErrors
 
     if check_ids:
@@ -43,19 +42,6 @@ def load(paths: list[str], *, check_ids: bool = True) -> Catalogue:
         # pause already in place: spec.load_catalogue). Collection freezes the items likewise.
         gc.freeze()
     return catalogue
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector off within, as it was after: for work that makes many
-    objects and no garbage cycle to speak of, which reference counting frees as it goes."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def invalid_specs(errors: Sequence[SpecError]) -> pytest.UsageError:
