@@ -85,9 +85,10 @@ class ContractItem(pytest.Item):
     def ihook(self):
         """pytest's hook proxy for this item's path: its file's, kept once collection is over.
         pytest builds it anew at each hook call (eleven a case) where a conftest.py of the run
-        does not apply to the spec file (the kit's own, or a vendor's beside other files), and
-        each hook called through it then filters every plugin's implementations again (120 000
-        proxies' hooks made in a 10 000-contract run, 40 with this). Kept only after collection,
+        does not apply to the spec file (a checkout's, which the shipped spec files of an editable
+        install bring in, for a vendor's files elsewhere; one beside some of the files named), and
+        each hook called through it filters every plugin's implementations again (120 000 hook
+        callers made in a 10 000-contract run, 40 with this). Kept only after collection,
         when no conftest.py is loaded any more; the proxy still sees plugins registered later
         (pluggy filters at each call)."""
         hooks = getattr(self.parent, "case_hooks", None)
