@@ -903,41 +903,19 @@ def test_the_catalogue_pytests_process_loads_is_out_of_the_cyclic_collectors_rea
         gc.unfreeze()
 
 
-ONE_CONTRACT = """\
-family: many
-title: One contract in a folder of its own
-contracts:
-  - id: many.c0
-    statement: Contract number 0 holds (the same check as update-inplace.from-numpy).
-    subject: ep
-    severity: informational
-    provenance:
-      basis: inferred
-      ref: "the kit's tests"
-    since: "1.22"
-    sources:
-      - kind: onnxruntime-docs
-        ref: "onnxruntime Python API: OrtValue.update_inplace"
-    check: update-inplace.from-numpy
-    params:
-      dtype: [float32]
-      shape: ["16"]
-"""
 
-
-def test_a_conftest_hears_the_cases_of_the_spec_files_beside_it_and_none_of_the_others(tmp_path):
+def test_a_conftest_hears_the_cases_of_the_spec_files_beside_it_and_none_of_the_others(tmp_path, contract_text):
     # A case's hooks go through its spec file's proxy, kept once collection is over
     # (ContractItem.ihook): it must still leave out a conftest.py that applies to another folder.
-    for folder, family in (("mine", "mine"), ("theirs", "theirs")):
-        (tmp_path / folder).mkdir()
-        (tmp_path / folder / f"{family}.yaml").write_text(ONE_CONTRACT.replace("many", family))
+    for family in ("mine", "theirs"):
+        (tmp_path / family).mkdir()
+        (tmp_path / family / f"{family}.yaml").write_text(contract_text.replace("vendor", family))
     (tmp_path / "mine" / "conftest.py").write_text(
         "def pytest_runtest_logreport(report):\n"
-        "    if report.when == 'call':\n"
-        "        with open(__file__ + '.heard', 'a') as out:\n"
-        "            out.write(report.nodeid + '\\n')\n")
+        "    with open(__file__ + '.heard', 'a') as out:\n"
+        "        out.write(report.nodeid + '\\n')\n")
     run = pytest_in(tmp_path, "mine/mine.yaml", "theirs/theirs.yaml", "--ep=cpu", "-k", "mine or theirs", "--conformance-report", "reports")
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    assert sorted(r["contract"] for r in run.report["results"] if r["contract"].endswith(".c0")) == ["mine.c0", "theirs.c0"]
-    heard = (tmp_path / "mine" / "conftest.py.heard").read_text().split()
-    assert len(heard) == 1 and "mine.c0" in heard[0], heard
+    assert sorted(r["contract"] for r in run.report["results"] if r["contract"].endswith(".thing")) == ["mine.thing", "theirs.thing"]
+    heard = set((tmp_path / "mine" / "conftest.py.heard").read_text().split())
+    assert len(heard) == 1 and "mine.thing" in heard.pop()
