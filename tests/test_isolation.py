@@ -292,11 +292,12 @@ def test_only_the_first_process_of_a_worker_warms_up(monkeypatch, cpu_init):
 
 
 HANDED_WORKER = """\
-import io, json, sys
+import gc, io, json, sys
 from conformance.engine import serve as worker
 replies = io.BytesIO()
 worker.serve(io.StringIO(sys.stdin.read()), replies)
-print(json.dumps({"replies": [json.loads(line) for line in replies.getvalue().splitlines()], "yaml": "yaml" in sys.modules}))
+print(json.dumps({"replies": [json.loads(line) for line in replies.getvalue().splitlines()], "yaml": "yaml" in sys.modules,
+                  "frozen": gc.get_freeze_count()}))
 """
 
 
@@ -313,6 +314,12 @@ def test_a_worker_handed_the_catalogue_reads_no_yaml(cpu_init):
     answer = serve_handed(load_catalogue(), cpu_init)
     assert answer["replies"][0]["ok"] and answer["replies"][0]["facts"]["provider"] == "CPUExecutionProvider"
     assert answer["yaml"] is False
+
+
+def test_a_worker_freezes_the_catalogue_it_is_handed_out_of_the_cyclic_collectors_reach(cpu_init):
+    # It lives as long as the worker: a collection would otherwise traverse each of its objects.
+    catalogue = load_catalogue()
+    assert serve_handed(catalogue, cpu_init)["frozen"] >= len(catalogue.contracts) > 0
 
 
 ONNX_AT_THE_HANDOVER = """\
