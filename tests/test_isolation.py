@@ -292,11 +292,12 @@ def test_only_the_first_process_of_a_worker_warms_up(monkeypatch, cpu_init):
 
 
 HANDED_WORKER = """\
-import io, json, sys
+import gc, io, json, sys
 from conformance.engine import serve as worker
 replies = io.BytesIO()
 worker.serve(io.StringIO(sys.stdin.read()), replies)
-print(json.dumps({"replies": [json.loads(line) for line in replies.getvalue().splitlines()], "yaml": "yaml" in sys.modules}))
+print(json.dumps({"replies": [json.loads(line) for line in replies.getvalue().splitlines()], "yaml": "yaml" in sys.modules,
+                  "frozen": gc.get_freeze_count()}))
 """
 
 
@@ -313,6 +314,12 @@ def test_a_worker_handed_the_catalogue_reads_no_yaml(cpu_init):
     answer = serve_handed(load_catalogue(), cpu_init)
     assert answer["replies"][0]["ok"] and answer["replies"][0]["facts"]["provider"] == "CPUExecutionProvider"
     assert answer["yaml"] is False
+
+
+def test_a_worker_freezes_the_catalogue_it_is_handed_out_of_the_cyclic_collectors_reach(cpu_init):
+    # It lives as long as the worker: a collection would otherwise traverse each of its objects.
+    catalogue = load_catalogue()
+    assert serve_handed(catalogue, cpu_init)["frozen"] >= len(catalogue.contracts) > 0
 
 
 ONNX_AT_THE_HANDOVER = """\
@@ -607,6 +614,23 @@ def test_a_crash_after_the_call_returned_is_not_blamed_on_it():
     with pytest.raises(WorkerLost) as lost:
         w._exchange({"op": "run"}, 10, "the check")
     assert lost.value.call is None and str(lost.value) == "the process running the check was killed by SIGABRT"
+
+
+def test_a_line_that_is_no_reply_read_with_the_announcement_before_it_names_the_call_in_flight():
+    # Both lines in one write: the second is decoded from what was read with the first, without
+    # a wait (Worker._answer), and still loses the worker with the call the first announced.
+    announce_and_garble = """\
+import json, sys
+sys.stdin.readline()
+call = {"kind": "copy_tensors", "direction": "cpu>default", "note": ""}
+sys.stdout.write(json.dumps({"id": None, "progress": {"call": call}}) + "\\n" + "a vendor library writing to fd 1\\n")
+sys.stdout.flush()
+sys.stdin.read()
+"""
+    w = fake_worker(announce_and_garble)
+    with pytest.raises(WorkerLost, match="not a reply") as lost:
+        w._exchange({"op": "run"}, 10, "the check")
+    assert lost.value.outcome == "crash" and lost.value.call == Call("copy_tensors", "cpu>default") and w.process is None
 
 
 def test_a_hang_names_the_call_it_is_stuck_in_and_announcements_do_not_extend_the_timeout():

@@ -889,3 +889,37 @@ def test_junit_is_valid_for_ci_tools_with_properties_on_every_case(cpu_run, xdis
     run = {"serial": cpu_run, "xdist": xdist_run}[which]
     assert junit.check_file(run.path / "junit.xml") == []
     assert len(run.junit()) == run.report["run"]["collected"]
+
+
+def test_the_catalogue_pytests_process_loads_is_out_of_the_cyclic_collectors_reach():
+    # Loaded with the collector paused and frozen before it runs again: a collection would
+    # otherwise traverse each of its objects (millions for a vendor's 10 000 contracts).
+    import gc
+
+    from conformance.catalogue.spec import shipped_spec_dirs
+    from conformance.plugin import loading
+
+    before = gc.get_freeze_count()
+    try:
+        catalogue = loading.load([str(folder) for folder in shipped_spec_dirs()], check_ids=False)
+        assert gc.get_freeze_count() - before >= len(catalogue.contracts) > 0
+    finally:
+        gc.unfreeze()
+
+
+
+def test_a_conftest_hears_the_cases_of_the_spec_files_beside_it_and_none_of_the_others(tmp_path, contract_text):
+    # A case's hooks go through its spec file's proxy, kept once collection is over
+    # (ContractItem.ihook): it must still leave out a conftest.py that applies to another folder.
+    for family in ("mine", "theirs"):
+        (tmp_path / family).mkdir()
+        (tmp_path / family / f"{family}.yaml").write_text(contract_text.replace("vendor", family))
+    (tmp_path / "mine" / "conftest.py").write_text(
+        "def pytest_runtest_logreport(report):\n"
+        "    with open(__file__ + '.heard', 'a') as out:\n"
+        "        out.write(report.nodeid + '\\n')\n")
+    run = pytest_in(tmp_path, "mine/mine.yaml", "theirs/theirs.yaml", "--ep=cpu", "-k", "mine or theirs", "--conformance-report", "reports")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert sorted(r["contract"] for r in run.report["results"] if r["contract"].endswith(".thing")) == ["mine.thing", "theirs.thing"]
+    heard = set((tmp_path / "mine" / "conftest.py.heard").read_text().split())
+    assert len(heard) == 1 and "mine.thing" in heard.pop()

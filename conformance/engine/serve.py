@@ -148,6 +148,9 @@ class Handler:
         gc.disable()
         try:
             handed = pickle.loads(base64.b64decode(request["data"]))
+            # It lives as long as the worker: frozen before the collector runs again, it is
+            # not traversed by the first collection (every object of it young) nor later ones.
+            gc.freeze()
         finally:
             if enabled:
                 gc.enable()

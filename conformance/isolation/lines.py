@@ -48,6 +48,15 @@ class LineChannel:
         assert self.process and self.process.stdin
         write(self.process.stdin, message)
 
+    def buffered_line(self) -> bytes | None:
+        """The next line if it was read from the process already, else None (nothing is read:
+        `read_line` waits for it). An empty line is left to `read_line` too."""
+        end = self._buffer.find(b"\n", self._taken)
+        if end <= self._taken:
+            return None
+        line, self._taken = self._buffer[self._taken:end], end + 1
+        return line
+
     def read_line(self, deadline: float) -> bytes | None:
         """One line from the process; b'' at end of file; None when `deadline` passed."""
         assert self.process and self.process.stdout

@@ -160,6 +160,9 @@ class ConformanceRun:
         # during the run, by pytest's at unconfigure and by the interpreter's at exit (a tenth
         # of a CPU run's wall time). Memory freed by reference counting is still freed.
         gc.freeze()
+        for spec_file in {item.parent for item in session.items if isinstance(item, ContractItem)}:
+            if isinstance(spec_file, ContractFile):
+                spec_file.case_hooks = session.gethookproxy(spec_file.path)  # see ContractItem.ihook
         if self.scheduler.lookahead and not self.watch.collect_only:
             self.scheduler.plan(item.planned() for item in session.items if isinstance(item, ContractItem) and item.decision() is None)
             self.scheduler.start_plans()
@@ -208,6 +211,8 @@ class ConformanceRun:
 def _end_session(run: ConformanceRun, session: pytest.Session, exitstatus: int) -> None:
     """The session's end for the run: the last probe unless interrupted, the workers let go,
     the report set written, the strict run's answer."""
+    from conformance.catalogue.spec import collector_paused
+
     # Under xdist the controller collects nothing itself; pytest-xdist counts for it.
     run.collected = max(run.collected, session.testscollected)
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldstop) or bool(session.shouldfail)
@@ -224,7 +229,10 @@ def _end_session(run: ConformanceRun, session: pytest.Session, exitstatus: int) 
         # Nothing more is asked of the workers: they end while the report is written (a worker
         # with onnxruntime loaded takes 5-8 ms to exit), and close() finds them ended.
         run.pool.ask_to_exit()
-        data = _write_report(run, session, interrupted)
+        # The report set's objects (several a result) are freed as each writer ends: collections
+        # meanwhile traversed them all (0.4 s of a 10 000-contract run's 1.2 s report, loaded).
+        with collector_paused():
+            data = _write_report(run, session, interrupted)
     run.report_data = data
     if data is not None:
         run.config.hook.pytest_conformance_report(report=data, folder=run.report_dir, config=run.config)

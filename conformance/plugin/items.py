@@ -45,6 +45,9 @@ RESULT_KEY = pytest.StashKey[Result]()
 
 
 class ContractFile(pytest.File):
+    # The hooks its cases call, set once collection is over (see ContractItem.ihook).
+    case_hooks: Any = None
+
     def collect(self):
         run = self.config.stash[CASES_KEY]
         for contract in run.contract_files.get(self.path.resolve(), ()):
@@ -77,6 +80,19 @@ class ContractItem(pytest.Item):
             self.add_marker(marker)  # -m required, -m family_copy, -m "subject_ep and not isolated"
         self._decision: tuple[Skip | None] | None = None
         self._planned: Planned | None = None
+
+    @property
+    def ihook(self):
+        """pytest's hook proxy for this item's path: its file's, kept once collection is over.
+        pytest builds it anew at each hook call (eleven a case) where a conftest.py of the run
+        does not apply to the spec file (a checkout's, which the shipped spec files of an editable
+        install bring in, for a vendor's files elsewhere; one beside some of the files named), and
+        each hook called through it filters every plugin's implementations again (120 000 hook
+        callers made in a 10 000-contract run, 40 with this). Kept only after collection,
+        when no conftest.py is loaded any more; the proxy still sees plugins registered later
+        (pluggy filters at each call)."""
+        hooks = getattr(self.parent, "case_hooks", None)
+        return hooks if hooks is not None else super().ihook
 
     def decision(self) -> Skip | None:
         """Whether the contract applies here (a pure function of the facts, so decided once)."""
