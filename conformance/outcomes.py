@@ -64,20 +64,24 @@ CASE_PROPERTIES = ("contract", "ep", "device", "outcome", "severity", "subject",
 class MachineEvent:
     """How a worker was lost where the machine, not the EP's code, may have ended it: `kind`
     KILLED (its wait status says SIGKILL, which the kit had not sent it: the OOM killer's and a
-    CI runner's signal) or STOPPED (stopped by a signal, as /proc showed it, when its time ran
-    out), and `evidence`: what showed it, in words. An EP can do either to itself (raise(SIGKILL),
-    raise(SIGSTOP)), so an event is only a suspicion until the case's next try: one that the next
-    try repeats is the EP's crash or timeout after all (conformance.run.reruns)."""
+    CI runner's signal), STOPPED (stopped by a signal, as /proc showed it, when its time ran
+    out) or STARVED (ready to run but kept waiting for a CPU, as /proc's scheduler figures showed
+    it, when its time ran out: a machine busier than it has cores), and `evidence`: what showed
+    it, in words. An EP can do each to itself (raise(SIGKILL), raise(SIGSTOP), a spin that the
+    machine's load slows), so an event is only a suspicion until the case's next try: one that
+    the next try repeats is the EP's crash or timeout after all (conformance.run.reruns)."""
 
     kind: str
     evidence: str
 
     KILLED: ClassVar[str] = "killed"
     STOPPED: ClassVar[str] = "stopped"
+    STARVED: ClassVar[str] = "starved"
 
     def said(self) -> str:
         """What happened to the worker, after 'the worker was'."""
-        return "stopped from outside until its time ran out" if self.kind == self.STOPPED else "killed from outside (SIGKILL)"
+        return {self.STOPPED: "stopped from outside until its time ran out",
+                self.STARVED: "kept waiting for a CPU by other processes when its time ran out"}.get(self.kind, "killed from outside (SIGKILL)")
 
     def to_wire(self) -> dict[str, str]:
         return {"kind": self.kind, "evidence": self.evidence}
@@ -85,7 +89,7 @@ class MachineEvent:
     @classmethod
     def from_wire(cls, wire: Any) -> "MachineEvent | None":
         """The event a try's details name (None for none, or for what is not one)."""
-        if not isinstance(wire, dict) or wire.get("kind") not in (cls.KILLED, cls.STOPPED):
+        if not isinstance(wire, dict) or wire.get("kind") not in (cls.KILLED, cls.STOPPED, cls.STARVED):
             return None
         return cls(wire["kind"], str(wire.get("evidence", "")))
 

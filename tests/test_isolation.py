@@ -139,9 +139,36 @@ def test_a_worker_that_hangs_is_a_timeout_and_is_killed():
     assert lost.value.machine is None  # it slept: a hang, as its EP would make one
 
 
-# --- the machine's events: a worker killed or stopped from outside ------------------------------
+# --- the machine's events: a worker killed, stopped or starved from outside ----------------------
 
 WAITS_FOR_A_REQUEST = "import sys, time; sys.stdin.readline(); time.sleep(60)"
+SPINS = "import sys; sys.stdin.readline()\nwhile True:\n    pass"
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or not Path("/proc/self/task").is_dir(), reason="pins processes to a CPU through Linux")
+def test_a_worker_kept_waiting_for_a_cpu_when_its_time_runs_out_is_a_timeout_naming_the_machines_load():
+    """A worker pinned with three spinning processes to one CPU gets about a quarter of it, by the
+    scheduler's fairness, not by luck: ready to run, it waits for the CPU about three quarters
+    of the time the kit watches it."""
+    cpu = min(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True:\n    pass"]) for _ in range(3)]
+    try:
+        for hog in hogs:
+            os.sched_setaffinity(hog.pid, {cpu})
+        w = fake_worker(SPINS)
+        os.sched_setaffinity(w.process.pid, {cpu})
+        process = w.process
+        with pytest.raises(WorkerLost) as lost:
+            w._exchange({"op": "run"}, 1.0, "copy.x on cpu")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert lost.value.outcome == "timeout" and lost.value.machine is not None and lost.value.machine.kind == "starved"
+    evidence = lost.value.machine.evidence
+    assert evidence.startswith(f"/proc/{process.pid}/task/*/schedstat over 0.5 s: waited ") and evidence.endswith(" when its 1 s ran out")
+    assert str(lost.value).startswith("copy.x on cpu did not finish within 1 s: the worker was kept waiting for a CPU (/proc/")
+    assert process.poll() == -signal.SIGKILL and w.process is None
 
 
 def in_state(pid: int, wanted: bool) -> None:
@@ -181,7 +208,8 @@ def test_a_worker_stopped_when_its_time_runs_out_is_a_timeout_naming_the_stop():
         w._exchange({"op": "run"}, 0.5, "copy.x on cpu")
     assert lost.value.outcome == "timeout"
     evidence = f"/proc/{process.pid}/stat: state T (stopped by a signal)"
-    assert str(lost.value) == f"copy.x on cpu did not finish within 0.5 s: the worker was stopped ({evidence}); it was killed and replaced"
+    said = f"the worker was stopped ({evidence} when its 0.5 s ran out); it was killed and replaced"
+    assert str(lost.value) == f"copy.x on cpu did not finish within 0.5 s: {said}"
     assert lost.value.machine == MachineEvent("stopped", f"{evidence} when its 0.5 s ran out")
     assert process.poll() == -signal.SIGKILL and w.process is None  # a stopped process dies of SIGKILL all the same
 

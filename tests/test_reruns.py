@@ -71,11 +71,15 @@ KILLED = CaseReply(Outcome.CRASH, "the process running it was killed by SIGKILL 
                        "kind": "killed", "evidence": "process 7's wait status: killed by SIGKILL, a signal the kit had not sent it"}}))
 STOPPED = CaseReply(Outcome.TIMEOUT, "it did not finish within 5 s: the worker was stopped (/proc/7/stat: state T (stopped by a signal))",
                     Details.from_wire({"machine": {"kind": "stopped", "evidence": "/proc/7/stat: state T (stopped by a signal) when its 5 s ran out"}}))
+STARVED = CaseReply(Outcome.TIMEOUT, "it did not finish within 60 s (stuck in CopyTensors cpu>default): the worker was kept waiting for a CPU (...)",
+                    Details.from_wire({"machine": {"kind": "starved", "evidence": "/proc/7/task/*/schedstat over 0.5 s: waited 0.38 s for a CPU, "
+                                                                                  "ran 0.12 s when its 60 s ran out"}}))
 ABORTED = CaseReply(Outcome.CRASH, "the process running it was killed by SIGABRT", Details.from_wire({"call": {"kind": "copy_tensors"}}))
 PASSED = CaseReply(Outcome.PASS, "", Details.from_wire({"evidence": {"bytes_compared": 364}}), 0.25)
 
 
-@pytest.mark.parametrize("lost, said", [(KILLED, "killed from outside (SIGKILL)"), (STOPPED, "stopped from outside until its time ran out")])
+@pytest.mark.parametrize("lost, said", [(KILLED, "killed from outside (SIGKILL)"), (STOPPED, "stopped from outside until its time ran out"),
+                                        (STARVED, "kept waiting for a CPU by other processes when its time ran out")])
 def test_a_try_lost_to_the_machine_that_the_next_does_not_repeat_is_not_counted(lost, said):
     again, asked = tries(PASSED)
     settled = settle(lost, again, 0)
@@ -87,7 +91,7 @@ def test_a_try_lost_to_the_machine_that_the_next_does_not_repeat_is_not_counted(
     assert "machine" not in settled.details.to_wire() and "violations" not in settled.details.to_wire() and "call" not in settled.details.to_wire()
 
 
-@pytest.mark.parametrize("lost, again_lost", [(KILLED, KILLED), (STOPPED, STOPPED)])
+@pytest.mark.parametrize("lost, again_lost", [(KILLED, KILLED), (STOPPED, STOPPED), (STARVED, STARVED)])
 def test_a_try_lost_to_the_machine_that_the_next_repeats_is_the_eps_with_both_tries_counted(lost, again_lost):
     again, asked = tries(again_lost)
     settled = settle(lost, again, 0)

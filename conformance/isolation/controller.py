@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from conformance.calls import Call
-from conformance.isolation.launcher import Launcher
+from conformance.isolation.launcher import Launcher, seen_at_timeout
 from conformance.isolation.ledger import Ledger
 from conformance.errors import KitError, SpecError
 from conformance.facts import EpFacts
@@ -77,14 +77,15 @@ class WorkerLost(KitError):
         self.init: dict[str, Any] = {}
 
     @classmethod
-    def timed_out(cls, what: str, timeout: float, call: Call | None, stopped: str = "") -> "WorkerLost":
-        """`stopped`: what showed the worker stopped at the deadline (launcher.stopped): its time
-        ran out without its EP running at all, which makes the loss the machine's event."""
+    def timed_out(cls, what: str, timeout: float, call: Call | None, machine: MachineEvent | None = None) -> "WorkerLost":
+        """`machine`: what showed, at the deadline, that the worker could not have finished whatever
+        its EP did (launcher.seen_at_timeout): stopped by a signal, or kept from a CPU by other
+        processes. Either makes the loss the machine's event, until the next try repeats it."""
         stuck = f" (stuck in {call})" if call else ""
-        if stopped:
-            event = MachineEvent(MachineEvent.STOPPED, f"{stopped} when its {timeout:g} s ran out")
-            return cls("timeout", f"{what} did not finish within {timeout:g} s{stuck}: the worker was stopped ({stopped}); "
-                                  "it was killed and replaced", actual=f"stopped, no answer after {timeout:g} s", call=call, machine=event)
+        if machine is not None:
+            was = "stopped" if machine.kind == MachineEvent.STOPPED else "kept waiting for a CPU"
+            return cls("timeout", f"{what} did not finish within {timeout:g} s{stuck}: the worker was {was} ({machine.evidence}); "
+                                  "it was killed and replaced", actual=f"{was}, no answer after {timeout:g} s", call=call, machine=machine)
         return cls("timeout", f"{what} did not finish within {timeout:g} s{stuck}; "
                               "the worker was killed and replaced", actual=f"no answer after {timeout:g} s", call=call)
 
@@ -341,18 +342,20 @@ class Worker:
         """The next line the worker sends, or WorkerLost when it ended or `deadline` passed;
         `call`: the call the running request has in flight; `on_wait`: hears that it waits."""
         line = read_line_telling(self._launcher.channel, deadline, Waiting(what, call, 0.0, timeout), on_wait)
-        if line is None:  # hung, or stopped from outside: what the kill saw of it tells which
-            raise WorkerLost.timed_out(what, timeout, call, stopped=self._kill())
+        if line is None:  # hung, stopped from outside or starved of CPU: what the kit sees before the kill tells which
+            machine = seen_at_timeout(self._launcher.process, timeout)
+            self._kill()
+            raise WorkerLost.timed_out(what, timeout, call, machine)
         if line == b"":
             how, ended, killed = self._launcher.reap()
             raise WorkerLost("crash", f"the process running {what} {ended}{f' during {call}' if call else ''}", actual=how,
                              tail=self._launcher.log_tail(), call=call, machine=killed)
         return _decoded(line, lambda bad: _garbled(self, what, bad, call))
 
-    def _kill(self) -> str:
-        """Kills the process, dropping what it owed; what showed it stopped as it was killed ('' for nothing: see Launcher.kill)."""
+    def _kill(self) -> None:
+        """Kills the process, dropping what it owed."""
         self._ledger.pending.clear()
-        return self._launcher.kill()
+        self._launcher.kill()
 
     def close(self) -> None:
         self.ask_to_exit()

@@ -143,15 +143,12 @@ class Launcher:
     def log_tail(self, lines: int = 3) -> str:
         return _log_tail(self.log, self._log_start, lines)
 
-    def kill(self) -> str:
-        """Kills the process; returns what showed it stopped by a signal as it was killed (see
-        stopped), '' where it was running or waiting: once killed, it is no longer stopped."""
-        seen = stopped(self.process)
+    def kill(self) -> None:
+        """Kills the process and waits for its end."""
         if self.process:
             self.process.kill()
             self.process.wait()
             self.process = None
-        return seen
 
     def ask_to_exit(self) -> None:
         """Tells the process to end, without waiting; a spare standing by is killed."""
@@ -208,6 +205,63 @@ def stopped(process: subprocess.Popen | ForkedProcess | None) -> str:
     if process is None or process_state(process.pid) != STOPPED:
         return ""
     return f"/proc/{process.pid}/stat: state {STOPPED} (stopped by a signal)"
+
+
+# How long a worker whose time ran out is watched before it is killed, and the share of that
+# time it must spend ready to run but waiting for a CPU to be found starved. A worker that waits
+# on a lock or a device sleeps (it does not wait for a CPU at all), and one alone on a core never
+# waits for one: only a machine busier than it has cores keeps a runnable worker off the CPU for
+# a quarter of the time.
+STARVED_WINDOW = 0.5
+STARVED_SHARE = 0.25
+
+
+def seen_at_timeout(process: subprocess.Popen | ForkedProcess | None, timeout: float) -> MachineEvent | None:
+    """The machine's event a worker whose time ran out may be, seen before it is killed: stopped
+    by a signal (it made no progress, whatever its EP would do), or kept waiting for a CPU by
+    other processes (a 4 GiB copy took over 60 s on 2 cores under a load of 8). None for neither."""
+    if process is None:
+        return None
+    stop = stopped(process)
+    if stop:
+        return MachineEvent(MachineEvent.STOPPED, f"{stop} when its {timeout:g} s ran out")
+    starving = starved(process.pid)
+    return MachineEvent(MachineEvent.STARVED, f"{starving} when its {timeout:g} s ran out") if starving else None
+
+
+def starved(pid: int, window: float = STARVED_WINDOW) -> str:
+    """What /proc's scheduler figures say of process `pid` over the next `window` seconds where
+    its threads, ready to run, waited for a CPU at least STARVED_SHARE of it: '/proc/123/task/*/
+    schedstat over 0.5 s: waited 0.38 s for a CPU, ran 0.12 s'; '' otherwise, or where /proc
+    cannot tell (not Linux, no schedstat)."""
+    before = schedstat(pid)
+    if not before:
+        return ""
+    time.sleep(window)
+    after = schedstat(pid)
+    ran = sum(after[t][0] - before[t][0] for t in after.keys() & before.keys()) / 1e9
+    waited = sum(after[t][1] - before[t][1] for t in after.keys() & before.keys()) / 1e9
+    if waited < STARVED_SHARE * window:
+        return ""
+    return f"/proc/{pid}/task/*/schedstat over {window:g} s: waited {waited:.2f} s for a CPU, ran {ran:.2f} s"
+
+
+def schedstat(pid: int) -> dict[int, tuple[int, int]]:
+    """Each thread of process `pid`: nanoseconds it ran and waited on a run queue for a CPU, as
+    /proc/PID/task/TID/schedstat gives them since it began; {} where they cannot be read."""
+    figures = {}
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as stat:
+                ran, waited = stat.read().split()[:2]
+            figures[int(tid)] = (int(ran), int(waited))
+        except (OSError, ValueError):
+            continue  # a thread that ended meanwhile
+    return figures
 
 
 def process_state(pid: int) -> str:

@@ -54,7 +54,7 @@ def add_options(parser: pytest.Parser) -> None:
                          "by the EP spec), or an incomplete run, fails the run (exit 1 unless conformant); the report says it was a strict run")
     group.addoption("--conformance-rerun", metavar="N", type=reruns_option, default=0,
                     help="try a case that failed, crashed or timed out again, up to N times, each in a fresh worker (default 0; "
-                         "a crash or hang is always tried once more before its call is quarantined, and a worker killed or stopped "
+                         "a crash or hang is always tried once more before its call is quarantined, and a worker killed, stopped or starved "
                          "from outside that the next try does not repeat is not counted); a case whose tries' outcomes "
                          "differ is flaky: it counts as a failure and never certifies")
     group.addoption("--conformance-soak", metavar="DURATION", type=duration, default=0.0,

@@ -77,9 +77,10 @@ def run_conditions(data: dict[str, Any]) -> list[str]:
 # The tries lost to the machine that a summary (report.md's head, summary.md, the terminal) names
 # one by one; report.md and report.html list every one, with its evidence.
 MACHINE_SHOWN = 3
-MACHINE_NOTE = ("A worker killed from outside (a SIGKILL the kit had not sent: the OOM killer, a CI runner) or stopped by a signal "
-                "when its time ran out, which the case's next try did not repeat: the machine's event, not the EP's. The case was "
-                "tried again in a fresh worker, and its outcome is that of the tries that followed.")
+MACHINE_NOTE = ("A worker killed from outside (a SIGKILL the kit had not sent: the OOM killer, a CI runner), or stopped by a signal "
+                "or kept waiting for a CPU by other processes when its time ran out, which the case's next try did not repeat: "
+                "the machine's event, not the EP's. The case was tried again in a fresh worker, and its outcome is that of the "
+                "tries that followed.")
 
 
 def machine_lines(data: dict[str, Any]) -> list[str]:

@@ -105,7 +105,7 @@ def _verdict(data: dict[str, Any]) -> list[str]:
     events = data["run"].get("machine_events") or []
     if events:
         out.append(f'<p id="machine-note">{len(events)} {"try was" if len(events) == 1 else "tries were"} lost to the machine (a worker '
-                   'killed or stopped from outside) and made again: <a href="#machine">not counted against the EP</a>.</p>')
+                   'killed, stopped or starved of CPU from outside) and made again: <a href="#machine">not counted against the EP</a>.</p>')
     if runtime_counts:
         # onnxruntime's own contracts in the page's neutral colour, not red beside a verdict they do not decide
         out.append(f'<p class="runtime-counts" id="runtime-counts">onnxruntime\'s own contracts (subject <code>runtime</code>; '

@@ -10,12 +10,12 @@ crash twice is a crash, and its call is quarantined as before); one whose tries 
 and message in its details.
 
 A try whose worker the machine may have ended (the loss's `machine`: killed by a SIGKILL the kit
-had not sent, as the OOM killer and CI runners do, or stopped by a signal when its time ran out;
-see conformance.outcomes.MachineEvent) is not weighed yet: the case is tried once more at once.
+had not sent, as the OOM killer and CI runners do, or stopped by a signal or kept waiting for a
+CPU by other processes when its time ran out; see conformance.outcomes.MachineEvent) is not weighed yet: the case is tried once more at once.
 Where that try is not lost to such an event too, the first was the machine's: it is not counted
 (the case is settled on the tries that follow it, as if they were its first), and it is kept
 in `Details.tries` marked not counted, and in `Details.machine_events` with its
-evidence and a sentence for the reports. An EP can send itself SIGKILL or SIGSTOP as well; one
+evidence and a sentence for the reports. An EP can send itself SIGKILL or SIGSTOP, or spin, as well; one
 that does so again on the next try is the EP's crash or timeout, both tries counted. Plain data
 in and out: knows nothing of workers or pytest.
 """

@@ -59,7 +59,7 @@ class Scheduler:
     def run_case(self, planned: Planned) -> CaseReply:
         """The case's reply, after its tries again in a fresh worker where it failed, crashed or
         timed out (reruns.settle): a crash that does not come back is flaky, not quarantined, and
-        a try lost to the machine (killed or stopped from outside) that the next try does not
+        a try lost to the machine (killed, stopped or starved from outside) that the next try does not
         repeat is not counted."""
         return reruns.settle(self._run_once(planned), lambda: self._run_once(dataclasses.replace(planned, own_process=True)), self.reruns)
 
