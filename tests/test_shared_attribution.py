@@ -14,6 +14,7 @@ from conformance.tools import found
 from conformance.testbed import tensors
 from conformance.checks import copy as copy_checks
 from conformance.data import shipped_spec_dirs
+from conformance.checks.context.evidence import Evidence
 from conformance.findings import Violation
 from conformance.engine.runner import Runner
 from conformance.catalogue.spec import load_catalogue
@@ -91,7 +92,7 @@ def test_the_runner_gives_a_result_the_subject_its_violations_share():
         yield Violation("wrote")
 
     def context():
-        return SimpleNamespace(step="", reproducer="", evidence=SimpleNamespace(recorded={}),
+        return SimpleNamespace(step="", reproducer="", evidence=Evidence(),
                                memories=SimpleNamespace(guarded=[], overruns=list))  # no host buffer guarded
 
     outcome, _, details = runner._run(check, context(), {})
