@@ -116,3 +116,17 @@ def test_size32_fails_the_large_copy_past_4_gib_and_its_reproducer_fails_only_wi
         good = run_script(script)
     assert with_fault.returncode != 0, with_fault.stdout[-1500:] + with_fault.stderr[-1500:]
     assert good.returncode == 0, good.stdout[-1500:] + good.stderr[-1500:]
+
+
+def test_a_pool_run_dry_before_the_endurance_tier_fails_endurance_copies_and_is_not_hidden_as_not_run(refdev_library, tmp_path):
+    """ORT_REFDEV_NTH=40: the functional copies before endurance.copies drain the pool, so the
+    copies that place its values fail in a direction that worked earlier in the same process:
+    the EP stopped copying after repetition, endurance.copies' failure. (A CI run once saw the
+    pool run dry in copy.bad-requests, before the tier, and every endurance case not_run: the
+    verdict incomplete, with no failure named.)"""
+    run = conformance_run(tmp_path, "--ep-library", str(refdev_library), "--ep", "refdev", "-k", "copy.roundtrip-exact or endurance.copies",
+                          env={"ORT_REFDEV_FAULT": "nth", "ORT_REFDEV_NTH": "40"})
+    cases = [r for r in run.report["results"] if r["contract"] == "endurance.copies"]
+    assert cases and all(c["outcome"] == "fail" for c in cases), [(c["outcome"], c["message"][:300]) for c in cases]
+    assert all("had worked earlier in this process" in c["message"] and "handle pool exhausted" in c["message"] for c in cases), cases[0]["message"]
+    assert run.report["verdict"] == "non_conformant"

@@ -29,6 +29,7 @@ import numpy as np
 from conformance.calls import Call
 from conformance.checks import endurance_scripts as scripts
 from conformance.checks.context import CheckContext, SessionInfo
+from conformance.checks.context.memories import COPIES_WORKED
 from conformance.checks.context.reference import reference, small_integers
 from conformance.checks.context.sessions import SESSION_SHAPE, cpu_input_run
 from conformance.checks.endurance_growth import RSS, Gauge, Heartbeat, Sampler, plural, size_text
@@ -150,6 +151,13 @@ class _Loop:
                          "whether it grows is not shown")
 
 
+def _failed_after_working(what: str, worked: dict[str, int], exc: BaseException, snippet: str) -> Violation:
+    """A copy that worked earlier in this process fails before this check's repetition began."""
+    earlier = ", ".join(f"{count:,} copy_tensors {direction}" for direction, count in worked.items())
+    return Violation(f"{what} after {earlier} had worked earlier in this process: {first_line(exc)}",
+                     expected="copies that worked in this process to keep working", actual=first_line(exc), reproducer=snippet)
+
+
 class _Destination:
     """Where copies land, and its bytes read back: in CPU memory a guarded host array read where
     it is; in device memory a value read through copy_tensors into one guarded host array that
@@ -179,9 +187,21 @@ def copies(ctx: CheckContext, direction: str) -> Iterator[Violation]:
     loop = _Loop(ctx, COPIES, "copy", [RSS], f"copy_tensors {direction}")
     loop.snippet = scripts.copies(ctx.snippets, direction, COPIES, loop.sampler, ELEMENTS)
     ctx.attempt(f"placing two sources in {source_kind} memory and a destination in {destination_kind} memory", loop.snippet)
-    with ctx.precondition(f"placing the sources ({source_kind}) and the destination ({destination_kind}) of the copies"):
-        sources = [ctx.place(pattern, source_kind, FLOAT32) for pattern in patterns]
-        destination = _Destination(ctx, destination_kind)
+    placing = f"placing the sources ({source_kind}) and the destination ({destination_kind}) of the copies"
+    # Placing device values copies cpu>kind: where those copies worked earlier in this process, a
+    # failure now is the EP that stopped copying after repetition (a pool run dry by the checks
+    # before this one), which this contract is about, never a set-up that could not be made.
+    worked = {used: COPIES_WORKED[used] for used in (f"cpu>{kind}" for kind in dict.fromkeys((source_kind, destination_kind)) if kind != "cpu")
+              if COPIES_WORKED[used]}
+    try:
+        with ctx.precondition(placing):
+            sources = [ctx.place(pattern, source_kind, FLOAT32) for pattern in patterns]
+            destination = _Destination(ctx, destination_kind)
+    except NotRun as not_run:
+        if not worked or not_run.__context__ is None:
+            raise
+        yield _failed_after_working(f"{placing} failed", worked, not_run.__context__, loop.snippet)
+        return
     ctx.prove(proofs.MEMORY, {"source": memory_label(ctx.memory_facts(source_kind)), "destination": memory_label(ctx.memory_facts(destination_kind))})
     ctx.prove(proofs.TENSOR_BYTES, ELEMENTS * 4)
     ctx.attempt(f"copy_tensors {direction}: copy 1 of {COPIES:,}", loop.snippet)
@@ -190,6 +210,9 @@ def copies(ctx: CheckContext, direction: str) -> Iterator[Violation]:
     except KitError:
         raise
     except Exception as exc:
+        if COPIES_WORKED[direction]:
+            yield _failed_after_working(f"copy 1 of {COPIES:,} failed", {direction: COPIES_WORKED[direction]}, exc, loop.snippet)
+            return
         raise NotApplicable(f"copy_tensors {direction} is refused here ({message_line(exc)}): nothing to repeat "
                             "(whether the EP must offer this direction is the functional tier's to judge)") from None
     made, checks = 1, 1

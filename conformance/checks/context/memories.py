@@ -6,6 +6,8 @@ device's DEFAULT memory; plain CPU memory when it advertises none) and `host_acc
 
 from __future__ import annotations
 
+from collections import Counter
+
 import ctypes
 
 import numpy as np
@@ -18,6 +20,12 @@ from conformance.checks.context.progress import CallGuard
 from conformance.facts import MemoryFacts
 from conformance.testbed.eps import memory_label
 from conformance.findings import ImpossibleResult, NotApplicable, NotRun, Violation
+
+
+# The copy_tensors calls that worked in this process, by direction ('cpu>default'): a copy that
+# fails after these is an EP that stopped copying after repetition, not one that never could
+# (endurance.copies judges it so).
+COPIES_WORKED: Counter[str] = Counter()
 
 
 class Memories:
@@ -114,6 +122,7 @@ class Memories:
         self.under_test.require_api("copy_tensors", "has no copy_tensors")
         with self.guard.calling(Call("copy_tensors", direction, note)):
             self.under_test.ort.copy_tensors(sources, destinations, stream)
+        COPIES_WORKED[direction] += 1
 
     def read(self, value, kind: str, dtype: tensors.DType, shape: tuple[int, ...]) -> tensors.Bytes | list[str]:
         """The bytes of `value`: CPU values directly, device values through a copy to a
