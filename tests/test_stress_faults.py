@@ -33,10 +33,15 @@ from conformance.checks import size_room
 # Contracts outside the stress tier whose check runs threads of its own (two sessions run at once
 # on their streams): a fault that bites threads at once may fail them too.
 THREADED = {"ordering.concurrent-sessions"}
+# A contract outside the tier that judges copies by their time: update_inplace(OrtValue) device to
+# device against a round trip through the host. `race` sleeps 200 us twice in each 1 MiB window of
+# every copy, so on a busy machine each copy's time is mostly how soon a sleeping thread gets a CPU
+# again (a CI run under load read 16.2 ms for the one copy against 8.34 ms for the two).
+TIMED = {"update-inplace.no-host-staging"}
 # fault -> (the stress contracts it must fail, those contracts that may fail with them)
 STRESS_FAULTS = {
     "leak": ({"endurance.copies"}, {"endurance.session-runs", "endurance.session-lifecycle"}),
-    "race": ({"concurrency.copies"}, {"concurrency.sessions", "concurrency.shared-session", *THREADED}),
+    "race": ({"concurrency.copies"}, {"concurrency.sessions", "concurrency.shared-session", *THREADED, *TIMED}),
     "race-kernel": ({"concurrency.sessions", "concurrency.shared-session"}, {*THREADED}),
     "affinity": ({"concurrency.any-thread"}, {*THREADED}),
 }
