@@ -3,14 +3,13 @@ JUnit file the run writes: each shipped case's class `ort_conformance.<family>`,
 suite named after the EPs (`ort-conformance-cpu`) unless the user named it (`-o junit_suite_name`).
 
 pytest's junitxml plugin writes a file only for `--junitxml PATH`. For the report folder's copy
-this module makes a second writer of the same class, `_pytest.junitxml.LogXML`, from the same
-ini settings, and registers it beside the user's (it is a plain plugin object: junitxml's own
-`pytest_configure` does the same for `--junitxml`). It relies on three details of
-`_pytest/junitxml.py`, the same in pytest 7.4 to 9: the constructor's arguments, the
-`xml_key` stash key under which the user's writer is kept, and `LogXML.node_reporter(report)`'s
-reporter whose `add_attribute` outlives the attributes derived from the node id (what the
-`record_xml_attribute` fixture uses, which only a test function can request). No public API sets
-a test case's class or a suite's name from a plugin.
+this module registers a second writer beside the user's, from the same ini settings: the kit's
+`junit_cases.JunitCases`, which writes what pytest's writer would, for a sixth of a large run's
+time less (see there). For the user's writer it relies on two details of `_pytest/junitxml.py`,
+the same in pytest 8 and 9: the `xml_key` stash key under which it is kept, and
+`LogXML.node_reporter(report)`'s reporter whose `add_attribute` outlives the attributes derived
+from the node id (what the `record_xml_attribute` fixture uses, which only a test function can
+request). No public API sets a test case's class or a suite's name from a plugin.
 
 The writer never writes into the report folder itself: it writes into a private folder of this
 process's (mode 0700, where nothing can be planted), and the run puts those bytes into the
@@ -29,6 +28,7 @@ import pytest
 from _pytest.junitxml import LogXML, xml_key
 
 from conformance.plugin import ids
+from conformance.plugin.junit_cases import JunitCases
 
 from conformance import safe_io
 
@@ -51,37 +51,37 @@ class JunitFiles:
         if self.user is not None and self.suite != suite:
             self.user.suite_name = self.suite
         if self.user is not None and Path(self.user.logfile) == self.target:
-            self.mine, self.own = self.user, False  # --junitxml names the folder's file: that writer, into the staging folder
+            self.mine: LogXML | JunitCases = self.user  # --junitxml names the folder's file: that writer, into the staging folder
             self.user.logfile = str(self._written)
         else:
-            self.mine, self.own = self._writer(), True
+            self.mine = self._writer()
             config.pluginmanager.register(self.mine, "conformance-junit")
         self.prefix = config.option.junitprefix
-        config.pluginmanager.register(self, "conformance-junit-names")
+        if self.user is not None:
+            config.pluginmanager.register(self, "conformance-junit-names")
 
-    def _writer(self) -> LogXML:
+    def _writer(self) -> JunitCases:
         config = self.config
-        return LogXML(str(self._written), config.option.junitprefix, self.suite, _ini(config, "junit_logging", "no"),
-                      _ini(config, "junit_duration_report", "total"), _ini(config, "junit_family", "xunit2"),
-                      _ini(config, "junit_log_passing_tests", True))
+        return JunitCases(config.option.junitprefix, self.suite, _ini(config, "junit_logging", "no"),
+                          _ini(config, "junit_duration_report", "total"), _ini(config, "junit_family", "xunit2"),
+                          _ini(config, "junit_log_passing_tests", True))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # Before the writers see the report: the attribute set now is kept over the class they
-        # derive from the node id (`ort-conformance.copy`, a dash in a package name).
+        # Before pytest's writer sees the report: the attribute set now is kept over the class it
+        # derives from the node id (`ort-conformance.copy`, a dash in a package name). The kit's
+        # writer sets the class itself.
         name = ids.class_name(report.nodeid)
-        if name is None:
-            return
-        for writer in {id(w): w for w in (self.user, self.mine) if w is not None}.values():
-            writer.node_reporter(report).add_attribute("classname", f"{self.prefix}.{name}" if self.prefix else name)
+        if self.user is not None and name is not None:
+            self.user.node_reporter(report).add_attribute("classname", f"{self.prefix}.{name}" if self.prefix else name)
 
     def contents(self) -> bytes | None:
         """What the writer wrote at the session's end (None if it wrote nothing); from now on the
         terminal names the report folder's file, where the run puts it."""
-        if self.own:
+        if isinstance(self.mine, JunitCases):
             self.config.pluginmanager.unregister(self.mine)  # the run lists its report files itself
-        else:
-            self.mine.logfile = str(self.target)  # pytest's "generated xml file" line names the file that will be there
+            return self.mine.text().encode("utf-8")
+        self.mine.logfile = str(self.target)  # pytest's "generated xml file" line names the file that will be there
         try:
             return safe_io.read_regular(self._written, _LIMIT, what="JUnit file", follow_symlinks=False)
         except safe_io.UnsafeFile:

@@ -77,12 +77,12 @@ def as_junit_error(config: pytest.Config, report: pytest.TestReport) -> None:
     """The JUnit case of an errored call holds `<error>`, as a crash or timeout is no assertion
     that failed. pytest's writer (LogXML) has written `<failure>` for it, as for any failed call:
     it is renamed, and the writer's counts moved with it. Private: `_pytest.junitxml.xml_key`,
-    `LogXML.node_reporter`, `_NodeReporter.nodes` and `LogXML.stats` (pytest 8 and 9)."""
+    `LogXML.node_reporter`, `_NodeReporter.nodes` and `LogXML.stats` (pytest 8 and 9). The
+    report folder's writer (junit_cases.JunitCases) writes `<error>` itself."""
     from _pytest.junitxml import xml_key
 
-    # The user's writer (--junitxml) and the report folder's (junit_files.JunitFiles registers it as "conformance-junit").
-    writers = {id(w): w for w in (config.stash.get(xml_key, None), config.pluginmanager.get_plugin("conformance-junit")) if w is not None}
-    for xml in writers.values():
+    xml = config.stash.get(xml_key, None)  # the user's writer (--junitxml)
+    if xml is not None:
         failures = [node for node in xml.node_reporter(report).nodes if node.tag == "failure"]
         if failures:
             failures[-1].tag = "error"
