@@ -97,6 +97,30 @@ def test_an_alias_bomb_is_refused_quickly_and_in_little_memory(tmp_path):
     assert peak < 20 << 20  # refused before its aliases were expanded (how long it takes is a benchmark's)
 
 
+@pytest.mark.parametrize("text, where", [
+    ("[" * 65 + "]" * 65, "1:65"),
+    ("a: 1\n<<: {b: " + "[" * 70 + "]" * 70 + "}\n", "2:71"),
+    ("a: !!set {" + "? [" * 70 + "x" + "]" * 70 + "}\n", "1:"),
+], ids=["flow", "under-a-merge-key", "in-a-tagged-collection"])
+def test_without_aliases_the_depth_is_refused_as_the_document_is_built(tmp_path, monkeypatch, text, where):
+    """Where no alias can be (no `*` in the text), the event stream's pass over a spec file (a
+    third of a parse) is skipped: the document is refused as it is built, and the pass then
+    words where it goes too deep."""
+    passes = []
+    monkeypatch.setattr(yaml_marks, "_beyond_bounds", lambda *args, real=yaml_marks._beyond_bounds: passes.append(1) or real(*args))
+    (tmp_path / "deep.yaml").write_text(text)
+    assert f"deep.yaml:{where}" in one_error(tmp_path / "deep.yaml")
+    assert "nested more than 64 levels deep" in one_error(tmp_path / "deep.yaml")
+    assert passes, "the refusal is worded by the event stream's pass"
+
+
+def test_a_spec_without_aliases_is_read_without_the_event_streams_pass(monkeypatch):
+    monkeypatch.setattr(yaml_marks, "_beyond_bounds", lambda *args: pytest.fail("the event stream was read"))
+    path = next(p for p in sorted((ROOT / "specs" / "contracts").glob("*.yaml")) if "*" not in p.read_text())
+    document, errors = yaml_marks.parse_yaml(path.read_text(), path.name, bounded=True)
+    assert document is not None and errors == []
+
+
 def test_a_recursive_alias_is_refused(tmp_path):
     (tmp_path / "r.yaml").write_text("ep: &a [*a]\n")
     assert one_error(tmp_path / "r.yaml").endswith("r.yaml:1:9: the alias *a is inside what it names (a recursive alias)")

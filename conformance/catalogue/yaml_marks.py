@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from conformance import safe_io
 from conformance.catalogue.contracts import Location
-from conformance.errors import SpecError
+from conformance.errors import KitError, SpecError
 
 if TYPE_CHECKING:
     import yaml
@@ -105,18 +105,28 @@ def parse_yaml(text: str, path: str, *, bounded: bool = True) -> tuple[Document 
     # Imported here: a worker handed the catalogue by the pytest process reads no YAML.
     import yaml
 
-    if bounded:
+    fast = getattr(yaml, "CSafeLoader", None)
+    # The bounds' pass over the event stream costs as much as a third of a parse. It comes first
+    # where aliases may be (a `*` anywhere in the text) or where PyYAML's own composer, which
+    # recurses, would compose. Elsewhere a document cannot expand, libyaml's composer refuses
+    # nesting past 1000 levels, and _value refuses a collection nested past MAX_DEPTH as it
+    # builds it: the pass then only words the refusal.
+    early = bounded and (fast is None or "*" in text)
+    if early:
         refused = _beyond_bounds(text, path)
         if refused is not None:
             return None, [refused]
     try:
         # libyaml's parser when PyYAML has it (same nodes and line marks, about 5 times faster:
         # the catalogue is parsed at the start of every run, in pytest and in each worker) ...
-        built = _built(getattr(yaml, "CSafeLoader", yaml.SafeLoader), text, path)
+        built = _built(fast or yaml.SafeLoader, text, path)
         if built is not None:
             return built
     except (yaml.YAMLError, *_CONSTRUCTION_ERRORS):
-        pass  # ... and PyYAML's own parser to word a problem
+        # ... and PyYAML's own parser to word a problem; it recurses, so the bounds come first.
+        refused = _beyond_bounds(text, path) if bounded and not early else None
+        if refused is not None:
+            return None, [refused]
     try:
         node, data = _compose(yaml.SafeLoader, text)
         if node is None:
@@ -141,7 +151,7 @@ _STR, _MAP, _SEQ, _MERGE = (f"tag:yaml.org,2002:{name}" for name in ("str", "map
 
 def _built(loader_class, text: str, path: str) -> tuple[Document, list[SpecError]] | None:
     """The document in `text` with its marks, built in one walk of its nodes (None when it is
-    empty); raises what the loader raises for a text that is not valid YAML."""
+    empty); raises what the loader raises for a text that is not valid YAML, and _TooDeep."""
     loader = loader_class(text)
     try:
         node = loader.get_single_node()
@@ -155,6 +165,10 @@ def _built(loader_class, text: str, path: str) -> tuple[Document, list[SpecError
         loader.dispose()
 
 
+class _TooDeep(KitError):
+    """A collection nested deeper than MAX_DEPTH, met while building the document."""
+
+
 def _value(node: yaml.Node, json_path: JsonPath, doc: Document, errors: list[SpecError], loader) -> Any:
     """The value of `node`, its marks (and those of everything in it) recorded in `doc`, a
     duplicate key an error: what PyYAML's constructor and then _record_marks would give, in one
@@ -165,6 +179,8 @@ def _value(node: yaml.Node, json_path: JsonPath, doc: Document, errors: list[Spe
     kind = node.id  # type: ignore[attr-defined]  # every node PyYAML makes has an id; the stubs' Node lacks it
     if kind == "scalar" and node.tag == _STR:
         return node.value
+    if kind != "scalar" and len(json_path) + _collections_in(node) > MAX_DEPTH:
+        raise _TooDeep()
     if kind == "mapping" and node.tag == _MAP and not any(key.tag == _MERGE for key, _ in node.value):
         data: dict[Any, Any] = {}
         for key_node, value_node in node.value:
@@ -251,6 +267,27 @@ def _beyond_bounds(text: str, path: str) -> SpecError | None:
     finally:
         loader.dispose()
     return None
+
+
+def _collections_in(node: yaml.Node) -> int:
+    """How many collections deep `node` goes, itself included: 1 for a plain mapping or list,
+    whose own collections _value counts as it reaches them; for a tagged collection or a
+    mapping with a merge key, built by PyYAML's constructor, its whole depth (a walk without
+    recursion, each node once)."""
+    if node.tag in (_MAP, _SEQ) and not (node.id == "mapping" and any(key.tag == _MERGE for key, _ in node.value)):  # type: ignore[attr-defined]
+        return 1
+    deepest, seen, stack = 0, set(), [(node, 1)]
+    while stack:
+        current, level = stack.pop()
+        if id(current) in seen or current.id == "scalar":  # type: ignore[attr-defined]
+            continue
+        seen.add(id(current))
+        deepest = max(deepest, level)
+        if deepest > MAX_DEPTH:
+            break
+        children = current.value if current.id == "sequence" else [part for pair in current.value for part in pair]  # type: ignore[attr-defined]
+        stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def _record_marks(node: yaml.Node, json_path: JsonPath, doc: Document, errors: list[SpecError]) -> None:
