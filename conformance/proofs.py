@@ -203,8 +203,11 @@ class Proven:
             return wire
         if not isinstance(wire, dict):
             return cls()
-        return cls({DECLARED[name]: value for name, item in wire.items() if name in DECLARED
-                    if (value := DECLARED[name].from_wire(item)) is not None})
+        # Each value read by its key's from_wire is of its declared type: not checked again.
+        proven = cls.__new__(cls)
+        proven._values = {name: value for name, item in wire.items() if (key := DECLARED.get(name)) is not None
+                          if (value := key.from_wire(item)) is not None}
+        return proven
 
 
 def declared(key: object) -> Proof[Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conformance.data import contracts_dir, shipped_spec_dirs
-from conformance.options import WRAPPER_VARIABLE, duration, emulator_of, ep_options, seconds, wrapper_command
+from conformance.options import WRAPPER_VARIABLE, duration, emulator_of, ep_options, seconds, unknown_options, wrapper_command
 from conformance.plugin import ids
 from conformance.plugin.shards import shard_option
 from conformance.run.reruns import reruns_option
@@ -146,3 +146,10 @@ def refuse_other_args(config: pytest.Config) -> None:
     if others:
         raise pytest.UsageError(f"with --ep, pytest collects the contract catalogue and the spec files (*.yaml) named on the "
                                 f"command line; not {', '.join(others)}")
+
+
+def warn_of_unknown_options(config: pytest.Config, options: dict, eps: list) -> None:
+    """A pytest warning for each --ep-option key an EP (its facts) does not report (options.unknown_options)."""
+    for facts in eps:
+        for text in unknown_options(options, facts.provider, [device.ep_options for device in facts.devices]):
+            config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)

@@ -29,7 +29,7 @@ from conformance.run import runfolder
 from conformance.data import contracts_dir, read_recipes, shipped_spec_dirs
 from conformance.isolation.controller import WorkerLost, WorkerRefused
 from conformance.isolation.in_process import InProcessWorker
-from conformance.options import emulator_of, unknown_options
+from conformance.options import emulator_of
 from conformance.outcomes import Result
 from conformance.plugin.items import CASES_KEY, RESULT_KEY, ContractFile, ContractItem
 from conformance.run.pool import AnyWorker, EpUnderTest, WorkerPool
@@ -79,6 +79,7 @@ class ConformanceRun:
         self.contract_files: dict[Path, list[Contract]] = {}  # each spec file's contracts (_by_file)
         self.eps: list[EpUnderTest] = []
         self.results: list[Result] = []
+        self.made: dict[str, Result] = {}  # by node id: a result this process made, until its report is logged
         self.collected = 0
         self.started = time.time()
         self.primary = not hasattr(config, "workerinput")  # the xdist controller, or a plain run
@@ -121,7 +122,8 @@ class ConformanceRun:
             ep.spec = self.catalogue.ep_spec(ep.label) if ep.facts.declared else None
             self.eps.append(ep)
         self.folder.journal.eps([ep.facts for ep in self.eps], self.catalogue.digest, _machine())
-        _warn_of_unknown_options(self)
+        if self.primary:
+            arguments.warn_of_unknown_options(self.config, self.options, [ep.facts for ep in self.eps])
 
     def worker_init(self, name: str) -> dict[str, Any]:
         # This process reads and validates the spec files; its workers are handed them (see start).
@@ -172,7 +174,8 @@ class ConformanceRun:
         data = getattr(report, "conformance_result", None)
         if data is not None and self.primary:
             self.folder.journal.result(data)  # first: a plugin after this one may take the process down
-            self.results.append(result := Result.from_dict(data))
+            # The result made in this process (self.made), or read from the dict an xdist worker sent.
+            self.results.append(result := self.made.pop(report.nodeid, None) or Result.from_dict(data))
             self.config.hook.pytest_conformance_result(result=result, config=self.config)
         outcome = yield
         if terminal.is_error(report):  # once JUnit's writer has seen it (see terminal.as_junit_error)
@@ -258,14 +261,6 @@ def _terminal_summary(run: ConformanceRun, terminalreporter) -> None:
     for line in terminal.written_lines(run.written, run.report_dir):
         terminalreporter.write_line(line)
 
-
-
-def _warn_of_unknown_options(run: ConformanceRun) -> None:
-    """A pytest warning for each --ep-option key an EP does not report (options.unknown_options)."""
-    if run.primary:
-        for ep in run.eps:
-            for text in unknown_options(run.options, ep.facts.provider, [device.ep_options for device in ep.facts.devices]):
-                run.config.issue_config_time_warning(pytest.PytestConfigWarning(text), stacklevel=2)
 
 
 def _open_folder(run: ConformanceRun) -> None:
@@ -490,6 +485,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if result is not None and call.when == "teardown":
         # Carried on the report so that it reaches the xdist controller too.
         outcome.get_result().conformance_result = result.to_dict()
+        if (run := item.config.stash.get(RUN_KEY, None)) is not None and run.primary:
+            run.made[item.nodeid] = result
     if result is not None and call.when == "call":
         report = outcome.get_result()
         terminal.mark_outcome(report, result)
