@@ -96,6 +96,95 @@ def test_combinations_onnx_forbids_raise_unbuildable_model(recipe, dtype):
         models.build(RECIPES[recipe], tensors.DTYPES[dtype], SHAPE)
 
 
+# --- written without onnx (onnx_wire, onnx_types) -------------------------------------------
+
+SHAPES = [(), (0, 3), (3,), (2, 3), (7, 13)]
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_each_model_is_written_as_onnx_helper_writes_it(name):
+    """serialized() writes without onnx the bytes build() makes with it, for every element type
+    and shape (a model file's name hashes them), and refuses where onnx.checker refuses."""
+    for dtype in tensors.DTYPES.values():
+        for shape in SHAPES:
+            try:
+                expected: bytes | None = models.build(RECIPES[name], dtype, shape).SerializeToString()
+            except UnbuildableModel:
+                expected = None
+            try:
+                written: bytes | None = models.serialized(RECIPES[name], dtype, shape)
+            except UnbuildableModel as exc:
+                assert str(exc).startswith(f"recipe '{name}' cannot be built for {dtype.name}: ONNX's "), exc
+                written = None
+            assert written == expected, (name, dtype.name, shape)
+
+
+def test_the_operators_table_is_onnx_defs():
+    """onnx_types.TAKES is what onnx.defs says of each recipe operator at the kit's opset; where
+    they differ, the message is the table to paste into conformance/testbed/onnx_types.py."""
+    from onnx import defs
+
+    from conformance.testbed import onnx_types
+
+    takes = {}
+    for op in sorted({op for recipe in RECIPES.values() for op in recipe.ops}):
+        schema = defs.get_schema(op, models.OPSET)
+        first = schema.inputs[0]
+        allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}.get(first.type_str, {first.type_str})
+        takes[op] = (first.name, frozenset(d.name for d in tensors.DTYPES.values()
+                                           if f"tensor({onnx.TensorProto.DataType.Name(d.onnx_type).lower()})" in allowed))
+    assert onnx_types.OPSET == models.OPSET
+    assert onnx_types.TAKES == takes, "TAKES = " + repr({op: (first, sorted(names)) for op, (first, names) in takes.items()})
+
+
+def test_a_recipe_with_an_operator_the_table_lacks_is_built_with_onnx():
+    recipe = dataclasses.replace(RECIPES["relu"], name="abs", nodes=({"op": "Abs", "inputs": ["x"], "outputs": ["y"]},))
+    assert models.serialized(recipe, FLOAT32, SHAPE) == models.build(recipe, FLOAT32, SHAPE).SerializeToString()
+
+
+def test_the_probe_model_is_onnx_helpers():
+    from onnx import helper
+
+    from conformance.testbed.eps import probe_model
+
+    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
+    assert probe_model() == helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8).SerializeToString()
+
+
+def test_a_graph_is_read_as_onnx_reads_it():
+    """What ep_context reads of a model onnxruntime wrote: the nodes' operators and string
+    attributes, the inputs and outputs, from bytes onnx wrote with more in them than that."""
+    from onnx import helper
+
+    from conformance.testbed import onnx_wire
+
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="first"),
+             helper.make_node("EPContext", ["h"], ["y"], domain="com.microsoft", source="MyEp", embed_mode=1,
+                              ep_cache_context=b"\x00\xff" * 5000, partition_name="p\u00e9")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 3])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+                              initializer=[helper.make_tensor("w", onnx.TensorProto.INT64, [2], [-1, 2])])
+    data = helper.make_model(graph, producer_name="onnxruntime", doc_string="d", opset_imports=[helper.make_opsetid("", 21)]).SerializeToString()
+    read = onnx_wire.read_graph(data)
+    assert [n.op_type for n in read.nodes] == ["Relu", "EPContext"]
+    assert read.nodes[1].strings == {"source": b"MyEp", "ep_cache_context": b"\x00\xff" * 5000, "partition_name": "p\u00e9".encode()}
+    assert (read.inputs, read.outputs) == (("x",), ("y",))
+    for model in RECIPES.values():
+        written = models.serialized(model, FLOAT32, SHAPE)
+        assert [n.op_type for n in onnx_wire.read_graph(written).nodes] == [n.op_type for n in onnx.load_from_string(written).graph.node]
+
+
+@pytest.mark.parametrize("data", [b"", b"\x3a\x05ab", b"\x3a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", b"\x3b\x00", b"not onnx at all"],
+                         ids=["empty", "truncated-graph", "endless-length", "group", "text"])
+def test_bytes_that_hold_no_model_are_not_a_model(data):
+    from conformance.testbed import onnx_wire
+
+    with pytest.raises(onnx_wire.NotAModel):
+        onnx_wire.read_graph(data)
+
+
 # --- the cache -----------------------------------------------------------------------------
 
 

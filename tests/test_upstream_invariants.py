@@ -131,16 +131,31 @@ def test_an_ep_context_node_where_the_ep_compiled_nothing_breaks_the_invariant(r
     from onnx import helper
 
     from conformance.checks import ep_context
+    from conformance.testbed import onnx_wire
 
     ctx = runner.context(0)
     stray = helper.make_node("EPContext", ["x"], ["y"], domain="com.microsoft", source="CPUExecutionProvider")
     graph = helper.make_graph([stray], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, None)],
                               [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
-    monkeypatch.setattr(ep_context, "read_context_model", lambda path: helper.make_model(graph))
+    monkeypatch.setattr(ep_context, "read_context_model", lambda path: onnx_wire.read_graph(helper.make_model(graph).SerializeToString()))
     monkeypatch.setattr(ctx, "assignment_of", lambda session: {"OtherExecutionProvider": ["Relu"]})
     result, message = outcome(runner, "session.ep-context-model", recipe="relu")
     assert result is Outcome.FAIL
     assert message.startswith("the EPContext model has 1 EPContext nodes, but CPUExecutionProvider took no node"), message
+
+
+def test_an_ep_context_model_that_is_not_onnx_breaks_the_contract(runner, monkeypatch, tmp_path):
+    """A file where the EPContext model should be that does not read as ONNX is a failure of
+    what wrote it, never an error of the kit."""
+    from conformance.checks import ep_context
+
+    garbage = tmp_path / "ctx.onnx"
+    garbage.write_bytes(b"\x3a\x05ab")  # a graph field cut short
+    monkeypatch.setattr(ep_context, "read_context_model", lambda path, real=ep_context.read_context_model: real(str(garbage)))
+    monkeypatch.setattr(runner.context(0), "assignment_of", lambda session: {"CPUExecutionProvider": ["Relu"]})
+    result, message = outcome(runner, "session.ep-context-model", recipe="relu")
+    assert result is Outcome.FAIL
+    assert message.startswith("the EPContext model the session wrote is not an ONNX model: field 7 runs past the end"), message
 
 
 def test_ep_context_nodes_that_name_another_ep_break_the_contract(refdev_library, tmp_path):

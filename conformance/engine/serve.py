@@ -121,12 +121,11 @@ class Handler:
 
     def _handover(self) -> tuple[Any, dict[str, Any]]:
         """The catalogue and recipes the parent hands over after init (isolation.handover). A
-        worker told to warm up imports onnx first (models.warm_up) where the handover has not
-        arrived: the parent is still reading and validating the catalogue (2 s for a vendor's
-        10 000 contracts), and the import (0.6 s with ml_dtypes on numpy 2) would otherwise start
-        only after the facts are answered. Where it has arrived (the shipped catalogue is read
-        before a worker has imported onnxruntime), the facts go first and the import overlaps
-        pytest's collection, as in serve."""
+        worker told to warm up makes its imports first (models.warm_up) where the handover has
+        not arrived: the parent is still reading and validating the catalogue (2 s for a vendor's
+        10 000 contracts). Where it has arrived (the shipped catalogue is read before a worker
+        has imported onnxruntime), the facts go first and the imports overlap pytest's
+        collection, as in serve."""
         if self._warm_up_before_handover and not self.arrived():
             from conformance.testbed.models import warm_up
 
@@ -204,10 +203,9 @@ def preload() -> None:
 
 
 def warm_forks() -> None:
-    """What the fork server imports once it serves, for every worker it forks: onnx, which a
-    worker imports to build a model (a replacement after a crash, an own-process contract's
-    worker). With ml_dtypes on numpy 2 that import takes 0.6 s (ml_dtypes registers its ufunc
-    loops one by one), which each such worker paid while pytest waited for its answer."""
+    """What the fork server imports once it serves, for every worker it forks: what building a
+    model needs (models.warm_up; onnx no more, whose 0.9 s with ml_dtypes 0.7 each forked worker
+    paid before, and the server beside the first worker's start)."""
     from conformance.testbed.models import warm_up
 
     warm_up()

@@ -18,7 +18,7 @@ from typing import Any
 def widen_pipe(stream) -> None:
     """Grows the pipe to a worker's stdin to 1 MiB (on Linux, within the system's limit): a
     batch of checks (70 kB for the CPU EP) is then written at once while the worker is busy,
-    e.g. importing onnx (models.warm_up), instead of pytest's process waiting for it to read."""
+    e.g. starting up, instead of pytest's process waiting for it to read."""
     resize = getattr(fcntl, "F_SETPIPE_SZ", None)
     if resize is None or stream is None:
         return

@@ -222,16 +222,10 @@ def fallback_reason(ort, target: EpTarget) -> str | None:
     a session asked for it logs an error and silently runs on the CPU EP (microsoft/onnxruntime
     issue 23372). The session's own provider list is what tells: a provider missing from it
     was never created."""
-    from onnx import TensorProto, helper
-
-    graph = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "probe",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
     options = ort.SessionOptions()
     options.log_severity_level = 4  # the kit reports the fallback itself
     try:
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=[(target.provider, target.provider_options)])
+        session = ort.InferenceSession(probe_model(), options, providers=[(target.provider, target.provider_options)])
     except Exception as exc:
         return f"a session for {target.provider} could not be created: {message_line(exc)}"
     if target.provider not in session.get_providers():
@@ -398,3 +392,12 @@ def package_name(ort) -> str:
         if dist in installed:
             return dist
     return getattr(ort, "package_name", "onnxruntime")
+
+
+def probe_model() -> bytes:
+    """One float Identity node, opset 13, IR version 8: a model every provider takes. Written
+    without onnx (onnx_wire), whose import the packaging checks would otherwise pay."""
+    from conformance.testbed import onnx_wire
+
+    value = {name: onnx_wire.value_info(name, 1, [1]) for name in ("x", "y")}  # 1: TensorProto.FLOAT
+    return onnx_wire.model([onnx_wire.node("Identity", ["x"], ["y"])], "probe", [value["x"]], [value["y"]], [], ir_version=8, opset=13)

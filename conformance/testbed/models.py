@@ -1,8 +1,10 @@
 """ONNX models built from the declarative recipes in `models/recipes.yaml`.
 
-A model is a recipe instantiated for one element type and shape. Models are checked with
-`onnx.checker`, cached in memory and on disk by the hash of what they are made from, and written
-beside the report so that a failure can be reproduced without the kit.
+A model is a recipe instantiated for one element type and shape. Models are written as the
+bytes onnx.helper would make (`serialized`, with onnx_wire: a worker does not import onnx),
+refused where onnx.checker refuses them (onnx_types), cached in memory and on disk by the hash
+of what they are made from, and written beside the report so that a failure can be reproduced
+without the kit.
 
 Nothing on disk is trusted: a model file is named `RECIPE-DTYPE-SHAPE-KEY-CONTENT.onnx`, KEY the
 hash of what it is made from (the recipe, element type, shape, opset, IR version and seed) and
@@ -33,6 +35,7 @@ if TYPE_CHECKING:  # imported where a model is built: see build()
 OPSET = 21
 IR_VERSION = 10  # the IR version that goes with opset 21; onnxruntime >= 1.20 reads it
 INITIALIZER_SEED = 7
+PRODUCER = "ort-ep-conformance"
 MAX_MODEL_BYTES = 1 << 30  # a model file read back from the models folder; the kit's are kilobytes
 
 
@@ -89,8 +92,8 @@ def _tensor(name: str, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx.Te
 
 
 def build(recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx.ModelProto":
-    # onnx is imported here, not at the top: a worker whose models are all cached on disk
-    # never builds one, and importing onnx is about 40 ms of its start.
+    # onnx is imported here, not at the top: a worker writes its models with onnx_wire
+    # (serialized), and importing onnx takes 0.9 s with ml_dtypes 0.7.
     import onnx
     from onnx import helper
 
@@ -104,7 +107,7 @@ def build(recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx
         [value(n) for n in recipe.outputs],
         initializer=[_tensor(n, dtype, shape) for n in recipe.initializers],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="ort-ep-conformance")
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name=PRODUCER)
     model.ir_version = IR_VERSION
     try:
         onnx.checker.check_model(model, full_check=True)
@@ -113,14 +116,52 @@ def build(recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> "onnx
     return model
 
 
+def serialized(recipe: Recipe, dtype: tensors.DType, shape: tuple[int, ...]) -> bytes:
+    """`build(recipe, dtype, shape).SerializeToString()`, written by onnx_wire without importing
+    onnx where onnx_types knows each of the recipe's operators at OPSET (UnbuildableModel where
+    one does not take `dtype`, as onnx.checker refuses it); built with onnx otherwise."""
+    from conformance.testbed import onnx_types, onnx_wire
+
+    if OPSET != onnx_types.OPSET or any(op not in onnx_types.TAKES for op in recipe.ops):
+        return build(recipe, dtype, shape).SerializeToString()
+    for op in recipe.ops:
+        first_input, takes = onnx_types.TAKES[op]
+        if dtype.name not in takes:
+            raise UnbuildableModel(f"recipe '{recipe.name}' cannot be built for {dtype.name}: "
+                                   f"ONNX's {op} (opset {OPSET}) does not take tensor({dtype.name}) as its {first_input}")
+    dims = list(shape)
+
+    def value(name: str) -> bytes:
+        return onnx_wire.value_info(name, dtype.onnx_type, dims)
+
+    return onnx_wire.model([onnx_wire.node(n["op"], n["inputs"], n["outputs"]) for n in recipe.nodes], f"conformance_{recipe.name}",
+                           [value(n) for n in recipe.inputs], [value(n) for n in recipe.outputs],
+                           [_initializer(n, dtype, shape) for n in recipe.initializers], ir_version=IR_VERSION, opset=OPSET, producer=PRODUCER)
+
+
+def _initializer(name: str, dtype: tensors.DType, shape: tuple[int, ...]) -> bytes:
+    """_tensor's TensorProto, as bytes."""
+    from conformance.testbed import onnx_wire
+
+    values = initializer_values(dtype, shape)
+    if dtype.name == "string":
+        return onnx_wire.tensor(name, dtype.onnx_type, shape, strings=[s.encode() for s in values.reshape(-1)])
+    if dtype.numpy_native:
+        return onnx_wire.tensor(name, dtype.onnx_type, values.shape, raw=values.tobytes())
+    raw = tensors.payload(values, dtype)
+    assert not isinstance(raw, list), "strings are made above"
+    return onnx_wire.tensor(name, dtype.onnx_type, shape, raw=raw.tobytes())
+
+
 def warm_up() -> None:
-    """Imports onnx ahead of the first model built. A worker started with the run has nothing
-    to do while pytest collects; importing onnx then takes its 40 ms off the first check that
-    builds a model, which pytest would otherwise wait for."""
+    """Imports what building a model needs ahead of the first model built: a worker started
+    with the run has nothing to do while pytest collects. Not onnx: models are written by
+    onnx_wire (see there for the 0.9 s that importing onnx costs with ml_dtypes 0.7); a check
+    that reads a model with onnx imports it when it runs."""
     try:
-        import onnx  # noqa: F401
+        from conformance.testbed import onnx_types, onnx_wire  # noqa: F401
     except Exception:
-        pass  # an onnx that does not import fails the checks that build models, each saying why
+        pass  # a module that does not import fails the checks that build models, each saying why
 
 
 class UnbuildableModel(KitError):
@@ -227,7 +268,7 @@ class ModelCache:
             if found is not None:
                 data, path = found
             else:
-                data, path = build(recipe, dtype, shape).SerializeToString(), None
+                data, path = serialized(recipe, dtype, shape), None
                 if self.directory is not None:
                     # Written aside and renamed: writers sharing a models folder (pytest -n 2) never
                     # see each other's half-written file.
