@@ -202,6 +202,7 @@ class JunitCases:
         case.xml = _xml(case)
         case.parts = []
 
+
 class _Parts:
     """What a report adds to its case (a failure, an error, a skip, captured output) as LogXML's
     _NodeReporter words it, and the suite's counts of them."""
@@ -259,7 +260,6 @@ class _Parts:
             content = ""
         if content:
             self.add(case, "system-out", None, content)
-
 
 
 def _xml(case: _Case) -> str:
