@@ -3,8 +3,9 @@ recipe needs (a model, its graph, nodes, typed values and initializers) in proto
 and what a check reads of a model onnxruntime wrote (its graph's nodes, inputs and outputs).
 
 Why not onnx.helper: importing onnx imports ml_dtypes, and ml_dtypes 0.7.0 takes 0.9 s to import
-on numpy 2.4 (0.6.0 took 6 ms; measured on the 2-core development machine), which every worker
-paid before its first check: a third of a CPU-EP run's wall time. The bytes are the ones
+on numpy 2.4 (0.6.0 took 6 ms; measured on the 2-core development machine), which a run's first
+worker paid before its first check (and its fork server beside it): a quarter of a CPU-EP run's
+wall time (3.9 s, 3.0 s without it). The bytes are the ones
 `models.build(...).SerializeToString()` gives (tests/test_models.py compares them for every
 recipe and element type), so a model file's name, which hashes its bytes, is the same either way.
 What onnx.checker would refuse (an operator that does not take the element type) is known from
