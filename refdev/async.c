@@ -1,5 +1,5 @@
 /* The asynchronous device's machinery: FIFO queues of work, each served by its own thread, every
- * item held back by a delay; the private ("stray") queue of the async fault modes; frees held
+ * item held back until something waits for it or its hold has passed; the private ("stray") queue of the async fault modes; frees held
  * back while queued work may still touch the memory. streams.c builds the sync streams and their
  * notifications on it; nothing here calls onnxruntime. */
 #include "refdev.h"
@@ -20,14 +20,18 @@ bool refdev_async_fault(refdev_fault fault) {
 
 bool refdev_async_wanted(void) { return refdev_env_flag(REFDEV_ASYNC_ENV) || refdev_async_fault(refdev_current_fault()); }
 
-/* How long each queued item waits before it runs: long enough that a read nobody waited for
- * comes before the work it should have waited for, every time. */
-long refdev_async_delay_ms(void) {
+/* How long an item nobody waits for is held back once it is next in its queue. An item that a
+ * drain, a sync, a stream's release or a notification's wait is waiting for runs at once
+ * (urge_locked), so a read that nobody waited for comes before the work it should have waited
+ * for every time: nothing lets that work run before the hold has passed, and the hold is far
+ * longer than the call and the read between which a caller should have waited. */
+#define DEFAULT_HOLD_MS 1000
+long refdev_async_hold_ms(void) {
   const char* v = getenv(REFDEV_ASYNC_DELAY_ENV);
-  if (v == NULL || v[0] == '\0') return 3;
+  if (v == NULL || v[0] == '\0') return DEFAULT_HOLD_MS;
   char* end = NULL;
   long ms = strtol(v, &end, 10);
-  if (end == v || ms < 0) return 3;
+  if (end == v || ms < 0) return DEFAULT_HOLD_MS;
   return ms > 60000 ? 60000 : ms;
 }
 
@@ -49,8 +53,8 @@ void refdev_async_log(const char* fmt, ...) {
 }
 
 /* The stray queue holds its work back longer than the streams do, so that what a caller queues
- * on a stream right after a stray copy runs before that copy lands. */
-#define STRAY_DELAY_FACTOR 4
+ * on a stream right after a stray copy and nobody waits for still runs before that copy lands. */
+#define STRAY_HOLD_FACTOR 4
 
 /* ------------------------------------------------------------------------------------------ */
 /* Queued work and the library's list of outstanding work                                      */
@@ -76,7 +80,8 @@ struct refdev_queue {
   queued_op* tail;
   uint64_t queued; /* items queued so far */
   uint64_t done;   /* items run so far (FIFO: the first `done` of them) */
-  long delay_ms;
+  uint64_t urged;  /* the first `urged` items are waited for: they run without their hold */
+  long hold_ms;
   int device;
   const void* owner;
   bool stopping; /* no more work is taken; the worker leaves once the queue is empty */
@@ -112,11 +117,26 @@ static pthread_mutex_t g_life_lock = PTHREAD_MUTEX_INITIALIZER;
 static refdev_queue* g_queues = NULL;
 static refdev_queue* g_stray = NULL;
 
-static void delay(long ms) {
-  struct timespec t;
-  t.tv_sec = ms / 1000;
-  t.tv_nsec = (ms % 1000) * 1000000L;
-  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+/* Wakes the worker to run the first `through` items without holding them back (q->lock held). */
+static void urge_locked(refdev_queue* q, uint64_t through) {
+  if (q->urged < through) q->urged = through;
+  pthread_cond_broadcast(&q->work_cv);
+}
+
+/* Holds the head item back (q->lock held) until something waits for it or its hold has passed. */
+static void hold_head(refdev_queue* q) {
+  if (q->hold_ms <= 0) return;
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += q->hold_ms / 1000;
+  until.tv_nsec += (q->hold_ms % 1000) * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec += 1;
+    until.tv_nsec -= 1000000000L;
+  }
+  /* the head is item done + 1 */
+  while (q->urged <= q->done) {
+    if (pthread_cond_timedwait(&q->work_cv, &q->lock, &until) == ETIMEDOUT) break;
   }
 }
 
@@ -154,12 +174,12 @@ static void* worker(void* arg) {
     while (q->head == NULL && !q->stopping) pthread_cond_wait(&q->work_cv, &q->lock);
     if (q->head == NULL) break; /* stopping, and nothing left to run */
     queued_op* op = q->head;
+    /* held while nobody waits for it: the items behind it wait too, so a chain of queued work
+     * that nobody waits for lands later the longer it is, as on a busy device */
+    hold_head(q);
     /* run outside the lock: work that waits (a notification's wait) must not hold up the
      * callers queueing more */
     pthread_mutex_unlock(&q->lock);
-    /* each item waits its delay once it is next, after the one before it has run: a chain of
-     * queued work lands later the longer it is, as on a busy device */
-    delay(q->delay_ms);
     op->fn(op->arg, __atomic_load_n(&op->abandoned, __ATOMIC_ACQUIRE));
     pthread_mutex_lock(&q->lock);
     q->head = op->next;
@@ -203,13 +223,19 @@ static void reap_zombies_locked(void) {
   }
 }
 
-refdev_queue* refdev_queue_create(long delay_ms, int device, const void* owner) {
+refdev_queue* refdev_queue_create(long hold_ms, int device, const void* owner) {
   refdev_queue* q = (refdev_queue*)calloc(1, sizeof *q);
   if (q == NULL) return NULL;
   pthread_mutex_init(&q->lock, NULL);
-  pthread_cond_init(&q->work_cv, NULL);
+  /* the hold is timed on the monotonic clock: a change of the wall clock neither ends nor
+   * stretches it */
+  pthread_condattr_t monotonic;
+  pthread_condattr_init(&monotonic);
+  pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+  pthread_cond_init(&q->work_cv, &monotonic);
+  pthread_condattr_destroy(&monotonic);
   pthread_cond_init(&q->done_cv, NULL);
-  q->delay_ms = delay_ms;
+  q->hold_ms = hold_ms;
   q->device = device;
   q->owner = owner;
   /* The worker takes no signals: they stay with the threads of the process that expect them
@@ -231,7 +257,8 @@ refdev_queue* refdev_queue_create(long delay_ms, int device, const void* owner) 
   return q;
 }
 
-/* Queues fn(arg) to run once the items before it have run and its delay has passed. False when
+/* Queues fn(arg) to run once the items before it have run and it is waited for or its hold has
+ * passed. False when
  * the queue takes no more work (released, or the library is being unregistered): the caller
  * runs it itself. */
 static bool queue_push(refdev_queue* q, refdev_work_fn fn, void* arg, bool abandoned) {
@@ -281,10 +308,18 @@ bool refdev_queue_busy(refdev_queue* q) {
   return busy;
 }
 
+/* Those waiting for the queued items are waiting for this queue: they run at once. */
+void refdev_queue_urge(refdev_queue* q) {
+  pthread_mutex_lock(&q->lock);
+  urge_locked(q, q->queued);
+  pthread_mutex_unlock(&q->lock);
+}
+
 /* Returns once every item queued before the call has run. */
 void refdev_queue_drain(refdev_queue* q) {
   pthread_mutex_lock(&q->lock);
   uint64_t target = q->queued;
+  urge_locked(q, target);
   while (q->done < target && !q->finished) pthread_cond_wait(&q->done_cv, &q->lock);
   pthread_mutex_unlock(&q->lock);
 }
@@ -296,7 +331,9 @@ void refdev_queue_release(refdev_queue* q, bool drain_first) {
   if (q == NULL) return;
   pthread_mutex_lock(&q->lock);
   q->stopping = true;
-  pthread_cond_signal(&q->work_cv);
+  /* a release that drains waits for what is queued; one that does not leaves it held */
+  if (drain_first) urge_locked(q, q->queued);
+  pthread_cond_broadcast(&q->work_cv);
   pthread_mutex_unlock(&q->lock);
   pthread_mutex_lock(&g_life_lock);
   if (!drain_first) {
@@ -326,7 +363,7 @@ bool refdev_stray_push(refdev_work_fn fn, void* arg) {
   refdev_queue* q = g_stray;
   pthread_mutex_unlock(&g_life_lock);
   if (q == NULL) {
-    refdev_queue* made = refdev_queue_create(refdev_async_delay_ms() * STRAY_DELAY_FACTOR, REFDEV_ANY_DEVICE, NULL);
+    refdev_queue* made = refdev_queue_create(refdev_async_hold_ms() * STRAY_HOLD_FACTOR, REFDEV_ANY_DEVICE, NULL);
     if (made == NULL) return false;
     pthread_mutex_lock(&g_life_lock);
     if (g_stray == NULL) {
@@ -342,10 +379,12 @@ bool refdev_stray_push(refdev_work_fn fn, void* arg) {
   return queue_push(q, fn, arg, true);
 }
 
-static bool op_matches(const queued_op* op, int device, const void* owner) {
-  if (device != REFDEV_ANY_DEVICE && op->device != REFDEV_ANY_DEVICE && op->device != device) return false;
-  return owner == NULL || op->owner == owner;
+static bool matches(int its_device, const void* its_owner, int device, const void* owner) {
+  if (device != REFDEV_ANY_DEVICE && its_device != REFDEV_ANY_DEVICE && its_device != device) return false;
+  return owner == NULL || its_owner == owner;
 }
+
+static bool op_matches(const queued_op* op, int device, const void* owner) { return matches(op->device, op->owner, device, owner); }
 
 /* Returns once every item queued before the call, on any queue of `device` (REFDEV_ANY_DEVICE:
  * every device; the stray queue counts as every device's) and of `owner` (NULL: anyone's), has
@@ -353,6 +392,18 @@ static bool op_matches(const queued_op* op, int device, const void* owner) {
 void refdev_async_drain_where(int device, const void* owner) {
   pthread_mutex_lock(&g_async_lock);
   uint64_t ticket = g_next_gseq - 1;
+  pthread_mutex_unlock(&g_async_lock);
+  /* urged after the ticket is taken: an item queued before it is counted in its queue's
+   * `queued` by then (queue_push does both under the queue's lock) */
+  pthread_mutex_lock(&g_life_lock);
+  for (refdev_queue* q = g_queues; q != NULL; q = q->next_live) {
+    if (!matches(q->device, q->owner, device, owner)) continue;
+    pthread_mutex_lock(&q->lock);
+    urge_locked(q, q->queued);
+    pthread_mutex_unlock(&q->lock);
+  }
+  pthread_mutex_unlock(&g_life_lock);
+  pthread_mutex_lock(&g_async_lock);
   for (;;) {
     bool pending = false;
     for (queued_op* op = g_outstanding_head; op != NULL && op->gseq <= ticket; op = op->gnext) {
@@ -413,7 +464,7 @@ void refdev_async_shutdown(void) {
   for (refdev_queue* q = g_queues; q != NULL; q = q->next_live) {
     pthread_mutex_lock(&q->lock);
     q->stopping = true;
-    pthread_cond_signal(&q->work_cv);
+    urge_locked(q, q->queued);
     pthread_mutex_unlock(&q->lock);
   }
   refdev_queue* stray = g_stray;

@@ -145,8 +145,13 @@ static void mark_run(void* arg, bool abandoned) {
   notif_unref(n);
 }
 
-/* Blocks until the marks queued before `target` was taken have run. */
+/* Blocks until the marks queued before `target` was taken have run. A wait for a mark is a wait
+ * for the producer's queue: what is queued there runs without its hold. */
 static void wait_marks(refdev_notification* n, uint64_t target) {
+  pthread_mutex_lock(&g_streams_lock);
+  refdev_stream* producer = find_by_impl_locked(n->producer);
+  if (producer != NULL && producer->queue != NULL) refdev_queue_urge(producer->queue);
+  pthread_mutex_unlock(&g_streams_lock);
   pthread_mutex_lock(&n->lock);
   while (n->marks_done < target) pthread_cond_wait(&n->cv, &n->lock);
   pthread_mutex_unlock(&n->lock);
@@ -314,7 +319,7 @@ OrtStatus* refdev_stream_create(refdev_factory* f, const OrtMemoryDevice* memory
   if (s == NULL) return refdev_make_status(ORT_FAIL, "RefDev: out of memory");
   if (async) {
     int device = (int)g_ep->MemoryDevice_GetDeviceId(memory_device);
-    s->queue = refdev_queue_create(refdev_async_delay_ms(), device, owner);
+    s->queue = refdev_queue_create(refdev_async_hold_ms(), device, owner);
     if (s->queue == NULL) {
       free(s);
       return refdev_make_status(ORT_FAIL, "RefDev: cannot start the thread of an asynchronous stream");

@@ -176,10 +176,11 @@ def test_the_ordering_family_is_not_applicable_where_the_default_memory_is_cpu_m
 
 # --- the reference EP, asynchronous ----------------------------------------------------------------
 
-ASYNC = {"ORT_REFDEV_ASYNC": "1", "ORT_REFDEV_FAULT": None, "ORT_REFDEV_ASYNC_DELAY_MS": None}
-# What the fault runs hold each queued operation back by: far longer than the microseconds between
-# a call's return and the read that should have waited for it, on a loaded machine too.
-FAULT_DELAY_MS = "50"
+# How long refdev holds back queued work that nobody waits for (work something waits for runs at
+# once): a read that should have waited comes first unless the reader is kept off the CPU for ten
+# seconds, so a missing wait shows on a loaded machine too, and a test that waits costs nothing.
+HOLD_MS = "10000"
+ASYNC = {"ORT_REFDEV_ASYNC": "1", "ORT_REFDEV_FAULT": None, "ORT_REFDEV_ASYNC_DELAY_MS": HOLD_MS}
 ORDERING = ("ordering.copy-without-stream", "ordering.copy-on-stream", "ordering.run-outputs", "ordering.cross-device-values",
             "ordering.unsynchronized-run", "ordering.bound-input", "ordering.produced-values", "ordering.concurrent-sessions")
 
@@ -228,7 +229,7 @@ def test_the_asynchronous_reference_ep_passes_the_ordering_family_and_sync_strea
         finding = results[key]
         assert "was not complete when synchronize_outputs() returned" in finding["message"] and "PR 27538" in finding["message"]
         assert finding["details"]["evidence"]["complete_before_synchronize"] is False
-        assert run_script(finding["details"]["violations"][0]["reproducer"], ORT_REFDEV_ASYNC="1").returncode == 1
+        assert run_script(finding["details"]["violations"][0]["reproducer"], ORT_REFDEV_ASYNC="1", ORT_REFDEV_ASYNC_DELAY_MS=HOLD_MS).returncode == 1
     # The copies really were queued when they returned, and the two sessions really ran at once.
     for key in (("ordering.copy-on-stream", ()), ("streams.sync-stream", ())):
         assert results[key]["details"]["evidence"]["queued_at_return"] is True
@@ -238,10 +239,8 @@ def test_the_asynchronous_reference_ep_passes_the_ordering_family_and_sync_strea
 @pytest.mark.parametrize("fault", sorted(ASYNC_FAULTS))
 def test_each_asynchronous_fault_mode_fails_its_ordering_contract_with_a_script_that_fails_on_that_build_alone(refdev_library, tmp_path, fault):
     contracts, (own, params) = ASYNC_FAULTS[fault]
-    # Two sessions at once make hundreds of queued operations, each held back FAULT_DELAY_MS: left
-    # out here (their stand-in test is above).
-    results = async_run(refdev_library, tmp_path / fault, "family_ordering or family_streams", "not concurrent", ORT_REFDEV_FAULT=fault,
-                        ORT_REFDEV_ASYNC_DELAY_MS=FAULT_DELAY_MS)
+    # Two sessions at once are left out here (their stand-in test is above).
+    results = async_run(refdev_library, tmp_path / fault, "family_ordering or family_streams", "not concurrent", ORT_REFDEV_FAULT=fault)
     broken = {contract for (contract, _), r in results.items() if r["outcome"] == "fail" and r["subject"] == "ep"}
     assert contracts <= broken, f"expected {sorted(contracts)} among {sorted(broken)}"
     if fault == "no-wait":  # the one mode a run without a value crossing to the CPU never meets
@@ -249,7 +248,7 @@ def test_each_asynchronous_fault_mode_fails_its_ordering_contract_with_a_script_
     failed = results[(own, tuple(params.values()))]
     assert (failed["outcome"], failed["subject"]) == ("fail", "ep"), failed
     script = failed["details"]["violations"][0]["reproducer"]
-    setup = {"ORT_REFDEV_ASYNC": "1", "ORT_REFDEV_ASYNC_DELAY_MS": FAULT_DELAY_MS}
+    setup = {"ORT_REFDEV_ASYNC": "1", "ORT_REFDEV_ASYNC_DELAY_MS": HOLD_MS}
     bad = run_script(script, ORT_REFDEV_FAULT=fault, **setup)
     assert bad.returncode == 1 and "AssertionError" in bad.stderr, bad.stderr[-2000:]
     good = run_script(script, **setup)
