@@ -3,10 +3,10 @@
 On the CPU EP, stand-ins for onnxruntime's objects queue what an asynchronous EP would queue
 (copies given a stream, run only when the stream is released) or share what two sessions must
 not. On the reference EP (refdev/) in its asynchronous mode (ORT_REFDEV_ASYNC=1: a queue and a
-thread per stream, every queued operation delayed), the correct build passes the family and each
+thread per stream, every queued operation held until something waits for it), the correct build passes the family and each
 asynchronous fault mode fails its own contract, with a reproducer that fails standalone on that
 build and passes on the good one. Nothing here waits by time: a missing wait shows as bytes not
-yet written, because the EP delays every queued operation.
+yet written, because the EP holds every queued operation until something waits for it.
 """
 
 from __future__ import annotations
