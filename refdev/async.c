@@ -1,7 +1,8 @@
 /* The asynchronous device's machinery: FIFO queues of work, each served by its own thread, every
- * item held back until something waits for it or its hold has passed; the private ("stray") queue of the async fault modes; frees held
- * back while queued work may still touch the memory. streams.c builds the sync streams and their
- * notifications on it; nothing here calls onnxruntime. */
+ * item held back until something waits for it or its hold has passed; the private ("stray")
+ * queue of the async fault modes; frees held back while queued work may still touch the memory.
+ * streams.c builds the sync streams and their notifications on it; nothing here calls
+ * onnxruntime. */
 #include "refdev.h"
 
 #include <signal.h>
@@ -258,9 +259,8 @@ refdev_queue* refdev_queue_create(long hold_ms, int device, const void* owner) {
 }
 
 /* Queues fn(arg) to run once the items before it have run and it is waited for or its hold has
- * passed. False when
- * the queue takes no more work (released, or the library is being unregistered): the caller
- * runs it itself. */
+ * passed. False when the queue takes no more work (released, or the library is being
+ * unregistered): the caller runs it itself. */
 static bool queue_push(refdev_queue* q, refdev_work_fn fn, void* arg, bool abandoned) {
   queued_op* op = (queued_op*)calloc(1, sizeof *op);
   if (op == NULL) return false;
@@ -397,10 +397,7 @@ void refdev_async_drain_where(int device, const void* owner) {
    * `queued` by then (queue_push does both under the queue's lock) */
   pthread_mutex_lock(&g_life_lock);
   for (refdev_queue* q = g_queues; q != NULL; q = q->next_live) {
-    if (!matches(q->device, q->owner, device, owner)) continue;
-    pthread_mutex_lock(&q->lock);
-    urge_locked(q, q->queued);
-    pthread_mutex_unlock(&q->lock);
+    if (matches(q->device, q->owner, device, owner)) refdev_queue_urge(q);
   }
   pthread_mutex_unlock(&g_life_lock);
   pthread_mutex_lock(&g_async_lock);
