@@ -183,9 +183,8 @@ def main() -> int:
 
     # ------------------------------------------------------------ update_inplace
     print("update_inplace:")
+    shape = (3, 5)
     for dtype in DTYPES:
-        shape = (3, 5)
-
         def from_numpy(dtype=dtype):
             v = gpu_empty(shape, dtype, gpu_mem)
             ptr = v.data_ptr()
